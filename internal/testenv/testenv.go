@@ -1,0 +1,120 @@
+// Package testenv gives integration tests real MariaDB servers: one sandbox
+// per test binary, on free loopback ports, torn down when the binary exits.
+// When CI is set, a missing server is a failure, never a skip.
+package testenv
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/sandbox"
+)
+
+// Env is a running sandbox.
+type Env struct {
+	Config  sandbox.Config
+	Servers []sandbox.Server
+}
+
+var (
+	once    sync.Once
+	env     *Env
+	envErr  error
+	servers = 3
+)
+
+// Main wraps testing.M: it runs the tests and then stops the sandbox if one was started.
+func Main(m *testing.M) {
+	code := m.Run()
+	if env != nil && os.Getenv("SHARDCTL_TEST_KEEP") == "" {
+		_ = sandbox.Down(context.Background(), env.Config, true)
+	}
+	os.Exit(code)
+}
+
+// Get returns the package's sandbox, starting it on first use.
+func Get(t testing.TB) *Env {
+	t.Helper()
+	once.Do(func() {
+		if _, err := sandbox.Binary("mariadbd"); err != nil {
+			envErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "shardctl-test-")
+		if err != nil {
+			envErr = err
+			return
+		}
+		port, err := freePortRun(servers)
+		if err != nil {
+			envErr = err
+			return
+		}
+		cfg := sandbox.Config{Dir: dir, Servers: servers, BasePort: port}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		srv, err := sandbox.Up(ctx, cfg)
+		if err != nil {
+			_ = sandbox.Down(context.Background(), cfg, true)
+			envErr = err
+			return
+		}
+		env = &Env{Config: cfg, Servers: srv}
+	})
+	if envErr != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("MariaDB sandbox unavailable (CI is set, so this is a failure): %v", envErr)
+		}
+		t.Skipf("MariaDB sandbox unavailable: %v", envErr)
+	}
+	return env
+}
+
+// Addr returns server i's address (1-based).
+func (e *Env) Addr(i int) dbutil.Addr { return e.Servers[i-1].Addr() }
+
+// DB opens a pool on server i as the tool account, closed at test end.
+func (e *Env) DB(t testing.TB, i int, schema string) *sql.DB {
+	t.Helper()
+	db, err := dbutil.Open(context.Background(), e.Addr(i), sandbox.Creds(), schema)
+	if err != nil {
+		t.Fatalf("open server %d: %v", i, err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// freePortRun finds n consecutive free loopback ports.
+func freePortRun(n int) (int, error) {
+	for attempt := 0; attempt < 50; attempt++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		base := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if base+n > 65535 {
+			continue
+		}
+		ok := true
+		for p := base; p < base+n; p++ {
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+			if err != nil {
+				ok = false
+				break
+			}
+			l.Close()
+		}
+		if ok {
+			return base, nil
+		}
+	}
+	return 0, fmt.Errorf("no run of %d free ports found", n)
+}

@@ -1,0 +1,406 @@
+// Package sandbox runs local MariaDB servers as plain processes on loopback
+// ports (no systemd, no Docker) for the demo and the tests. Each server has its
+// own data directory, binary log in ROW format with full row images, and a
+// distinct server_id.
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/shardctl/shardctl/dbutil"
+)
+
+// Tool account the sandbox creates on every server. Sandbox only: a real
+// deployment brings its own accounts.
+const (
+	ToolUser     = "shardctl"
+	ToolPassword = "sandbox-secret-pw"
+	AppUser      = "app"
+	AppPassword  = "sandbox-app-pw"
+)
+
+// Config says where and how many servers run.
+type Config struct {
+	Dir      string // parent directory; server i lives in Dir/s<i>
+	Servers  int    // how many servers
+	BasePort int    // server i listens on BasePort+i-1
+}
+
+// Server is one sandbox server's state as Status finds it.
+type Server struct {
+	Index   int    `json:"index"`
+	Port    int    `json:"port"`
+	DataDir string `json:"datadir"`
+	PID     int    `json:"pid"`
+	Running bool   `json:"running"`
+	Answers bool   `json:"answers"`
+}
+
+// Addr returns the server's loopback address.
+func (s Server) Addr() dbutil.Addr { return dbutil.Addr{Host: "127.0.0.1", Port: s.Port} }
+
+func (c Config) serverDir(i int) string { return filepath.Join(c.Dir, fmt.Sprintf("s%d", i)) }
+func (c Config) port(i int) int         { return c.BasePort + i - 1 }
+
+// Validate checks the config.
+func (c Config) Validate() error {
+	if c.Dir == "" {
+		return errors.New("sandbox directory is empty: give --dir")
+	}
+	if c.Servers < 1 || c.Servers > 16 {
+		return fmt.Errorf("sandbox servers %d: give 1 to 16", c.Servers)
+	}
+	if c.BasePort < 1024 || c.BasePort+c.Servers-1 > 65535 {
+		return fmt.Errorf("sandbox base port %d: give a port from 1024 up", c.BasePort)
+	}
+	return nil
+}
+
+// Creds returns the tool account.
+func Creds() dbutil.Creds { return dbutil.Creds{User: ToolUser, Password: ToolPassword} }
+
+// Binary finds a MariaDB program by name, looking in sbin directories too.
+func Binary(name string) (string, error) {
+	if p, err := exec.LookPath(name); err == nil {
+		return p, nil
+	}
+	for _, d := range []string{"/usr/sbin", "/usr/local/sbin", "/usr/bin"} {
+		p := filepath.Join(d, name)
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s not found: install MariaDB (apt-get install -y mariadb-server mariadb-client)", name)
+}
+
+// Up starts every server that is not running, initializing data directories
+// on first use. It is idempotent: running servers are left alone.
+func Up(ctx context.Context, c Config) ([]Server, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	mariadbd, err := Binary("mariadbd")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("sandbox dir: %w", err)
+	}
+	for i := 1; i <= c.Servers; i++ {
+		if err := c.startOne(ctx, mariadbd, i); err != nil {
+			return nil, fmt.Errorf("sandbox server %d (port %d): %w", i, c.port(i), err)
+		}
+	}
+	return Status(ctx, c)
+}
+
+func (c Config) startOne(ctx context.Context, mariadbd string, i int) error {
+	dir := c.serverDir(i)
+	data := filepath.Join(dir, "data")
+	if st := c.status(ctx, i); st.Running {
+		if !st.Answers {
+			if err := c.waitReady(ctx, i, 30*time.Second); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(data, "mysql")); err != nil {
+		if err := initDataDir(ctx, dir, data); err != nil {
+			return err
+		}
+	}
+	// A killed server leaves its pid file behind; it would make the start-up check fail.
+	_ = os.Remove(filepath.Join(dir, "mariadbd.pid"))
+	logf, err := os.OpenFile(filepath.Join(dir, "mariadbd.out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	args := []string{
+		"--no-defaults",
+		"--user=root",
+		"--datadir=" + data,
+		"--socket=" + c.socket(i),
+		"--pid-file=" + filepath.Join(dir, "mariadbd.pid"),
+		"--log-error=" + filepath.Join(dir, "error.log"),
+		"--port=" + strconv.Itoa(c.port(i)),
+		"--bind-address=127.0.0.1",
+		"--skip-name-resolve",
+		"--server-id=" + strconv.Itoa(i),
+		"--log-bin=" + filepath.Join(dir, "binlog", "mariadb-bin"),
+		"--binlog-format=ROW",
+		"--binlog-row-image=FULL",
+		"--binlog-row-metadata=FULL",
+		"--gtid-domain-id=0",
+		"--log-slave-updates",
+		"--max-connections=500",
+		"--innodb-buffer-pool-size=256M",
+		"--innodb-log-file-size=256M",
+		// Sandbox durability is traded for speed; a production server keeps its own settings.
+		"--innodb-flush-log-at-trx-commit=2",
+		"--sync-binlog=0",
+		"--character-set-server=utf8mb4",
+		"--collation-server=utf8mb4_general_ci",
+		"--skip-log-warnings",
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "binlog"), 0o755); err != nil {
+		return err
+	}
+	cmd := exec.Command(mariadbd, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start mariadbd: %w", err)
+	}
+	go func() { _ = cmd.Wait() }() // reap if it exits while we are alive
+	if err := c.waitReady(ctx, i, 60*time.Second); err != nil {
+		return fmt.Errorf("%w (see %s)", err, filepath.Join(dir, "error.log"))
+	}
+	return c.createAccounts(ctx, i)
+}
+
+// initDataDir copies a template data directory (made once per MariaDB
+// version with mariadb-install-db) so starting many servers stays fast.
+func initDataDir(ctx context.Context, dir, data string) error {
+	tmpl, err := template(ctx)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	out, err := exec.CommandContext(ctx, "cp", "-a", tmpl, data).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("copy template datadir: %v: %s", err, out)
+	}
+	return nil
+}
+
+func template(ctx context.Context) (string, error) {
+	mariadbd, err := Binary("mariadbd")
+	if err != nil {
+		return "", err
+	}
+	ver, err := exec.CommandContext(ctx, mariadbd, "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("mariadbd --version: %w", err)
+	}
+	key := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' {
+			return r
+		}
+		return '_'
+	}, strings.Fields(string(ver))[2])
+	dir := filepath.Join(os.TempDir(), "shardctl-datadir-template-"+key)
+	if _, err := os.Stat(filepath.Join(dir, "mysql")); err == nil {
+		return dir, nil
+	}
+	installDB, err := Binary("mariadb-install-db")
+	if err != nil {
+		return "", err
+	}
+	tmp, err := os.MkdirTemp(os.TempDir(), "shardctl-template-")
+	if err != nil {
+		return "", err
+	}
+	out, err := exec.CommandContext(ctx, installDB, "--no-defaults", "--datadir="+tmp, "--user=root",
+		"--auth-root-authentication-method=normal", "--skip-test-db").CombinedOutput()
+	if err != nil {
+		os.RemoveAll(tmp)
+		return "", fmt.Errorf("mariadb-install-db: %v: %s", err, lastLines(out, 10))
+	}
+	// Rename is atomic, so a concurrent test binary either sees the whole template or none.
+	if err := os.Rename(tmp, dir); err != nil {
+		os.RemoveAll(tmp)
+		if _, statErr := os.Stat(filepath.Join(dir, "mysql")); statErr == nil {
+			return dir, nil
+		}
+		return "", err
+	}
+	return dir, nil
+}
+
+func lastLines(b []byte, n int) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (c Config) socket(i int) string {
+	// Unix socket paths are limited to ~107 bytes; keep them short.
+	return filepath.Join(c.serverDir(i), "sock")
+}
+
+// rootDB connects as root over the server's unix socket.
+func (c Config) rootDB(i int) (*sql.DB, error) {
+	cfg := mysql.NewConfig()
+	cfg.User = "root"
+	cfg.Net = "unix"
+	cfg.Addr = c.socket(i)
+	cfg.Timeout = 2 * time.Second
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return sql.OpenDB(conn), nil
+}
+
+func (c Config) ping(ctx context.Context, i int) bool {
+	db, err := c.rootDB(i)
+	if err != nil {
+		return false
+	}
+	defer db.Close()
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	return db.PingContext(pctx) == nil
+}
+
+func (c Config) waitReady(ctx context.Context, i int, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		if c.ping(ctx, i) {
+			return nil
+		}
+		if pid := c.pid(i); pid > 0 && !alive(pid) {
+			return errors.New("mariadbd exited during start-up")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("mariadbd did not answer within %s", limit)
+}
+
+func (c Config) createAccounts(ctx context.Context, i int) error {
+	db, err := c.rootDB(i)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	// Accounts are not written to the binary log, so binlogs start with data only.
+	stmts := []string{
+		"SET sql_log_bin = 0",
+		"CREATE USER IF NOT EXISTS '" + ToolUser + "'@'%' IDENTIFIED BY '" + ToolPassword + "'",
+		"GRANT ALL PRIVILEGES ON *.* TO '" + ToolUser + "'@'%' WITH GRANT OPTION",
+		"CREATE USER IF NOT EXISTS '" + AppUser + "'@'%' IDENTIFIED BY '" + AppPassword + "'",
+		"GRANT SELECT, INSERT, UPDATE, DELETE ON *.* TO '" + AppUser + "'@'%'",
+	}
+	for _, s := range stmts {
+		if _, err := conn.ExecContext(ctx, s); err != nil {
+			return fmt.Errorf("create sandbox accounts: %w", err)
+		}
+	}
+	return nil
+}
+
+func (c Config) pid(i int) int {
+	b, err := os.ReadFile(filepath.Join(c.serverDir(i), "mariadbd.pid"))
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
+func alive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	if err := syscall.Kill(pid, 0); err != nil {
+		return false
+	}
+	// A zombie still answers kill(0); read its state.
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err == nil {
+		if f := bytes.Fields(b); len(f) > 2 && string(f[2]) == "Z" {
+			return false
+		}
+	}
+	return true
+}
+
+func (c Config) status(ctx context.Context, i int) Server {
+	s := Server{Index: i, Port: c.port(i), DataDir: filepath.Join(c.serverDir(i), "data")}
+	s.PID = c.pid(i)
+	s.Running = alive(s.PID)
+	if s.Running {
+		s.Answers = c.ping(ctx, i)
+	}
+	return s
+}
+
+// Status reports each configured server as it really is (a killed server shows as not running).
+func Status(ctx context.Context, c Config) ([]Server, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	out := make([]Server, 0, c.Servers)
+	for i := 1; i <= c.Servers; i++ {
+		out = append(out, c.status(ctx, i))
+	}
+	return out, nil
+}
+
+// Down stops every server: SIGTERM, then SIGKILL after a grace period.
+// With purge it also removes the data directories.
+func Down(ctx context.Context, c Config, purge bool) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	for i := 1; i <= c.Servers; i++ {
+		pid := c.pid(i)
+		if alive(pid) {
+			_ = syscall.Kill(pid, syscall.SIGTERM)
+			deadline := time.Now().Add(30 * time.Second)
+			for alive(pid) && time.Now().Before(deadline) {
+				time.Sleep(50 * time.Millisecond)
+			}
+			if alive(pid) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				time.Sleep(200 * time.Millisecond)
+			}
+		}
+		_ = os.Remove(filepath.Join(c.serverDir(i), "mariadbd.pid"))
+		if purge {
+			if err := os.RemoveAll(c.serverDir(i)); err != nil {
+				return err
+			}
+		}
+	}
+	if purge {
+		_ = os.Remove(c.Dir)
+	}
+	return nil
+}
+
+// Kill sends SIGKILL to server i (tests use it to check that Status tells the truth).
+func Kill(c Config, i int) error {
+	pid := c.pid(i)
+	if !alive(pid) {
+		return fmt.Errorf("sandbox server %d is not running", i)
+	}
+	return syscall.Kill(pid, syscall.SIGKILL)
+}

@@ -1,0 +1,69 @@
+package sandbox_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/shardctl/shardctl/internal/testenv"
+	"github.com/shardctl/shardctl/sandbox"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func TestUpIsIdempotentAndStatusTellsTheTruth(t *testing.T) {
+	env := testenv.Get(t)
+	ctx := context.Background()
+	srv, err := sandbox.Up(ctx, env.Config) // second Up: nothing to do
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range srv {
+		if !s.Running || !s.Answers {
+			t.Fatalf("server %d not up after Up: %+v", s.Index, s)
+		}
+	}
+	db := env.DB(t, 1, "")
+	var format, image, serverID string
+	if err := db.QueryRow("SELECT @@binlog_format, @@binlog_row_image, @@server_id").Scan(&format, &image, &serverID); err != nil {
+		t.Fatal(err)
+	}
+	if format != "ROW" || image != "FULL" || serverID != "1" {
+		t.Fatalf("server settings: format=%s image=%s server_id=%s", format, image, serverID)
+	}
+	var id2 string
+	if err := env.DB(t, 2, "").QueryRow("SELECT @@server_id").Scan(&id2); err != nil || id2 != "2" {
+		t.Fatalf("server 2 server_id=%q err=%v", id2, err)
+	}
+
+	// Kill server 3: status must say so, and Up must bring it back.
+	if err := sandbox.Kill(env.Config, 3); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, _ := sandbox.Status(ctx, env.Config)
+		if !st[2].Running && !st[2].Answers {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status still says server 3 runs after SIGKILL: %+v", st[2])
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	srv, err = sandbox.Up(ctx, env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !srv[2].Answers {
+		t.Fatalf("server 3 not back: %+v", srv[2])
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, c := range []sandbox.Config{{Dir: "", Servers: 3, BasePort: 13306}, {Dir: "/x", Servers: 0, BasePort: 13306}, {Dir: "/x", Servers: 3, BasePort: 80}} {
+		if err := c.Validate(); err == nil {
+			t.Errorf("Validate(%+v) = nil, want an error", c)
+		}
+	}
+}

@@ -1,0 +1,95 @@
+// Package tables describes the tables of a shard schema as the pipeline sees
+// them: columns in order, primary key, row estimate, and the filter that says
+// which rows an operation moves.
+package tables
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sort"
+
+	"github.com/shardctl/shardctl/keyspace"
+)
+
+// Table is one table of a shard schema.
+type Table struct {
+	Name     string          `json:"name"`
+	Columns  []string        `json:"columns"`
+	PK       []string        `json:"primary_key"`
+	Filter   keyspace.Filter `json:"filter"`              // rows the operation moves (all rows when Filter.Column is empty)
+	Sharded  bool            `json:"sharded"`             // listed in the shard map's columns table
+	EstRows  int64           `json:"est_rows"`            // information_schema estimate, for plans and progress
+	EstBytes int64           `json:"est_bytes,omitempty"` // data + index length
+}
+
+// Inspect reads every base table of schema from information_schema, in name order.
+// A table without a primary key is returned with an empty PK; callers refuse it.
+func Inspect(ctx context.Context, db *sql.DB, schema string) ([]Table, error) {
+	rows, err := db.QueryContext(ctx, `SELECT TABLE_NAME, COALESCE(TABLE_ROWS,0), COALESCE(DATA_LENGTH,0)+COALESCE(INDEX_LENGTH,0)
+		FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_TYPE = 'BASE TABLE' ORDER BY TABLE_NAME`, schema)
+	if err != nil {
+		return nil, fmt.Errorf("list tables of %s: %w", schema, err)
+	}
+	var out []Table
+	byName := map[string]*Table{}
+	for rows.Next() {
+		var t Table
+		if err := rows.Scan(&t.Name, &t.EstRows, &t.EstBytes); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for i := range out {
+		byName[out[i].Name] = &out[i]
+	}
+	cols, err := db.QueryContext(ctx, `SELECT TABLE_NAME, COLUMN_NAME FROM information_schema.COLUMNS
+		WHERE TABLE_SCHEMA = ? ORDER BY TABLE_NAME, ORDINAL_POSITION`, schema)
+	if err != nil {
+		return nil, fmt.Errorf("list columns of %s: %w", schema, err)
+	}
+	for cols.Next() {
+		var tn, cn string
+		if err := cols.Scan(&tn, &cn); err != nil {
+			cols.Close()
+			return nil, err
+		}
+		if t := byName[tn]; t != nil {
+			t.Columns = append(t.Columns, cn)
+		}
+	}
+	cols.Close()
+	pk, err := db.QueryContext(ctx, `SELECT TABLE_NAME, COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE
+		WHERE TABLE_SCHEMA = ? AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY TABLE_NAME, ORDINAL_POSITION`, schema)
+	if err != nil {
+		return nil, fmt.Errorf("list primary keys of %s: %w", schema, err)
+	}
+	for pk.Next() {
+		var tn, cn string
+		if err := pk.Scan(&tn, &cn); err != nil {
+			pk.Close()
+			return nil, err
+		}
+		if t := byName[tn]; t != nil {
+			t.PK = append(t.PK, cn)
+		}
+	}
+	pk.Close()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Find returns the table named name.
+func Find(ts []Table, name string) (Table, bool) {
+	for _, t := range ts {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return Table{}, false
+}
