@@ -1,0 +1,299 @@
+// Package shardmap is the sharding database of the book (seed 001, Examples
+// 7-4 and 7-6) with the mapping states of Azure's shard map manager (seed
+// 003): locations, partition functions, sharded columns, range, hash and list
+// mappings, each mapping online or offline, and a version counter bumped by
+// every change so routers can validate their caches.
+package shardmap
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/keyspace"
+)
+
+// ShardingType is a partition function's mapping kind.
+type ShardingType string
+
+const (
+	Range ShardingType = "RANGE"
+	Hash  ShardingType = "HASH"
+	List  ShardingType = "LIST"
+)
+
+// Status of a mapping: an offline mapping tells clients to retry later.
+const (
+	Online  = "online"
+	Offline = "offline"
+)
+
+// Errors callers test with errors.Is. ErrBadInput marks every refusal of operator input.
+var (
+	ErrBadInput  = errors.New("bad input")
+	ErrNotFound  = errors.New("not found")
+	ErrOffline   = errors.New("mapping offline")
+	ErrNoMapping = errors.New("no mapping for key")
+)
+
+func badInput(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", ErrBadInput, fmt.Sprintf(format, a...))
+}
+
+// Location is where a shard lives: one schema on one server.
+type Location struct {
+	ShardID int    `json:"shard_id"`
+	Host    string `json:"host"`
+	Port    int    `json:"port"`
+	Schema  string `json:"schema"`
+}
+
+// Addr is the location's server.
+func (l Location) Addr() dbutil.Addr { return dbutil.Addr{Host: l.Host, Port: l.Port} }
+
+// Function is a partition function.
+type Function struct {
+	ID      int              `json:"func_id"`
+	Name    string           `json:"name"`
+	Type    ShardingType     `json:"sharding_type"`
+	KeyType keyspace.KeyType `json:"key_type"`
+}
+
+// Column says table is sharded on column by function FuncID.
+type Column struct {
+	Table  string `json:"table"`
+	Column string `json:"column"`
+	FuncID int    `json:"func_id"`
+}
+
+// Mapping is one row of ranges, hashes or list_points.
+type Mapping struct {
+	FuncID  int           `json:"func_id"`
+	Kind    ShardingType  `json:"kind"`
+	Lower   *keyspace.Key `json:"lower,omitempty"` // RANGE: inclusive lower bound
+	Upper   *keyspace.Key `json:"upper,omitempty"` // RANGE: exclusive upper bound (next mapping's lower), nil = unbounded
+	Hash    string        `json:"hash,omitempty"`  // HASH: ring point
+	Point   *keyspace.Key `json:"point,omitempty"` // LIST: the key
+	ShardID int           `json:"shard_id"`
+	Status  string        `json:"status"`
+}
+
+// Ref identifies a mapping without its shard or status.
+type Ref struct {
+	FuncID int           `json:"func_id"`
+	Kind   ShardingType  `json:"kind"`
+	Lower  *keyspace.Key `json:"lower,omitempty"`
+	Hash   string        `json:"hash,omitempty"`
+	Point  *keyspace.Key `json:"point,omitempty"`
+}
+
+// Ref returns the mapping's identity.
+func (m Mapping) Ref() Ref {
+	return Ref{FuncID: m.FuncID, Kind: m.Kind, Lower: m.Lower, Hash: m.Hash, Point: m.Point}
+}
+
+// String renders the mapping's key space: a range, a ring point or a list key.
+func (m Mapping) String() string {
+	switch m.Kind {
+	case Range:
+		return keyspace.Range{Lo: m.Lower, Hi: m.Upper}.String()
+	case Hash:
+		return "point " + m.Hash
+	}
+	if m.Point != nil {
+		return "key " + m.Point.String()
+	}
+	return "?"
+}
+
+// Map is a consistent snapshot of the whole shard map.
+type Map struct {
+	Version   int64      `json:"version"`
+	Locations []Location `json:"locations"`
+	Functions []Function `json:"functions"`
+	Columns   []Column   `json:"columns"`
+	Mappings  []Mapping  `json:"mappings"`
+}
+
+// Location returns shard id's location.
+func (m *Map) Location(id int) (Location, error) {
+	for _, l := range m.Locations {
+		if l.ShardID == id {
+			return l, nil
+		}
+	}
+	return Location{}, fmt.Errorf("%w: shard %d is not in the shard map (see 'shardctl shardmap show')", ErrNotFound, id)
+}
+
+// Function finds a function by name, or by number when name is all digits.
+func (m *Map) Function(name string) (Function, error) {
+	for _, f := range m.Functions {
+		if f.Name == name || fmt.Sprint(f.ID) == name {
+			return f, nil
+		}
+	}
+	return Function{}, fmt.Errorf("%w: partition function %q is not in the shard map", ErrNotFound, name)
+}
+
+// FunctionByID finds a function by id.
+func (m *Map) FunctionByID(id int) (Function, error) {
+	for _, f := range m.Functions {
+		if f.ID == id {
+			return f, nil
+		}
+	}
+	return Function{}, fmt.Errorf("%w: partition function %d is not in the shard map", ErrNotFound, id)
+}
+
+// TableFunction returns the function and column a table is sharded by; ok is false for a global table.
+func (m *Map) TableFunction(table string) (Function, Column, bool) {
+	for _, c := range m.Columns {
+		if c.Table == table {
+			f, err := m.FunctionByID(c.FuncID)
+			return f, c, err == nil
+		}
+	}
+	return Function{}, Column{}, false
+}
+
+// MappingsOf returns the mappings of function funcID, ordered by key (ranges by lower bound, hashes by point).
+func (m *Map) MappingsOf(funcID int) []Mapping {
+	var out []Mapping
+	for _, mp := range m.Mappings {
+		if mp.FuncID == funcID {
+			out = append(out, mp)
+		}
+	}
+	sortMappings(out)
+	return out
+}
+
+// ShardMappings returns every mapping that points at shard id.
+func (m *Map) ShardMappings(id int) []Mapping {
+	var out []Mapping
+	for _, mp := range m.Mappings {
+		if mp.ShardID == id {
+			out = append(out, mp)
+		}
+	}
+	sortMappings(out)
+	return out
+}
+
+func sortMappings(ms []Mapping) {
+	sort.SliceStable(ms, func(i, j int) bool {
+		a, b := ms[i], ms[j]
+		if a.FuncID != b.FuncID {
+			return a.FuncID < b.FuncID
+		}
+		switch {
+		case a.Lower != nil && b.Lower != nil:
+			return a.Lower.Compare(*b.Lower) < 0
+		case a.Point != nil && b.Point != nil:
+			return a.Point.Compare(*b.Point) < 0
+		}
+		return a.Hash < b.Hash
+	})
+}
+
+// Resolution is where a key lives.
+type Resolution struct {
+	Function Function `json:"function"`
+	Key      string   `json:"key"`
+	Hash     string   `json:"hash,omitempty"`
+	Mapping  Mapping  `json:"mapping"`
+	Location Location `json:"location"`
+}
+
+// Lookup resolves key (in text form) under function f. It follows the book's
+// queries exactly: RANGE takes the mapping with the greatest lower bound <= key;
+// HASH the point with the greatest hash < MD5(key), else the greatest point.
+// An offline mapping is still returned; callers decide (routers return ErrOffline).
+func (m *Map) Lookup(f Function, key string) (Resolution, error) {
+	res := Resolution{Function: f, Key: key}
+	ms := m.MappingsOf(f.ID)
+	var found *Mapping
+	switch f.Type {
+	case Range, List:
+		k, err := keyspace.ParseKey(key, f.KeyType)
+		if err != nil {
+			return res, fmt.Errorf("%w: %v", ErrBadInput, err)
+		}
+		for i := range ms {
+			mp := &ms[i]
+			if f.Type == Range && mp.Lower.Compare(k) <= 0 {
+				found = mp // ms is sorted: the last match has the greatest lower bound
+			}
+			if f.Type == List && mp.Point.Compare(k) == 0 {
+				found = mp
+			}
+		}
+	case Hash:
+		h, _ := keyspace.HashOf(key)
+		res.Hash = h
+		points := make([]string, len(ms))
+		for i, mp := range ms {
+			points[i] = mp.Hash
+		}
+		if i := keyspace.Owner(points, h); i >= 0 {
+			found = &ms[i]
+		}
+	}
+	if found == nil {
+		return res, fmt.Errorf("%w: function %s has no mapping for key %q", ErrNoMapping, f.Name, key)
+	}
+	res.Mapping = *found
+	loc, err := m.Location(found.ShardID)
+	if err != nil {
+		return res, err
+	}
+	res.Location = loc
+	return res, nil
+}
+
+// Owned returns, for function f, the filter selecting the keys shard id owns
+// on column col: its ranges, ring arcs or list points. Empty when it owns none.
+func (m *Map) Owned(f Function, shardID int, col string) keyspace.Filter {
+	flt := keyspace.Filter{Column: col}
+	ms := m.MappingsOf(f.ID)
+	var points []string
+	for _, mp := range ms {
+		if mp.Kind == Hash {
+			points = append(points, mp.Hash)
+		}
+	}
+	for _, mp := range ms {
+		if mp.ShardID != shardID {
+			continue
+		}
+		switch mp.Kind {
+		case Range:
+			flt.Ranges = append(flt.Ranges, keyspace.Range{Lo: mp.Lower, Hi: mp.Upper})
+		case Hash:
+			flt.Arcs = append(flt.Arcs, keyspace.ArcOf(points, mp.Hash))
+		case List:
+			flt.Points = append(flt.Points, *mp.Point)
+		}
+	}
+	return flt
+}
+
+// fillUppers sets each range mapping's Upper to the next lower bound of the same function.
+func (m *Map) fillUppers() {
+	sortMappings(m.Mappings)
+	for i := range m.Mappings {
+		mp := &m.Mappings[i]
+		if mp.Kind != Range {
+			continue
+		}
+		mp.Upper = nil
+		for j := i + 1; j < len(m.Mappings); j++ {
+			nx := m.Mappings[j]
+			if nx.FuncID == mp.FuncID && nx.Kind == Range {
+				mp.Upper = nx.Lower
+				break
+			}
+		}
+	}
+}

@@ -1,0 +1,426 @@
+package shardmap
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/shardctl/shardctl/keyspace"
+)
+
+// AddShard registers a location and returns its shard id. Registering the
+// same host, port and schema again returns the existing id.
+func (s *Store) AddShard(ctx context.Context, host string, port int, schema string) (int, error) {
+	if host == "" || port <= 0 || port > 65535 || schema == "" || len(schema) > 64 {
+		return 0, badInput("a shard needs a host, a port from 1 to 65535 and a schema name of at most 64 characters")
+	}
+	var id int
+	err := s.Update(ctx, "add shard", func(tx *sql.Tx, m *Map) (bool, error) {
+		for _, l := range m.Locations {
+			if l.Host == host && l.Port == port && l.Schema == schema {
+				id = l.ShardID
+				return false, nil
+			}
+		}
+		res, err := tx.ExecContext(ctx, "INSERT INTO "+s.t("locations")+" (host, port, schema_name) VALUES (?, ?, ?)", host, port, schema)
+		if err != nil {
+			return false, err
+		}
+		n, err := res.LastInsertId()
+		id = int(n)
+		return true, err
+	})
+	return id, err
+}
+
+// AddFunction registers a partition function; the same definition again is a no-op.
+func (s *Store) AddFunction(ctx context.Context, name string, typ ShardingType, kt keyspace.KeyType) (int, error) {
+	typ = ShardingType(strings.ToUpper(string(typ)))
+	if name == "" || len(name) > 64 {
+		return 0, badInput("a partition function needs a name of 1 to 64 characters")
+	}
+	if typ != Range && typ != Hash && typ != List {
+		return 0, badInput("sharding type %q: use RANGE, HASH or LIST", typ)
+	}
+	if kt != keyspace.IntKey && kt != keyspace.StringKey {
+		return 0, badInput("key type %q: use INT or STRING", kt)
+	}
+	var id int
+	err := s.Update(ctx, "add function", func(tx *sql.Tx, m *Map) (bool, error) {
+		for _, f := range m.Functions {
+			if f.Name == name {
+				if f.Type != typ || f.KeyType != kt {
+					return false, badInput("partition function %q exists as %s/%s", name, f.Type, f.KeyType)
+				}
+				id = f.ID
+				return false, nil
+			}
+		}
+		res, err := tx.ExecContext(ctx, "INSERT INTO "+s.t("partition_functions")+" (name, sharding_type, key_type) VALUES (?, ?, ?)", name, string(typ), string(kt))
+		if err != nil {
+			return false, err
+		}
+		n, err := res.LastInsertId()
+		id = int(n)
+		return true, err
+	})
+	return id, err
+}
+
+// AddColumn records that table is sharded on column by function fn.
+func (s *Store) AddColumn(ctx context.Context, table, column, fn string) error {
+	if table == "" || column == "" {
+		return badInput("a sharded column needs a table and a column name")
+	}
+	return s.Update(ctx, "add column", func(tx *sql.Tx, m *Map) (bool, error) {
+		f, err := m.Function(fn)
+		if err != nil {
+			return false, err
+		}
+		for _, c := range m.Columns {
+			if c.Table == table {
+				if c.Column == column && c.FuncID == f.ID {
+					return false, nil
+				}
+				return false, badInput("table %q is already sharded on %q by function %d", table, c.Column, c.FuncID)
+			}
+		}
+		_, err = tx.ExecContext(ctx, "INSERT INTO "+s.t("columns")+" (table_name, column_name, func_id) VALUES (?, ?, ?)", table, column, f.ID)
+		return err == nil, err
+	})
+}
+
+// AddRange adds a range mapping starting at lower (its upper bound is the next
+// lower bound). A bound inside an existing range would hand part of another
+// shard's keys over without moving its rows, so only bounds below the first
+// or above the last are accepted; use split for the rest.
+func (s *Store) AddRange(ctx context.Context, fn, lower string, shardID int) error {
+	return s.Update(ctx, "add range", func(tx *sql.Tx, m *Map) (bool, error) {
+		f, err := m.Function(fn)
+		if err != nil {
+			return false, err
+		}
+		if f.Type != Range {
+			return false, badInput("function %s is %s, not RANGE", f.Name, f.Type)
+		}
+		k, err := keyspace.ParseKey(lower, f.KeyType)
+		if err != nil {
+			return false, badInput("%v", err)
+		}
+		if _, err := m.Location(shardID); err != nil {
+			return false, badInput("unknown shard %d: add it first with 'shardctl shardmap add-shard'", shardID)
+		}
+		ms := m.MappingsOf(f.ID)
+		for _, mp := range ms {
+			if mp.Lower.Compare(k) == 0 {
+				if mp.ShardID == shardID {
+					return false, nil // the same range again: idempotent
+				}
+				return false, badInput("a range of function %s already starts at %s (shard %d)", f.Name, k, mp.ShardID)
+			}
+		}
+		if len(ms) > 0 && k.Compare(*ms[0].Lower) > 0 && k.Compare(*ms[len(ms)-1].Lower) < 0 {
+			for _, mp := range ms {
+				if (keyspace.Range{Lo: mp.Lower, Hi: mp.Upper}).Contains(k) {
+					return false, badInput("lower bound %s overlaps range %s of shard %d: use 'shardctl split' to move part of a shard's range", k, mp, mp.ShardID)
+				}
+			}
+		}
+		_, err = tx.ExecContext(ctx, insertRangeSQL(s, f.KeyType), f.ID, k.Value(), shardID, Online)
+		return err == nil, err
+	})
+}
+
+func insertRangeSQL(s *Store, kt keyspace.KeyType) string {
+	col := "lower_bound"
+	if kt == keyspace.StringKey {
+		col = "lower_bound_str"
+	}
+	return "INSERT INTO " + s.t("ranges") + " (func_id, " + col + ", shard_id, status) VALUES (?, ?, ?, ?)"
+}
+
+// AddHashPoint adds a ring point for shard shardID. hash is a 32-digit hex MD5.
+func (s *Store) AddHashPoint(ctx context.Context, fn, hash string, shardID int) error {
+	hash = strings.ToLower(hash)
+	if !keyspace.ValidHash(hash) {
+		return badInput("hash point %q is not a 32-digit hex MD5 (use --name to hash a string)", hash)
+	}
+	return s.Update(ctx, "add hash point", func(tx *sql.Tx, m *Map) (bool, error) {
+		f, err := m.Function(fn)
+		if err != nil {
+			return false, err
+		}
+		if f.Type != Hash {
+			return false, badInput("function %s is %s, not HASH", f.Name, f.Type)
+		}
+		if _, err := m.Location(shardID); err != nil {
+			return false, badInput("unknown shard %d: add it first with 'shardctl shardmap add-shard'", shardID)
+		}
+		if mp, ok := find(m, Ref{FuncID: f.ID, Kind: Hash, Hash: hash}); ok {
+			if mp.ShardID == shardID {
+				return false, nil
+			}
+			return false, badInput("hash point %s of function %s already belongs to shard %d", hash, f.Name, mp.ShardID)
+		}
+		_, err = tx.ExecContext(ctx, "INSERT INTO "+s.t("hashes")+" (func_id, hash, shard_id, status) VALUES (?, ?, ?, ?)", f.ID, hash, shardID, Online)
+		return err == nil, err
+	})
+}
+
+// AddPoint maps one LIST key to shard shardID.
+func (s *Store) AddPoint(ctx context.Context, fn, key string, shardID int) error {
+	return s.Update(ctx, "add list point", func(tx *sql.Tx, m *Map) (bool, error) {
+		f, err := m.Function(fn)
+		if err != nil {
+			return false, err
+		}
+		if f.Type != List {
+			return false, badInput("function %s is %s, not LIST", f.Name, f.Type)
+		}
+		k, err := keyspace.ParseKey(key, f.KeyType)
+		if err != nil {
+			return false, badInput("%v", err)
+		}
+		if _, err := m.Location(shardID); err != nil {
+			return false, badInput("unknown shard %d: add it first with 'shardctl shardmap add-shard'", shardID)
+		}
+		if mp, ok := find(m, Ref{FuncID: f.ID, Kind: List, Point: &k}); ok {
+			if mp.ShardID == shardID {
+				return false, nil
+			}
+			return false, badInput("key %s of function %s already maps to shard %d", k, f.Name, mp.ShardID)
+		}
+		col := "point"
+		if f.KeyType == keyspace.StringKey {
+			col = "point_str"
+		}
+		_, err = tx.ExecContext(ctx, "INSERT INTO "+s.t("list_points")+" (func_id, "+col+", shard_id, status) VALUES (?, ?, ?, ?)", f.ID, k.Value(), shardID, Online)
+		return err == nil, err
+	})
+}
+
+// Change is one idempotent edit of the shard map. Operations are lists of
+// changes applied in one transaction; plans store them and dry runs print their SQL.
+type Change struct {
+	Op      string        `json:"op"` // set_status, repoint, split_range, merge_range, add_hash_point, remove_mapping, move_location, remove_location
+	Ref     Ref           `json:"ref,omitempty"`
+	At      *keyspace.Key `json:"at,omitempty"` // split_range
+	ShardID int           `json:"shard_id,omitempty"`
+	Status  string        `json:"status,omitempty"`
+	Host    string        `json:"host,omitempty"`
+	Port    int           `json:"port,omitempty"`
+}
+
+// Change ops.
+const (
+	OpSetStatus      = "set_status"
+	OpRepoint        = "repoint"
+	OpSplitRange     = "split_range"
+	OpMergeRange     = "merge_range"
+	OpAddHashPoint   = "add_hash_point"
+	OpRemoveMapping  = "remove_mapping"
+	OpMoveLocation   = "move_location"
+	OpRemoveLocation = "remove_location"
+)
+
+// Apply makes every change in one transaction and bumps the version once.
+// Each change is idempotent, so a resumed operation can apply a list again.
+func (s *Store) Apply(ctx context.Context, what string, changes []Change) error {
+	return s.Update(ctx, what, func(tx *sql.Tx, m *Map) (bool, error) {
+		changed := false
+		for _, c := range changes {
+			did, err := s.applyOne(ctx, tx, m, c)
+			if err != nil {
+				return false, fmt.Errorf("%s: %s: %w", what, c.Describe(), err)
+			}
+			if did {
+				changed = true
+				// Later changes validate against the map as it is now.
+				nm, err := s.load(ctx, tx)
+				if err != nil {
+					return false, err
+				}
+				*m = *nm
+			}
+		}
+		return changed, nil
+	})
+}
+
+func (s *Store) applyOne(ctx context.Context, tx *sql.Tx, m *Map, c Change) (bool, error) {
+	switch c.Op {
+	case OpSetStatus, OpRepoint, OpRemoveMapping, OpMergeRange:
+		mp, ok := find(m, c.Ref)
+		if !ok {
+			if c.Op == OpRemoveMapping || c.Op == OpMergeRange {
+				return false, nil // already gone: a re-run
+			}
+			return false, fmt.Errorf("%w: mapping %+v", ErrNotFound, c.Ref)
+		}
+		if c.Op == OpSetStatus && mp.Status == c.Status || c.Op == OpRepoint && mp.ShardID == c.ShardID {
+			return false, nil
+		}
+		if c.Op == OpRepoint {
+			if _, err := m.Location(c.ShardID); err != nil {
+				return false, err
+			}
+		}
+		if c.Op == OpMergeRange {
+			prev, ok := previousRange(m, mp)
+			if !ok || prev.ShardID != mp.ShardID {
+				return false, badInput("range %s can only merge into the range below it when both belong to the same shard", mp)
+			}
+		}
+	case OpSplitRange:
+		if _, ok := find(m, Ref{FuncID: c.Ref.FuncID, Kind: Range, Lower: c.At}); ok {
+			return false, nil
+		}
+	case OpAddHashPoint:
+		if mp, ok := find(m, c.Ref); ok {
+			if mp.ShardID == c.ShardID {
+				return false, nil
+			}
+			return false, badInput("hash point %s already belongs to shard %d", c.Ref.Hash, mp.ShardID)
+		}
+	case OpMoveLocation:
+		l, err := m.Location(c.ShardID)
+		if err != nil {
+			return false, err
+		}
+		if l.Host == c.Host && l.Port == c.Port {
+			return false, nil
+		}
+	case OpRemoveLocation:
+		if _, err := m.Location(c.ShardID); err != nil {
+			return false, nil
+		}
+		if ms := m.ShardMappings(c.ShardID); len(ms) > 0 {
+			return false, badInput("shard %d still has %d mappings", c.ShardID, len(ms))
+		}
+	default:
+		return false, fmt.Errorf("unknown shard map change %q", c.Op)
+	}
+	q, args := c.SQL(s.Schema)
+	_, err := tx.ExecContext(ctx, q, args...)
+	return err == nil, err
+}
+
+func previousRange(m *Map, mp Mapping) (Mapping, bool) {
+	var prev Mapping
+	found := false
+	for _, o := range m.MappingsOf(mp.FuncID) {
+		if o.Lower.Compare(*mp.Lower) >= 0 {
+			break
+		}
+		prev, found = o, true
+	}
+	return prev, found
+}
+
+// SQL is the statement a change runs against the shard map.
+func (c Change) SQL(schema string) (string, []any) {
+	s := &Store{Schema: schema}
+	switch c.Op {
+	case OpSetStatus:
+		t, w, a := s.refWhere(c.Ref)
+		return "UPDATE " + t + " SET status = ? WHERE " + w, append([]any{c.Status}, a...)
+	case OpRepoint:
+		t, w, a := s.refWhere(c.Ref)
+		return "UPDATE " + t + " SET shard_id = ? WHERE " + w, append([]any{c.ShardID}, a...)
+	case OpRemoveMapping, OpMergeRange:
+		t, w, a := s.refWhere(c.Ref)
+		return "DELETE FROM " + t + " WHERE " + w, a
+	case OpSplitRange:
+		col := "lower_bound"
+		if c.At.Type == keyspace.StringKey {
+			col = "lower_bound_str"
+		}
+		// The new mapping inherits the shard and status of the range it splits.
+		return "INSERT INTO " + s.t("ranges") + " (func_id, " + col + ", shard_id, status) SELECT func_id, ?, shard_id, status FROM " + s.t("ranges") +
+			" WHERE func_id = ? AND " + col + " <= ? ORDER BY " + col + " DESC LIMIT 1", []any{c.At.Value(), c.Ref.FuncID, c.At.Value()}
+	case OpAddHashPoint:
+		return "INSERT INTO " + s.t("hashes") + " (func_id, hash, shard_id, status) VALUES (?, ?, ?, ?)", []any{c.Ref.FuncID, c.Ref.Hash, c.ShardID, c.Status}
+	case OpMoveLocation:
+		return "UPDATE " + s.t("locations") + " SET host = ?, port = ? WHERE shard_id = ?", []any{c.Host, c.Port, c.ShardID}
+	case OpRemoveLocation:
+		return "DELETE FROM " + s.t("locations") + " WHERE shard_id = ?", []any{c.ShardID}
+	}
+	return "-- unknown change " + c.Op, nil
+}
+
+// Describe is a one-line account of the change for logs and plans.
+func (c Change) Describe() string {
+	ref := ""
+	switch {
+	case c.Ref.Lower != nil:
+		ref = fmt.Sprintf("range of function %d from %s", c.Ref.FuncID, c.Ref.Lower)
+	case c.Ref.Hash != "":
+		ref = fmt.Sprintf("hash point %s of function %d", c.Ref.Hash, c.Ref.FuncID)
+	case c.Ref.Point != nil:
+		ref = fmt.Sprintf("list key %s of function %d", c.Ref.Point, c.Ref.FuncID)
+	}
+	switch c.Op {
+	case OpSetStatus:
+		return "mark " + ref + " " + c.Status
+	case OpRepoint:
+		return fmt.Sprintf("re-point %s to shard %d", ref, c.ShardID)
+	case OpSplitRange:
+		return fmt.Sprintf("split the range of function %d at %s", c.Ref.FuncID, c.At)
+	case OpMergeRange:
+		return "merge " + ref + " into the range below it"
+	case OpAddHashPoint:
+		return fmt.Sprintf("add %s for shard %d (%s)", ref, c.ShardID, c.Status)
+	case OpRemoveMapping:
+		return "remove " + ref
+	case OpMoveLocation:
+		return fmt.Sprintf("move shard %d's location to %s:%d", c.ShardID, c.Host, c.Port)
+	case OpRemoveLocation:
+		return fmt.Sprintf("remove shard %d's location", c.ShardID)
+	}
+	return c.Op
+}
+
+// Render prints a statement with its arguments inlined, for people to read
+// (dry runs and plans). It is never executed.
+func Render(query string, args []any) string {
+	var b strings.Builder
+	i := 0
+	for _, r := range query {
+		if r == '?' && i < len(args) {
+			switch v := args[i].(type) {
+			case string:
+				b.WriteString("'" + strings.ReplaceAll(v, "'", "''") + "'")
+			default:
+				fmt.Fprint(&b, v)
+			}
+			i++
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// BookRangeLookup is the book's range lookup query (Example 7-7's inner form),
+// kept so tests and operators can check lookups against the tables themselves.
+func (s *Store) BookRangeLookup(ctx context.Context, funcID int, kt keyspace.KeyType, key any) (int, error) {
+	col := "ranges.lower_bound"
+	if kt == keyspace.StringKey {
+		col = "ranges.lower_bound_str"
+	}
+	var id int
+	err := s.DB.QueryRowContext(ctx, "SELECT shard_id FROM "+s.t("ranges")+" AS ranges JOIN "+s.t("locations")+" AS locations USING (shard_id)"+
+		" WHERE ranges.func_id = ? AND ? >= "+col+" ORDER BY "+col+" DESC LIMIT 1", funcID, key).Scan(&id)
+	return id, err
+}
+
+// BookHashLookup is the book's consistent-hash query: the point with the
+// greatest hash below MD5(key), else the greatest point.
+func (s *Store) BookHashLookup(ctx context.Context, funcID int, key any) (int, error) {
+	var id int
+	err := s.DB.QueryRowContext(ctx, "(SELECT shard_id FROM "+s.t("hashes")+" WHERE func_id = ? AND MD5(?) > hash ORDER BY hash DESC LIMIT 1)"+
+		" UNION ALL (SELECT shard_id FROM "+s.t("hashes")+" WHERE func_id = ? AND hash = (SELECT MAX(hash) FROM "+s.t("hashes")+" WHERE func_id = ?)) LIMIT 1",
+		funcID, key, funcID, funcID).Scan(&id)
+	return id, err
+}

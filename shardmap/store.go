@@ -1,0 +1,302 @@
+package shardmap
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/keyspace"
+)
+
+// schemaDDL creates the sharding database's tables. Table and column names
+// follow the book; status and version follow Azure's shard map manager.
+var schemaDDL = []string{
+	`CREATE TABLE IF NOT EXISTS version (
+		id TINYINT NOT NULL PRIMARY KEY,
+		version BIGINT NOT NULL,
+		format INT NOT NULL
+	) ENGINE=InnoDB`,
+	`INSERT IGNORE INTO version (id, version, format) VALUES (1, 1, 1)`,
+	`CREATE TABLE IF NOT EXISTS locations (
+		shard_id INT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+		host VARCHAR(255) NOT NULL,
+		port INT UNSIGNED NOT NULL DEFAULT 3306,
+		schema_name VARCHAR(64) NOT NULL,
+		UNIQUE KEY location (host, port, schema_name)
+	) ENGINE=InnoDB`,
+	`CREATE TABLE IF NOT EXISTS partition_functions (
+		func_id INT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+		name VARCHAR(64) NOT NULL,
+		sharding_type ENUM('RANGE','HASH','LIST') NOT NULL,
+		key_type ENUM('INT','STRING') NOT NULL DEFAULT 'INT',
+		UNIQUE KEY name (name)
+	) ENGINE=InnoDB`,
+	`CREATE TABLE IF NOT EXISTS columns (
+		table_name VARCHAR(64) NOT NULL PRIMARY KEY,
+		column_name VARCHAR(64) NOT NULL,
+		func_id INT NOT NULL,
+		FOREIGN KEY (func_id) REFERENCES partition_functions (func_id)
+	) ENGINE=InnoDB`,
+	// Upper bounds are implicit: the next lower bound of the same function, as in the book.
+	// INT functions use lower_bound (so the book's lookup query runs as printed), STRING ones lower_bound_str.
+	`CREATE TABLE IF NOT EXISTS ranges (
+		range_id INT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+		func_id INT NOT NULL,
+		lower_bound BIGINT NULL,
+		lower_bound_str VARBINARY(255) NULL,
+		shard_id INT NOT NULL,
+		status ENUM('online','offline') NOT NULL DEFAULT 'online',
+		UNIQUE KEY lower_int (func_id, lower_bound),
+		UNIQUE KEY lower_str (func_id, lower_bound_str),
+		FOREIGN KEY (func_id) REFERENCES partition_functions (func_id),
+		FOREIGN KEY (shard_id) REFERENCES locations (shard_id)
+	) ENGINE=InnoDB`,
+	`CREATE TABLE IF NOT EXISTS hashes (
+		func_id INT NOT NULL,
+		hash CHAR(32) CHARACTER SET ascii NOT NULL,
+		shard_id INT NOT NULL,
+		status ENUM('online','offline') NOT NULL DEFAULT 'online',
+		PRIMARY KEY (func_id, hash),
+		FOREIGN KEY (func_id) REFERENCES partition_functions (func_id),
+		FOREIGN KEY (shard_id) REFERENCES locations (shard_id)
+	) ENGINE=InnoDB`,
+	`CREATE TABLE IF NOT EXISTS list_points (
+		point_id INT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+		func_id INT NOT NULL,
+		point BIGINT NULL,
+		point_str VARBINARY(255) NULL,
+		shard_id INT NOT NULL,
+		status ENUM('online','offline') NOT NULL DEFAULT 'online',
+		UNIQUE KEY point_int (func_id, point),
+		UNIQUE KEY point_str (func_id, point_str),
+		FOREIGN KEY (func_id) REFERENCES partition_functions (func_id),
+		FOREIGN KEY (shard_id) REFERENCES locations (shard_id)
+	) ENGINE=InnoDB`,
+	// Who holds an operation lock (the lock itself is GET_LOCK on a pinned connection).
+	`CREATE TABLE IF NOT EXISTS locks (
+		name VARCHAR(128) NOT NULL PRIMARY KEY,
+		holder VARCHAR(255) NOT NULL,
+		connection_id BIGINT UNSIGNED NOT NULL,
+		acquired_at DATETIME(3) NOT NULL
+	) ENGINE=InnoDB`,
+}
+
+// Store is the sharding database on one server.
+type Store struct {
+	DB     *sql.DB
+	Schema string
+}
+
+// New wraps an open pool whose default database may be anything; every statement names Schema.
+func New(db *sql.DB, schema string) *Store { return &Store{DB: db, Schema: schema} }
+
+func (s *Store) t(name string) string { return dbutil.Table(s.Schema, name) }
+
+// Init creates the sharding database idempotently.
+func (s *Store) Init(ctx context.Context) error {
+	if s.Schema == "" {
+		return badInput("the shard map schema name is empty")
+	}
+	if _, err := s.DB.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS "+dbutil.QuoteIdent(s.Schema)); err != nil {
+		return fmt.Errorf("shardmap init: create schema %s: %w", s.Schema, err)
+	}
+	conn, err := s.DB.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "USE "+dbutil.QuoteIdent(s.Schema)); err != nil {
+		return fmt.Errorf("shardmap init: %w", err)
+	}
+	for _, stmt := range schemaDDL {
+		if _, err := conn.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("shardmap init: %w", err)
+		}
+	}
+	return nil
+}
+
+// Version returns the shard map's version counter.
+func (s *Store) Version(ctx context.Context) (int64, error) {
+	var v int64
+	err := s.DB.QueryRowContext(ctx, "SELECT version FROM "+s.t("version")+" WHERE id = 1").Scan(&v)
+	if err != nil {
+		return 0, s.wrapMissing("read shard map version", err)
+	}
+	return v, nil
+}
+
+func (s *Store) wrapMissing(what string, err error) error {
+	if n := dbutil.ErrNumber(err); n == 1146 || n == 1049 {
+		return fmt.Errorf("%s: the shard map in schema %q is not initialized (run 'shardctl shardmap init'): %w", what, s.Schema, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// Load reads the whole shard map in one consistent read.
+func (s *Store) Load(ctx context.Context) (*Map, error) {
+	tx, err := s.DB.BeginTx(ctx, &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead})
+	if err != nil {
+		return nil, fmt.Errorf("load shard map: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only
+	return s.load(ctx, tx)
+}
+
+func (s *Store) load(ctx context.Context, q dbutil.Querier) (*Map, error) {
+	m := &Map{}
+	if err := q.QueryRowContext(ctx, "SELECT version FROM "+s.t("version")+" WHERE id = 1").Scan(&m.Version); err != nil {
+		return nil, s.wrapMissing("load shard map", err)
+	}
+	if err := scanAll(ctx, q, "SELECT shard_id, host, port, schema_name FROM "+s.t("locations")+" ORDER BY shard_id", func(r *sql.Rows) error {
+		var l Location
+		err := r.Scan(&l.ShardID, &l.Host, &l.Port, &l.Schema)
+		m.Locations = append(m.Locations, l)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	if err := scanAll(ctx, q, "SELECT func_id, name, sharding_type, key_type FROM "+s.t("partition_functions")+" ORDER BY func_id", func(r *sql.Rows) error {
+		var f Function
+		err := r.Scan(&f.ID, &f.Name, &f.Type, &f.KeyType)
+		m.Functions = append(m.Functions, f)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	if err := scanAll(ctx, q, "SELECT table_name, column_name, func_id FROM "+s.t("columns")+" ORDER BY table_name", func(r *sql.Rows) error {
+		var c Column
+		err := r.Scan(&c.Table, &c.Column, &c.FuncID)
+		m.Columns = append(m.Columns, c)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	if err := scanAll(ctx, q, "SELECT func_id, lower_bound, lower_bound_str, shard_id, status FROM "+s.t("ranges"), func(r *sql.Rows) error {
+		mp := Mapping{Kind: Range}
+		var li sql.NullInt64
+		var ls []byte
+		if err := r.Scan(&mp.FuncID, &li, &ls, &mp.ShardID, &mp.Status); err != nil {
+			return err
+		}
+		k := keyspace.StrK(string(ls))
+		if li.Valid {
+			k = keyspace.IntK(li.Int64)
+		}
+		mp.Lower = &k
+		m.Mappings = append(m.Mappings, mp)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := scanAll(ctx, q, "SELECT func_id, hash, shard_id, status FROM "+s.t("hashes"), func(r *sql.Rows) error {
+		mp := Mapping{Kind: Hash}
+		err := r.Scan(&mp.FuncID, &mp.Hash, &mp.ShardID, &mp.Status)
+		m.Mappings = append(m.Mappings, mp)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	if err := scanAll(ctx, q, "SELECT func_id, point, point_str, shard_id, status FROM "+s.t("list_points"), func(r *sql.Rows) error {
+		mp := Mapping{Kind: List}
+		var pi sql.NullInt64
+		var ps []byte
+		if err := r.Scan(&mp.FuncID, &pi, &ps, &mp.ShardID, &mp.Status); err != nil {
+			return err
+		}
+		k := keyspace.StrK(string(ps))
+		if pi.Valid {
+			k = keyspace.IntK(pi.Int64)
+		}
+		mp.Point = &k
+		m.Mappings = append(m.Mappings, mp)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	m.fillUppers()
+	return m, nil
+}
+
+func scanAll(ctx context.Context, q dbutil.Querier, query string, fn func(*sql.Rows) error) error {
+	rows, err := q.QueryContext(ctx, query)
+	if err != nil {
+		return fmt.Errorf("load shard map: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := fn(rows); err != nil {
+			return fmt.Errorf("load shard map: %w", err)
+		}
+	}
+	return rows.Err()
+}
+
+// Update runs fn in one transaction on a locked, consistent view of the map
+// and bumps the version when fn reports a change. Every mutation goes through
+// here, so concurrent operators serialize on the version row.
+func (s *Store) Update(ctx context.Context, what string, fn func(tx *sql.Tx, m *Map) (changed bool, err error)) error {
+	err := dbutil.InTx(ctx, s.DB, func(tx *sql.Tx) error {
+		var v int64
+		if err := tx.QueryRowContext(ctx, "SELECT version FROM "+s.t("version")+" WHERE id = 1 FOR UPDATE").Scan(&v); err != nil {
+			return s.wrapMissing(what, err)
+		}
+		m, err := s.load(ctx, tx)
+		if err != nil {
+			return err
+		}
+		changed, err := fn(tx, m)
+		if err != nil || !changed {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, "UPDATE "+s.t("version")+" SET version = version + 1 WHERE id = 1")
+		return err
+	})
+	if err != nil && !errors.Is(err, ErrBadInput) && !errors.Is(err, ErrNotFound) && !strings.HasPrefix(err.Error(), what) {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return err
+}
+
+// refWhere renders the WHERE of one mapping row and its table.
+func (s *Store) refWhere(ref Ref) (table, where string, args []any) {
+	switch ref.Kind {
+	case Range:
+		if ref.Lower.Type == keyspace.StringKey {
+			return s.t("ranges"), "func_id = ? AND lower_bound_str = ?", []any{ref.FuncID, ref.Lower.Str}
+		}
+		return s.t("ranges"), "func_id = ? AND lower_bound = ?", []any{ref.FuncID, ref.Lower.Int}
+	case Hash:
+		return s.t("hashes"), "func_id = ? AND hash = ?", []any{ref.FuncID, ref.Hash}
+	}
+	if ref.Point.Type == keyspace.StringKey {
+		return s.t("list_points"), "func_id = ? AND point_str = ?", []any{ref.FuncID, ref.Point.Str}
+	}
+	return s.t("list_points"), "func_id = ? AND point = ?", []any{ref.FuncID, ref.Point.Int}
+}
+
+func find(m *Map, ref Ref) (Mapping, bool) {
+	for _, mp := range m.Mappings {
+		if mp.FuncID != ref.FuncID || mp.Kind != ref.Kind {
+			continue
+		}
+		switch ref.Kind {
+		case Range:
+			if mp.Lower.Compare(*ref.Lower) == 0 {
+				return mp, true
+			}
+		case Hash:
+			if mp.Hash == ref.Hash {
+				return mp, true
+			}
+		case List:
+			if mp.Point.Compare(*ref.Point) == 0 {
+				return mp, true
+			}
+		}
+	}
+	return Mapping{}, false
+}
