@@ -1,0 +1,292 @@
+package sandbox
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math/rand"
+	"strings"
+	"time"
+
+	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/keyspace"
+	"github.com/shardctl/shardctl/shardmap"
+)
+
+// The book's employees schema: every table but departments is sharded on
+// emp_no; departments is global (a copy in every shard). No foreign keys, so
+// a shard's tables can be copied in any order.
+var EmployeesDDL = []string{
+	"CREATE TABLE IF NOT EXISTS departments (dept_no CHAR(4) NOT NULL PRIMARY KEY, dept_name VARCHAR(40) NOT NULL, UNIQUE KEY dept_name (dept_name)) ENGINE=InnoDB",
+	"CREATE TABLE IF NOT EXISTS employees (emp_no INT NOT NULL PRIMARY KEY, birth_date DATE NOT NULL, first_name VARCHAR(14) NOT NULL, last_name VARCHAR(16) NOT NULL, gender ENUM('M','F') NOT NULL, hire_date DATE NOT NULL) ENGINE=InnoDB",
+	"CREATE TABLE IF NOT EXISTS salaries (emp_no INT NOT NULL, salary INT NOT NULL, from_date DATE NOT NULL, to_date DATE NOT NULL, PRIMARY KEY (emp_no, from_date)) ENGINE=InnoDB",
+	"CREATE TABLE IF NOT EXISTS titles (emp_no INT NOT NULL, title VARCHAR(50) NOT NULL, from_date DATE NOT NULL, to_date DATE NULL, PRIMARY KEY (emp_no, title, from_date)) ENGINE=InnoDB",
+	"CREATE TABLE IF NOT EXISTS dept_emp (emp_no INT NOT NULL, dept_no CHAR(4) NOT NULL, from_date DATE NOT NULL, to_date DATE NOT NULL, PRIMARY KEY (emp_no, dept_no), KEY dept_no (dept_no)) ENGINE=InnoDB",
+	"CREATE TABLE IF NOT EXISTS dept_manager (emp_no INT NOT NULL, dept_no CHAR(4) NOT NULL, from_date DATE NOT NULL, to_date DATE NOT NULL, PRIMARY KEY (emp_no, dept_no), KEY dept_no (dept_no)) ENGINE=InnoDB",
+}
+
+// ShardedTables are the employees tables sharded on emp_no.
+var ShardedTables = []string{"employees", "salaries", "titles", "dept_emp", "dept_manager"}
+
+var departments = [][2]string{{"d001", "Marketing"}, {"d002", "Finance"}, {"d003", "Human Resources"}, {"d004", "Production"},
+	{"d005", "Development"}, {"d006", "Quality Management"}, {"d007", "Sales"}, {"d008", "Research"}, {"d009", "Customer Service"}}
+
+// SeedConfig describes the data set.
+type SeedConfig struct {
+	Servers      []dbutil.Addr // shards go round-robin over these
+	Creds        dbutil.Creds
+	Shards       int   // K range shards
+	Employees    int   // employees per shard (about 9 rows each over the five sharded tables)
+	RangeWidth   int64 // each shard owns [ (k-1)*RangeWidth, k*RangeWidth ); the last is open-ended
+	SchemaPrefix string
+	Function     string
+	Progress     func(shard int, rows int64)
+}
+
+func (c *SeedConfig) defaults() {
+	if c.RangeWidth <= 0 {
+		c.RangeWidth = 1_000_000
+	}
+	if c.SchemaPrefix == "" {
+		c.SchemaPrefix = "shard_"
+	}
+	if c.Function == "" {
+		c.Function = "employees"
+	}
+}
+
+// SeededShard is one shard the seed made.
+type SeededShard struct {
+	ShardID int    `json:"shard_id"`
+	Server  string `json:"server"`
+	Schema  string `json:"schema"`
+	Lower   int64  `json:"lower_bound"`
+	Rows    int64  `json:"rows"`
+}
+
+// Seed creates the employees data set over K range shards and registers them
+// in the shard map. It is idempotent: a shard whose employees table already
+// has rows is left as it is, and shard map entries are only added once.
+func Seed(ctx context.Context, store *shardmap.Store, c SeedConfig) ([]SeededShard, error) {
+	c.defaults()
+	if c.Shards < 1 || len(c.Servers) == 0 || c.Employees < 0 {
+		return nil, fmt.Errorf("seed: need at least one server, one shard and a non-negative employee count")
+	}
+	if err := store.Init(ctx); err != nil {
+		return nil, err
+	}
+	if _, err := store.AddFunction(ctx, c.Function, shardmap.Range, keyspace.IntKey); err != nil {
+		return nil, err
+	}
+	for _, t := range ShardedTables {
+		if err := store.AddColumn(ctx, t, "emp_no", c.Function); err != nil {
+			return nil, err
+		}
+	}
+	pools := map[string]*sql.DB{}
+	defer func() {
+		for _, db := range pools {
+			db.Close()
+		}
+	}()
+	var out []SeededShard
+	for k := 1; k <= c.Shards; k++ {
+		addr := c.Servers[(k-1)%len(c.Servers)]
+		db := pools[addr.String()]
+		if db == nil {
+			var err error
+			if db, err = dbutil.Open(ctx, addr, c.Creds, ""); err != nil {
+				return nil, err
+			}
+			pools[addr.String()] = db
+		}
+		schema := fmt.Sprintf("%s%d", c.SchemaPrefix, k)
+		lower := int64(k-1) * c.RangeWidth
+		rows, err := seedShard(ctx, db, schema, lower, c.Employees, func(n int64) {
+			if c.Progress != nil {
+				c.Progress(k, n)
+			}
+		})
+		if err != nil {
+			return nil, fmt.Errorf("seed shard %s on %s: %w", schema, addr, err)
+		}
+		id, err := store.AddShard(ctx, addr.Host, addr.Port, schema)
+		if err != nil {
+			return nil, err
+		}
+		if err := store.AddRange(ctx, c.Function, fmt.Sprint(lower), id); err != nil {
+			return nil, err
+		}
+		out = append(out, SeededShard{ShardID: id, Server: addr.String(), Schema: schema, Lower: lower, Rows: rows})
+	}
+	return out, nil
+}
+
+// CreateEmployeesSchema creates an empty employees schema with its global departments rows.
+func CreateEmployeesSchema(ctx context.Context, db *sql.DB, schema string) error {
+	if _, err := db.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS "+dbutil.QuoteIdent(schema)); err != nil {
+		return err
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "USE "+dbutil.QuoteIdent(schema)); err != nil {
+		return err
+	}
+	for _, stmt := range EmployeesDDL {
+		if _, err := conn.ExecContext(ctx, stmt); err != nil {
+			return err
+		}
+	}
+	for _, d := range departments {
+		if _, err := conn.ExecContext(ctx, "INSERT IGNORE INTO departments (dept_no, dept_name) VALUES (?, ?)", d[0], d[1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func seedShard(ctx context.Context, db *sql.DB, schema string, lower int64, employees int, progress func(int64)) (int64, error) {
+	if err := CreateEmployeesSchema(ctx, db, schema); err != nil {
+		return 0, err
+	}
+	var have int64
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+dbutil.Table(schema, "employees")).Scan(&have); err != nil {
+		return 0, err
+	}
+	if have > 0 {
+		return countRows(ctx, db, schema)
+	}
+	w := newBatcher(ctx, db, schema, progress)
+	for j := 0; j < employees; j++ {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		if err := w.employee(lower + 1 + int64(j)); err != nil {
+			return 0, err
+		}
+	}
+	if err := w.flushAll(); err != nil {
+		return 0, err
+	}
+	return countRows(ctx, db, schema)
+}
+
+func countRows(ctx context.Context, db *sql.DB, schema string) (int64, error) {
+	var total int64
+	for _, t := range ShardedTables {
+		var n int64
+		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+dbutil.Table(schema, t)).Scan(&n); err != nil {
+			return 0, err
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// batcher collects rows per table and writes multi-row INSERTs.
+type batcher struct {
+	ctx      context.Context
+	db       *sql.DB
+	schema   string
+	cols     map[string][]string
+	rows     map[string][][]any
+	written  int64
+	progress func(int64)
+}
+
+func newBatcher(ctx context.Context, db *sql.DB, schema string, progress func(int64)) *batcher {
+	return &batcher{ctx: ctx, db: db, schema: schema, progress: progress, rows: map[string][][]any{}, cols: map[string][]string{
+		"employees":    {"emp_no", "birth_date", "first_name", "last_name", "gender", "hire_date"},
+		"salaries":     {"emp_no", "salary", "from_date", "to_date"},
+		"titles":       {"emp_no", "title", "from_date", "to_date"},
+		"dept_emp":     {"emp_no", "dept_no", "from_date", "to_date"},
+		"dept_manager": {"emp_no", "dept_no", "from_date", "to_date"},
+	}}
+}
+
+var firstNames = []string{"Georgi", "Bezalel", "Parto", "Chirstian", "Kyoichi", "Anneke", "Tzvetan", "Saniya", "Sumant", "Duangkaew", "Mary", "Patricio", "Eberhardt", "Berni", "Guoxiang"}
+var lastNames = []string{"Facello", "Simmel", "Bamford", "Koblick", "Maliniak", "Preusig", "Zielinski", "Kalloufi", "Peac", "Piveteau", "Sluis", "Bridgland", "Terkki", "Genin", "Nooteboom"}
+var titleNames = []string{"Engineer", "Senior Engineer", "Staff", "Senior Staff", "Assistant Engineer", "Technique Leader", "Manager"}
+
+// Rows depend only on emp_no, so a seed is the same on every run.
+func (b *batcher) employee(emp int64) error {
+	r := rand.New(rand.NewSource(emp))
+	day := func(base time.Time, maxDays int) time.Time { return base.AddDate(0, 0, r.Intn(maxDays)) }
+	birth := day(time.Date(1952, 1, 1, 0, 0, 0, 0, time.UTC), 365*13)
+	hire := day(time.Date(1985, 1, 1, 0, 0, 0, 0, time.UTC), 365*14)
+	d := func(t time.Time) string { return t.Format("2006-01-02") }
+	gender := "M"
+	if r.Intn(2) == 0 {
+		gender = "F"
+	}
+	b.add("employees", emp, d(birth), firstNames[r.Intn(len(firstNames))], lastNames[r.Intn(len(lastNames))], gender, d(hire))
+	from := hire
+	salary := 40000 + r.Intn(40000)
+	for i, n := 0, 1+r.Intn(10); i < n; i++ {
+		to := from.AddDate(1, 0, 0)
+		b.add("salaries", emp, salary, d(from), d(to))
+		from, salary = to, salary+r.Intn(3000)
+	}
+	t0 := titleNames[r.Intn(len(titleNames))]
+	b.add("titles", emp, t0, d(hire), nil)
+	if r.Intn(3) == 0 {
+		b.add("titles", emp, "Senior "+t0, d(hire.AddDate(5, 0, 0)), nil)
+	}
+	dep := departments[r.Intn(len(departments))][0]
+	b.add("dept_emp", emp, dep, d(hire), "9999-01-01")
+	if r.Intn(10) == 0 {
+		dep2 := departments[(r.Intn(len(departments)))][0]
+		if dep2 != dep {
+			b.add("dept_emp", emp, dep2, d(hire.AddDate(2, 0, 0)), "9999-01-01")
+		}
+	}
+	if r.Intn(50) == 0 {
+		b.add("dept_manager", emp, dep, d(hire.AddDate(3, 0, 0)), "9999-01-01")
+	}
+	for t, rows := range b.rows {
+		if len(rows) >= 1000 {
+			if err := b.flush(t); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (b *batcher) add(table string, vals ...any) { b.rows[table] = append(b.rows[table], vals) }
+
+func (b *batcher) flush(table string) error {
+	rows := b.rows[table]
+	if len(rows) == 0 {
+		return nil
+	}
+	cols := b.cols[table]
+	tuple := "(" + dbutil.Placeholders(len(cols)) + ")"
+	q := "INSERT INTO " + dbutil.Table(b.schema, table) + " (" + dbutil.QuoteIdents(cols) + ") VALUES " +
+		strings.TrimSuffix(strings.Repeat(tuple+",", len(rows)), ",")
+	args := make([]any, 0, len(rows)*len(cols))
+	for _, r := range rows {
+		args = append(args, r...)
+	}
+	if _, err := b.db.ExecContext(b.ctx, q, args...); err != nil {
+		return fmt.Errorf("insert into %s.%s: %w", b.schema, table, err)
+	}
+	b.written += int64(len(rows))
+	b.rows[table] = rows[:0]
+	if b.progress != nil {
+		b.progress(b.written)
+	}
+	return nil
+}
+
+func (b *batcher) flushAll() error {
+	for _, t := range ShardedTables {
+		if err := b.flush(t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
