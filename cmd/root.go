@@ -1,0 +1,290 @@
+// Package cmd is shardctl's command line: cobra commands, viper
+// configuration, terminal progress. It is the only package that knows about
+// them, and the only one that exits the process.
+package cmd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
+
+	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/shardmap"
+)
+
+// Exit codes, documented in docs/exit-codes.md.
+const (
+	ExitOK        = 0 // done
+	ExitFailed    = 1 // the operation failed; see the message
+	ExitBadInput  = 2 // usage, configuration or input refused; nothing was changed
+	ExitResumable = 3 // stopped part-way; the plan file is saved and 'shardctl plan resume' continues it
+	ExitBusy      = 4 // another operation holds the lock on the shard; try again later
+	ExitMismatch  = 5 // verify found differences
+)
+
+// Version is set at build time with -ldflags "-X github.com/shardctl/shardctl/cmd.Version=…".
+var Version = "dev"
+
+// exitError carries an exit code with an error.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func withCode(code int, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &exitError{code: code, err: err}
+}
+
+func badInput(format string, a ...any) error {
+	return withCode(ExitBadInput, fmt.Errorf(format, a...))
+}
+
+// app is the state shared by the commands of one run.
+type app struct {
+	v      *viper.Viper
+	out    io.Writer
+	errOut io.Writer
+	log    *slog.Logger
+}
+
+func (a *app) jsonOut() bool { return a.v.GetString("output") == "json" }
+
+// emit prints v as JSON with --output json, else runs text.
+func (a *app) emit(v any, text func(w io.Writer)) error {
+	if a.jsonOut() {
+		enc := json.NewEncoder(a.out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	text(a.out)
+	return nil
+}
+
+// Main runs the command line and exits with its code.
+func Main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// Run executes one command line and returns its exit code (tests call it directly).
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	a := &app{v: viper.New(), out: stdout, errOut: stderr}
+	root := a.rootCmd()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	code := exitCode(err)
+	msg := err.Error()
+	if pw := a.v.GetString("password"); pw != "" {
+		msg = strings.ReplaceAll(msg, pw, "*****")
+	}
+	if pw := a.v.GetString("shard-password"); pw != "" {
+		msg = strings.ReplaceAll(msg, pw, "*****")
+	}
+	fmt.Fprintln(stderr, "shardctl: "+msg)
+	if a.jsonOut() {
+		_ = json.NewEncoder(stdout).Encode(map[string]any{"error": msg, "exit_code": code})
+	}
+	return code
+}
+
+func exitCode(err error) int {
+	var ee *exitError
+	switch {
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.Is(err, shardmap.ErrBadInput), errors.Is(err, shardmap.ErrNotFound), errors.Is(err, errUsage):
+		return ExitBadInput
+	case errors.Is(err, context.Canceled):
+		return ExitResumable
+	}
+	return ExitFailed
+}
+
+var errUsage = errors.New("usage")
+
+func (a *app) rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "shardctl",
+		Short: "Rebalance a sharded MySQL/MariaDB fleet online: move, split and merge shards",
+		Long: `shardctl moves a shard to another server, splits a hot range shard in two and
+merges cold neighbours, online, with a write blackout measured in milliseconds.
+The shard map lives in a MySQL/MariaDB "sharding database". Every operation is a
+plan file: reviewable with --dry-run, saved after every step, resumable.
+
+Configuration comes from flags, SHARDCTL_* environment variables and an optional
+shardctl.yaml (./shardctl.yaml, ~/.config/shardctl/shardctl.yaml or --config).
+Passwords come from the config file or SHARDCTL_PASSWORD / SHARDCTL_SHARD_PASSWORD,
+never from the command line.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return a.loadConfig(cmd)
+		},
+	}
+	pf := root.PersistentFlags()
+	pf.String("config", "", "config file (default ./shardctl.yaml or ~/.config/shardctl/shardctl.yaml)")
+	pf.String("shardmap", "", "the sharding database: HOST:PORT/SCHEMA or a DSN USER@tcp(HOST:PORT)/SCHEMA [SHARDCTL_SHARDMAP]")
+	pf.String("user", "shardctl", "user for the sharding database [SHARDCTL_USER]")
+	pf.String("shard-user", "", "user for the shard servers (default: --user) [SHARDCTL_SHARD_USER]")
+	pf.StringP("output", "o", "text", "output format: text or json")
+	pf.String("log-level", "info", "log level: debug, info, warn, error")
+	pf.String("plan-dir", "", "directory of plan files (default ~/.local/state/shardctl/plans) [SHARDCTL_PLAN_DIR]")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return withCode(ExitBadInput, fmt.Errorf("%w (see --help)", err))
+	})
+	root.AddCommand(a.versionCmd(), a.shardmapCmd(), a.sandboxCmd(), a.statusCmd())
+	return root
+}
+
+func (a *app) loadConfig(cmd *cobra.Command) error {
+	v := a.v
+	v.SetEnvPrefix("SHARDCTL")
+	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
+	v.AutomaticEnv()
+	if err := v.BindPFlags(cmd.Flags()); err != nil {
+		return err
+	}
+	if f := v.GetString("config"); f != "" {
+		v.SetConfigFile(f)
+		if err := v.ReadInConfig(); err != nil {
+			return badInput("read config file %s: %v", f, err)
+		}
+	} else {
+		v.SetConfigName("shardctl")
+		v.SetConfigType("yaml")
+		v.AddConfigPath(".")
+		if home, err := os.UserHomeDir(); err == nil {
+			v.AddConfigPath(filepath.Join(home, ".config", "shardctl"))
+		}
+		if err := v.ReadInConfig(); err != nil {
+			var nf viper.ConfigFileNotFoundError
+			if !errors.As(err, &nf) {
+				return badInput("read config file: %v", err)
+			}
+		}
+	}
+	switch v.GetString("output") {
+	case "text", "json":
+	default:
+		return badInput("--output %q: use text or json", v.GetString("output"))
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(v.GetString("log-level"))); err != nil {
+		return badInput("--log-level %q: use debug, info, warn or error", v.GetString("log-level"))
+	}
+	a.log = slog.New(slog.NewTextHandler(a.errOut, &slog.HandlerOptions{Level: level}))
+	return nil
+}
+
+// shardMapConfig parses --shardmap into a driver config with credentials filled in.
+func (a *app) shardMapConfig() (*mysql.Config, error) {
+	raw := strings.TrimSpace(a.v.GetString("shardmap"))
+	if raw == "" {
+		return nil, badInput("no sharding database given: set --shardmap HOST:PORT/SCHEMA (or SHARDCTL_SHARDMAP, or shardmap: in shardctl.yaml)")
+	}
+	dsn := raw
+	if !strings.Contains(raw, "@") && !strings.Contains(raw, "(") {
+		hostport, schema, ok := strings.Cut(raw, "/")
+		if !ok || schema == "" {
+			return nil, badInput("--shardmap %q: give HOST:PORT/SCHEMA, for example 127.0.0.1:3306/shardmap", raw)
+		}
+		addr, err := dbutil.ParseAddr(hostport)
+		if err != nil {
+			return nil, badInput("--shardmap %q: %v", raw, err)
+		}
+		dsn = fmt.Sprintf("%s@tcp(%s)/%s", a.v.GetString("user"), addr, schema)
+	}
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, badInput("--shardmap: malformed DSN (%v); give HOST:PORT/SCHEMA or USER@tcp(HOST:PORT)/SCHEMA", dbutil.Redact(err, a.v.GetString("password")))
+	}
+	if cfg.DBName == "" {
+		return nil, badInput("--shardmap: the DSN names no schema; add /SCHEMA")
+	}
+	if cfg.Passwd == "" {
+		cfg.Passwd = a.v.GetString("password")
+	}
+	base := dbutil.Config(dbutil.Addr{}, dbutil.Creds{User: cfg.User, Password: cfg.Passwd}, "")
+	base.Net, base.Addr = cfg.Net, cfg.Addr
+	return base, nil
+}
+
+// store opens the sharding database. Connection failures are bad input: the
+// configuration is wrong or the server is not there, and nothing was changed.
+func (a *app) store(ctx context.Context) (*shardmap.Store, func(), error) {
+	cfg, err := a.shardMapConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	raw := a.v.GetString("shardmap")
+	schema := raw[strings.LastIndex(raw, "/")+1:]
+	if i := strings.IndexByte(schema, '?'); i >= 0 {
+		schema = schema[:i]
+	}
+	db, err := dbutil.OpenConfig(ctx, cfg)
+	if err != nil {
+		return nil, nil, withCode(ExitBadInput, fmt.Errorf("sharding database: %w", err))
+	}
+	return shardmap.New(db, schema), func() { db.Close() }, nil
+}
+
+// shardCreds are the credentials for the shard servers.
+func (a *app) shardCreds() dbutil.Creds {
+	c := dbutil.Creds{User: a.v.GetString("shard-user"), Password: a.v.GetString("shard-password")}
+	if c.User == "" {
+		c.User = a.v.GetString("user")
+		if cfg, err := a.shardMapConfig(); err == nil {
+			c.User = cfg.User
+		}
+	}
+	if c.Password == "" {
+		c.Password = a.v.GetString("password")
+	}
+	return c
+}
+
+func (a *app) versionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print shardctl's version",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			return a.emit(map[string]string{"version": Version}, func(w io.Writer) { fmt.Fprintln(w, "shardctl", Version) })
+		},
+	}
+}
+
+// argsUsage wraps cobra's positional-argument checks so they exit with code 2.
+func argsUsage(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := check(cmd, args); err != nil {
+			return withCode(ExitBadInput, fmt.Errorf("%s: %w (usage: %s)", cmd.CommandPath(), err, cmd.UseLine()))
+		}
+		return nil
+	}
+}

@@ -1,0 +1,334 @@
+package cmd
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/keyspace"
+	"github.com/shardctl/shardctl/shardmap"
+)
+
+func (a *app) shardmapCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "shardmap",
+		Short: "Create, inspect and edit the shard map (the sharding database)",
+	}
+	c.AddCommand(a.smInit(), a.smShow(), a.smAddShard(), a.smAddFunction(), a.smAddColumn(),
+		a.smAddRange(), a.smAddHashPoint(), a.smAddPoint(), a.smSetStatus(), a.smLookup())
+	return c
+}
+
+// withStore runs fn with the sharding database open.
+func (a *app) withStore(cmd *cobra.Command, fn func(s *shardmap.Store) error) error {
+	s, closeFn, err := a.store(cmd.Context())
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	return fn(s)
+}
+
+func (a *app) smInit() *cobra.Command {
+	return &cobra.Command{
+		Use:   "init",
+		Short: "Create the shard map's schema and tables (idempotent)",
+		Args:  argsUsage(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.withStore(cmd, func(s *shardmap.Store) error {
+				if err := s.Init(cmd.Context()); err != nil {
+					return err
+				}
+				v, err := s.Version(cmd.Context())
+				if err != nil {
+					return err
+				}
+				return a.emit(map[string]any{"schema": s.Schema, "version": v}, func(w io.Writer) {
+					fmt.Fprintf(w, "shard map ready in schema %s (version %d)\n", s.Schema, v)
+				})
+			})
+		},
+	}
+}
+
+func (a *app) smShow() *cobra.Command {
+	return &cobra.Command{
+		Use:   "show",
+		Short: "Print locations, partition functions, sharded columns and mappings",
+		Args:  argsUsage(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.withStore(cmd, func(s *shardmap.Store) error {
+				m, err := s.Load(cmd.Context())
+				if err != nil {
+					return err
+				}
+				return a.emit(m, func(w io.Writer) { printMap(w, m) })
+			})
+		},
+	}
+}
+
+func printMap(w io.Writer, m *shardmap.Map) {
+	fmt.Fprintf(w, "shard map version %d\n\n", m.Version)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SHARD\tSERVER\tSCHEMA")
+	for _, l := range m.Locations {
+		fmt.Fprintf(tw, "%d\t%s\t%s\n", l.ShardID, l.Addr(), l.Schema)
+	}
+	tw.Flush()
+	for _, f := range m.Functions {
+		var cols []string
+		for _, c := range m.Columns {
+			if c.FuncID == f.ID {
+				cols = append(cols, c.Table+"."+c.Column)
+			}
+		}
+		fmt.Fprintf(w, "\nfunction %d %q: %s, %s keys; sharded columns: %s\n", f.ID, f.Name, f.Type, f.KeyType, orNone(strings.Join(cols, ", ")))
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  MAPPING\tSHARD\tSTATUS")
+		for _, mp := range m.MappingsOf(f.ID) {
+			fmt.Fprintf(tw, "  %s\t%d\t%s\n", mp, mp.ShardID, mp.Status)
+		}
+		tw.Flush()
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+func (a *app) smAddShard() *cobra.Command {
+	var server, schema string
+	c := &cobra.Command{
+		Use:   "add-shard --server HOST:PORT --schema NAME",
+		Short: "Register a shard location (idempotent)",
+		Args:  argsUsage(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			addr, err := dbutil.ParseAddr(server)
+			if err != nil {
+				return badInput("--server: %v", err)
+			}
+			return a.withStore(cmd, func(s *shardmap.Store) error {
+				id, err := s.AddShard(cmd.Context(), addr.Host, addr.Port, schema)
+				if err != nil {
+					return err
+				}
+				return a.emit(map[string]any{"shard_id": id}, func(w io.Writer) { fmt.Fprintf(w, "shard %d at %s/%s\n", id, addr, schema) })
+			})
+		},
+	}
+	c.Flags().StringVar(&server, "server", "", "server HOST:PORT")
+	c.Flags().StringVar(&schema, "schema", "", "schema holding the shard")
+	return c
+}
+
+func (a *app) smAddFunction() *cobra.Command {
+	var typ, keyType string
+	c := &cobra.Command{
+		Use:   "add-function NAME --type RANGE|HASH|LIST [--key-type INT|STRING]",
+		Short: "Register a partition function (idempotent)",
+		Args:  argsUsage(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			kt, err := keyspace.ParseKeyType(keyType)
+			if err != nil {
+				return badInput("--key-type: %v", err)
+			}
+			return a.withStore(cmd, func(s *shardmap.Store) error {
+				id, err := s.AddFunction(cmd.Context(), args[0], shardmap.ShardingType(typ), kt)
+				if err != nil {
+					return err
+				}
+				return a.emit(map[string]any{"func_id": id}, func(w io.Writer) { fmt.Fprintf(w, "function %d %q\n", id, args[0]) })
+			})
+		},
+	}
+	c.Flags().StringVar(&typ, "type", "RANGE", "RANGE, HASH or LIST")
+	c.Flags().StringVar(&keyType, "key-type", "INT", "INT (signed 64-bit) or STRING")
+	return c
+}
+
+func (a *app) smAddColumn() *cobra.Command {
+	var fn string
+	c := &cobra.Command{
+		Use:   "add-column TABLE COLUMN --function NAME",
+		Short: "Record that TABLE is sharded on COLUMN (unlisted tables are global)",
+		Args:  argsUsage(cobra.ExactArgs(2)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withStore(cmd, func(s *shardmap.Store) error {
+				if err := s.AddColumn(cmd.Context(), args[0], args[1], fn); err != nil {
+					return err
+				}
+				return a.emit(map[string]any{"table": args[0], "column": args[1]}, func(w io.Writer) {
+					fmt.Fprintf(w, "%s is sharded on %s by %s\n", args[0], args[1], fn)
+				})
+			})
+		},
+	}
+	c.Flags().StringVar(&fn, "function", "", "partition function name")
+	return c
+}
+
+func (a *app) smAddRange() *cobra.Command {
+	var fn, lower string
+	var shard int
+	c := &cobra.Command{
+		Use:   "add-range --function NAME --lower KEY --shard ID",
+		Short: "Map keys from KEY up to the next range's lower bound to a shard",
+		Args:  argsUsage(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !cmd.Flags().Changed("lower") {
+				return badInput("add-range needs --lower")
+			}
+			return a.withStore(cmd, func(s *shardmap.Store) error {
+				if err := s.AddRange(cmd.Context(), fn, lower, shard); err != nil {
+					return err
+				}
+				return a.emit(map[string]any{"function": fn, "lower": lower, "shard_id": shard}, func(w io.Writer) {
+					fmt.Fprintf(w, "range from %s of %s -> shard %d\n", lower, fn, shard)
+				})
+			})
+		},
+	}
+	c.Flags().StringVar(&fn, "function", "", "partition function name")
+	c.Flags().StringVar(&lower, "lower", "", "inclusive lower bound")
+	c.Flags().IntVar(&shard, "shard", 0, "shard id")
+	return c
+}
+
+func (a *app) smAddHashPoint() *cobra.Command {
+	var fn, hash, name string
+	var shard int
+	c := &cobra.Command{
+		Use:   "add-hash-point --function NAME (--hash MD5 | --name TEXT) --shard ID",
+		Short: "Add a consistent-hash ring point for a shard (--name hashes TEXT with MD5, as the book does)",
+		Args:  argsUsage(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if (hash == "") == (name == "") {
+				return badInput("give exactly one of --hash and --name")
+			}
+			if name != "" {
+				hash, _ = keyspace.HashOf(name)
+			}
+			return a.withStore(cmd, func(s *shardmap.Store) error {
+				if err := s.AddHashPoint(cmd.Context(), fn, hash, shard); err != nil {
+					return err
+				}
+				return a.emit(map[string]any{"function": fn, "hash": hash, "shard_id": shard}, func(w io.Writer) {
+					fmt.Fprintf(w, "ring point %s of %s -> shard %d\n", hash, fn, shard)
+				})
+			})
+		},
+	}
+	c.Flags().StringVar(&fn, "function", "", "partition function name")
+	c.Flags().StringVar(&hash, "hash", "", "32-digit hex MD5 ring position")
+	c.Flags().StringVar(&name, "name", "", "text whose MD5 is the ring position")
+	c.Flags().IntVar(&shard, "shard", 0, "shard id")
+	return c
+}
+
+func (a *app) smAddPoint() *cobra.Command {
+	var fn, key string
+	var shard int
+	c := &cobra.Command{
+		Use:   "add-point --function NAME --key KEY --shard ID",
+		Short: "Map one key of a LIST function to a shard",
+		Args:  argsUsage(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.withStore(cmd, func(s *shardmap.Store) error {
+				if err := s.AddPoint(cmd.Context(), fn, key, shard); err != nil {
+					return err
+				}
+				return a.emit(map[string]any{"function": fn, "key": key, "shard_id": shard}, func(w io.Writer) {
+					fmt.Fprintf(w, "key %s of %s -> shard %d\n", key, fn, shard)
+				})
+			})
+		},
+	}
+	c.Flags().StringVar(&fn, "function", "", "partition function name")
+	c.Flags().StringVar(&key, "key", "", "the key")
+	c.Flags().IntVar(&shard, "shard", 0, "shard id")
+	return c
+}
+
+func (a *app) smSetStatus() *cobra.Command {
+	var shard int
+	c := &cobra.Command{
+		Use:   "set-status --shard ID online|offline",
+		Short: "Mark every mapping of a shard online or offline (offline tells applications to retry)",
+		Args:  argsUsage(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			status := strings.ToLower(args[0])
+			if status != shardmap.Online && status != shardmap.Offline {
+				return badInput("status %q: use online or offline", args[0])
+			}
+			return a.withStore(cmd, func(s *shardmap.Store) error {
+				m, err := s.Load(cmd.Context())
+				if err != nil {
+					return err
+				}
+				if _, err := m.Location(shard); err != nil {
+					return err
+				}
+				var changes []shardmap.Change
+				for _, mp := range m.ShardMappings(shard) {
+					changes = append(changes, shardmap.Change{Op: shardmap.OpSetStatus, Ref: mp.Ref(), Status: status})
+				}
+				if err := s.Apply(cmd.Context(), "set status", changes); err != nil {
+					return err
+				}
+				return a.emit(map[string]any{"shard_id": shard, "status": status, "mappings": len(changes)}, func(w io.Writer) {
+					fmt.Fprintf(w, "shard %d: %d mappings %s\n", shard, len(changes), status)
+				})
+			})
+		},
+	}
+	c.Flags().IntVar(&shard, "shard", 0, "shard id")
+	return c
+}
+
+func (a *app) smLookup() *cobra.Command {
+	var table, fn string
+	c := &cobra.Command{
+		Use:   "lookup KEY (--table TABLE | --function NAME)",
+		Short: "Say which shard holds KEY",
+		Args:  argsUsage(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if (table == "") == (fn == "") {
+				return badInput("give exactly one of --table and --function")
+			}
+			return a.withStore(cmd, func(s *shardmap.Store) error {
+				m, err := s.Load(cmd.Context())
+				if err != nil {
+					return err
+				}
+				var f shardmap.Function
+				if table != "" {
+					var ok bool
+					if f, _, ok = m.TableFunction(table); !ok {
+						return badInput("table %q is not sharded (it is global: every shard has it)", table)
+					}
+				} else if f, err = m.Function(fn); err != nil {
+					return err
+				}
+				res, err := m.Lookup(f, args[0])
+				if err != nil {
+					return err
+				}
+				return a.emit(res, func(w io.Writer) {
+					fmt.Fprintf(w, "key %s -> shard %d at %s/%s (mapping %s, %s)\n", res.Key, res.Location.ShardID,
+						res.Location.Addr(), res.Location.Schema, res.Mapping, res.Mapping.Status)
+				})
+			})
+		},
+	}
+	c.Flags().StringVar(&table, "table", "", "a sharded table")
+	c.Flags().StringVar(&fn, "function", "", "a partition function")
+	return c
+}
