@@ -1,0 +1,378 @@
+// Package plans is the plan file: what an operation will do, written before
+// anything changes, saved after every step, and read back to resume. A plan
+// holds addresses but never credentials. Files are written atomically (temp
+// file, fsync, rename), mode 0600, with a SHA-256 checksum so a damaged or
+// hand-edited file is refused. Reading and printing a plan needs no database.
+package plans
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/shardctl/shardctl/keyspace"
+	"github.com/shardctl/shardctl/shardmap"
+	"github.com/shardctl/shardctl/tables"
+)
+
+// FormatVersion is the plan file format this build reads and writes.
+const FormatVersion = 1
+
+const magic = "shardctl-plan"
+
+// ErrDamaged marks a plan file that fails its checksum or cannot be parsed.
+var ErrDamaged = errors.New("plan file damaged")
+
+// Step names, in order.
+const (
+	StepPreflight = "preflight"
+	StepCreate    = "create"
+	StepCopy      = "copy"
+	StepCatchup   = "catchup"
+	StepVerify    = "verify"
+	StepFence     = "fence"
+	StepCutover   = "cutover"
+	StepCleanup   = "cleanup"
+)
+
+// Steps is every step in order.
+var Steps = []string{StepPreflight, StepCreate, StepCopy, StepCatchup, StepVerify, StepFence, StepCutover, StepCleanup}
+
+// Step states.
+const (
+	Pending = "pending"
+	Running = "running"
+	Done    = "done"
+	Failed  = "failed"
+	Skipped = "skipped"
+)
+
+// Plan states.
+const (
+	StateNew     = "new"
+	StateRunning = "running"
+	StateStopped = "stopped" // interrupted or failed part-way: resumable
+	StateDone    = "done"
+	StateAborted = "aborted"
+)
+
+// Endpoint is one side of an operation: a shard's schema on a server.
+type Endpoint struct {
+	ShardID int    `json:"shard_id,omitempty"`
+	Host    string `json:"host"`
+	Port    int    `json:"port"`
+	Schema  string `json:"schema"`
+}
+
+// Addr renders host:port.
+func (e Endpoint) Addr() string { return fmt.Sprintf("%s:%d", e.Host, e.Port) }
+
+// Position is a binlog file and offset.
+type Position struct {
+	File string `json:"file"`
+	Pos  uint32 `json:"pos"`
+}
+
+// IsZero reports an unset position.
+func (p Position) IsZero() bool { return p.File == "" }
+
+func (p Position) String() string { return fmt.Sprintf("%s:%d", p.File, p.Pos) }
+
+// CopyMark is a table's copy watermark.
+type CopyMark struct {
+	After []string `json:"after,omitempty"`
+	Done  bool     `json:"done"`
+	Rows  int64    `json:"rows"`
+}
+
+// PruneMark is a table's cleanup watermark.
+type PruneMark struct {
+	After   []string `json:"after,omitempty"`
+	Done    bool     `json:"done"`
+	Deleted int64    `json:"deleted"`
+}
+
+// FenceTable is a source table whose moving rows are fenced at cutover.
+type FenceTable struct {
+	Name   string          `json:"name"`
+	Filter keyspace.Filter `json:"filter"`
+}
+
+// StepRecord is one step's state and times.
+type StepRecord struct {
+	Name     string    `json:"name"`
+	State    string    `json:"state"`
+	Started  time.Time `json:"started,omitempty"`
+	Ended    time.Time `json:"ended,omitempty"`
+	Error    string    `json:"error,omitempty"`
+	Attempts int       `json:"attempts,omitempty"`
+}
+
+// Attempt is one cutover attempt: the fence and how long writes were blocked.
+type Attempt struct {
+	Started   time.Time `json:"started"`
+	BlackoutM float64   `json:"blackout_ms"`
+	Result    string    `json:"result"`
+}
+
+// Checkpoints are the durable progress marks a resume starts from.
+type Checkpoints struct {
+	Start   Position             `json:"start,omitempty"`   // binlog position recorded before the copy
+	Applied Position             `json:"applied,omitempty"` // last position the target committed
+	Final   Position             `json:"final,omitempty"`   // source position read after the fence held
+	Copy    map[string]CopyMark  `json:"copy,omitempty"`
+	Prune   map[string]PruneMark `json:"prune,omitempty"`
+}
+
+// Result sums up a finished (or stopped) run for people and scripts.
+type Result struct {
+	RowsCopied    int64              `json:"rows_copied"`
+	EventsApplied int64              `json:"events_applied"`
+	RowsVerified  int64              `json:"rows_verified"`
+	RowsDeleted   int64              `json:"rows_deleted"`
+	BlackoutMS    float64            `json:"blackout_ms"`
+	StepSeconds   map[string]float64 `json:"step_seconds,omitempty"`
+}
+
+// Plan is one move, split or merge.
+type Plan struct {
+	FormatVersion int               `json:"format_version"`
+	ID            string            `json:"id"`
+	Operation     string            `json:"operation"` // move, split, merge
+	Summary       string            `json:"summary"`
+	CreatedAt     time.Time         `json:"created_at"`
+	UpdatedAt     time.Time         `json:"updated_at"`
+	State         string            `json:"state"`
+	Args          map[string]string `json:"args"`
+
+	ShardMap Endpoint `json:"shardmap"` // where the sharding database lives (ShardID unused)
+	Source   Endpoint `json:"source"`
+	Target   Endpoint `json:"target"`
+	Locks    []string `json:"locks"` // lock names held while the plan runs
+
+	// What the operation does: rows to copy and tail, rows to fence, the
+	// shard-map changes of each phase, and what cleanup removes.
+	Copy             []tables.Table    `json:"copy"`
+	Fence            []FenceTable      `json:"fence"`
+	Prepare          []shardmap.Change `json:"prepare,omitempty"` // at create: new location (split)
+	Offline          []shardmap.Change `json:"offline"`
+	Cutover          []shardmap.Change `json:"cutover"`
+	Cleanup          []tables.Table    `json:"cleanup"` // Filter = rows deleted on the source
+	DropSourceSchema bool              `json:"drop_source_schema"`
+	AfterCleanup     []shardmap.Change `json:"after_cleanup,omitempty"`
+	KeepSource       bool              `json:"keep_source"`
+	Abort            []shardmap.Change `json:"abort,omitempty"`         // undo of prepare/offline before cutover
+	AbortTarget      []tables.Table    `json:"abort_target,omitempty"`  // rows removed from the target on abort (merge)
+	DropTargetSchema bool              `json:"drop_target_schema"`      // on abort (move, split)
+	Options          map[string]string `json:"options,omitempty"`       // chunk sizes, throttles, budgets
+	Warnings         []string          `json:"warnings,omitempty"`      // found at planning, shown in dry runs
+	SQLPreview       []string          `json:"shardmap_sql,omitempty"`  // the statements run against the shard map, for review
+
+	Steps       []StepRecord `json:"steps"`
+	Checkpoints Checkpoints  `json:"checkpoints"`
+	Attempts    []Attempt    `json:"cutover_attempts,omitempty"`
+	Result      Result       `json:"result"`
+}
+
+// New starts a plan with every step pending.
+func New(op, summary string) *Plan {
+	now := time.Now().UTC()
+	p := &Plan{FormatVersion: FormatVersion, Operation: op, Summary: summary, CreatedAt: now, UpdatedAt: now, State: StateNew, Args: map[string]string{}, Options: map[string]string{}}
+	p.ID = fmt.Sprintf("%s-%s", op, now.Format("20060102T150405.000Z"))
+	p.ID = strings.ReplaceAll(p.ID, ".", "")
+	for _, s := range Steps {
+		p.Steps = append(p.Steps, StepRecord{Name: s, State: Pending})
+	}
+	p.Checkpoints.Copy = map[string]CopyMark{}
+	p.Checkpoints.Prune = map[string]PruneMark{}
+	return p
+}
+
+// Step returns the record of step name.
+func (p *Plan) Step(name string) *StepRecord {
+	for i := range p.Steps {
+		if p.Steps[i].Name == name {
+			return &p.Steps[i]
+		}
+	}
+	return nil
+}
+
+// Done reports whether step name has finished.
+func (p *Plan) Done(name string) bool {
+	s := p.Step(name)
+	return s != nil && (s.State == Done || s.State == Skipped)
+}
+
+// CutOver reports whether the shard map already points at the target.
+func (p *Plan) CutOver() bool { return p.Done(StepCutover) }
+
+// envelope is the file's outer layer; Plan is kept as raw bytes so the
+// checksum is over exactly what is stored.
+type envelope struct {
+	Format   string          `json:"format"`
+	Checksum string          `json:"checksum"`
+	Plan     json.RawMessage `json:"plan"`
+}
+
+// Marshal renders the plan file's bytes.
+func Marshal(p *Plan) ([]byte, error) {
+	// The checksum covers the plan's compact JSON, so layout changes are harmless and content changes are caught.
+	body, err := json.Marshal(p)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(body)
+	return json.MarshalIndent(envelope{Format: magic, Checksum: "sha256:" + hex.EncodeToString(sum[:]), Plan: body}, "", "  ")
+}
+
+// Unmarshal parses and checks a plan file's bytes.
+func Unmarshal(b []byte) (*Plan, error) {
+	var env envelope
+	if err := json.Unmarshal(b, &env); err != nil {
+		return nil, fmt.Errorf("%w: not a plan file (%v)", ErrDamaged, err)
+	}
+	if env.Format != magic {
+		return nil, fmt.Errorf("%w: not a shardctl plan file", ErrDamaged)
+	}
+	sum := sha256.Sum256(compact(env.Plan))
+	if env.Checksum != "sha256:"+hex.EncodeToString(sum[:]) {
+		return nil, fmt.Errorf("%w: checksum mismatch (the file was edited or damaged); restore it or abort the operation by hand", ErrDamaged)
+	}
+	var p Plan
+	dec := json.NewDecoder(bytes.NewReader(env.Plan))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrDamaged, err)
+	}
+	if p.FormatVersion != FormatVersion {
+		return nil, fmt.Errorf("plan format %d: this shardctl reads format %d; use the shardctl version that wrote it", p.FormatVersion, FormatVersion)
+	}
+	return &p, nil
+}
+
+func compact(raw []byte) []byte {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return raw
+	}
+	return buf.Bytes()
+}
+
+// Save writes the plan atomically: temp file in the same directory, fsync, rename, fsync the directory.
+func Save(path string, p *Plan) error {
+	p.UpdatedAt = time.Now().UTC()
+	b, err := Marshal(p)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("plan dir %s: %w", dir, err)
+	}
+	f, err := os.CreateTemp(dir, ".plan-*.tmp")
+	if err != nil {
+		return fmt.Errorf("save plan: %w", err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // no-op after a successful rename
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return fmt.Errorf("save plan: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("save plan: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("save plan: %w", err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// Load reads and checks a plan file.
+func Load(path string) (*Plan, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read plan %s: %w", path, err)
+	}
+	p, err := Unmarshal(b)
+	if err != nil {
+		return nil, fmt.Errorf("plan %s: %w", path, err)
+	}
+	return p, nil
+}
+
+// Path is where plan id lives in dir.
+func Path(dir, id string) string { return filepath.Join(dir, id+".json") }
+
+// Resolve accepts a plan id or a path.
+func Resolve(dir, ref string) string {
+	if strings.ContainsRune(ref, os.PathSeparator) || strings.HasSuffix(ref, ".json") {
+		return ref
+	}
+	return Path(dir, ref)
+}
+
+// Entry is one plan in a listing.
+type Entry struct {
+	ID        string    `json:"id"`
+	Path      string    `json:"path"`
+	Operation string    `json:"operation"`
+	Summary   string    `json:"summary"`
+	State     string    `json:"state"`
+	Step      string    `json:"step"` // the first step not done
+	UpdatedAt time.Time `json:"updated_at"`
+	Error     string    `json:"error,omitempty"`
+}
+
+// List reads every plan in dir, newest first; damaged files are listed with their error.
+func List(dir string) ([]Entry, error) {
+	names, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	var out []Entry
+	for _, n := range names {
+		e := Entry{Path: n, ID: strings.TrimSuffix(filepath.Base(n), ".json")}
+		p, err := Load(n)
+		if err != nil {
+			e.Error = err.Error()
+		} else {
+			e.Operation, e.Summary, e.State, e.UpdatedAt = p.Operation, p.Summary, p.State, p.UpdatedAt
+			e.Step = p.NextStep()
+		}
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].UpdatedAt.After(out[j].UpdatedAt) })
+	return out, nil
+}
+
+// NextStep is the first step that is not done, or "" when all are.
+func (p *Plan) NextStep() string {
+	for _, s := range p.Steps {
+		if s.State != Done && s.State != Skipped {
+			return s.Name
+		}
+	}
+	return ""
+}

@@ -1,0 +1,100 @@
+package plans
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/shardctl/shardctl/keyspace"
+	"github.com/shardctl/shardctl/tables"
+)
+
+func sample() *Plan {
+	p := New("move", "move shard 3 to 127.0.0.1:3308")
+	p.Source = Endpoint{ShardID: 3, Host: "127.0.0.1", Port: 3306, Schema: "shard_3"}
+	p.Target = Endpoint{ShardID: 3, Host: "127.0.0.1", Port: 3308, Schema: "shard_3"}
+	lo, hi := keyspace.IntK(100), keyspace.IntK(200)
+	p.Copy = []tables.Table{{Name: "employees", Columns: []string{"emp_no", "name"}, PK: []string{"emp_no"}, EstRows: 1000,
+		Filter: keyspace.Filter{Column: "emp_no", Ranges: []keyspace.Range{{Lo: &lo, Hi: &hi}}}}}
+	p.Checkpoints.Copy["employees"] = CopyMark{After: []string{"150"}, Rows: 50}
+	return p
+}
+
+func TestSaveLoadRoundTripAndMode(t *testing.T) {
+	dir := t.TempDir()
+	p := sample()
+	path := Path(dir, p.ID)
+	if err := Save(path, p); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(path)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v %v", st.Mode(), err)
+	}
+	q, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := Marshal(p)
+	b, _ := Marshal(q)
+	if !bytes.Equal(a, b) {
+		t.Fatalf("round trip differs:\n%s\n%s", a, b)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, ".plan-*")); len(left) != 0 {
+		t.Fatalf("temp files left: %v", left)
+	}
+	list, err := List(dir)
+	if err != nil || len(list) != 1 || list[0].Step != StepPreflight || list[0].Operation != "move" {
+		t.Fatalf("list: %+v %v", list, err)
+	}
+}
+
+func TestDamagedOrEditedPlanIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	p := sample()
+	path := Path(dir, p.ID)
+	if err := Save(path, p); err != nil {
+		t.Fatal(err)
+	}
+	orig, _ := os.ReadFile(path)
+	edits := map[string][]byte{
+		"edited value": bytes.Replace(orig, []byte(`"rows": 50`), []byte(`"rows": 51`), 1),
+		"truncated":    orig[:len(orig)/2],
+		"garbage":      []byte("hello"),
+		"other json":   []byte(`{"format":"x"}`),
+	}
+	for name, b := range edits {
+		if bytes.Equal(b, orig) {
+			t.Fatalf("%s: edit did not apply", name)
+		}
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Load(path); !errors.Is(err, ErrDamaged) {
+			t.Errorf("%s: Load = %v, want ErrDamaged", name, err)
+		}
+	}
+	// Whitespace-only changes keep the content, so they pass.
+	if err := os.WriteFile(path, bytes.ReplaceAll(orig, []byte("\n"), []byte("\r\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path); err != nil {
+		t.Errorf("reformatted file refused: %v", err)
+	}
+}
+
+func TestPrintShowsStepsTablesAndSQL(t *testing.T) {
+	p := sample()
+	p.SQLPreview = []string{"UPDATE `shardmap`.`locations` SET host = '127.0.0.1', port = 3308 WHERE shard_id = 3"}
+	var b bytes.Buffer
+	Print(&b, p)
+	out := b.String()
+	for _, want := range []string{"preflight", "cleanup", "employees", "`emp_no` >= 100", "UPDATE `shardmap`.`locations`", "1000"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan print lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -1,0 +1,128 @@
+package plans
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/shardmap"
+)
+
+// Print renders the plan for people: what it moves, each step, the tables with
+// estimates, and the exact statements it runs against the shard map.
+func Print(w io.Writer, p *Plan) {
+	fmt.Fprintf(w, "plan %s: %s\n", p.ID, p.Summary)
+	fmt.Fprintf(w, "state: %s", p.State)
+	if n := p.NextStep(); n != "" && p.State != StateNew {
+		fmt.Fprintf(w, " (next step: %s)", n)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "source: shard %d, %s/%s\n", p.Source.ShardID, p.Source.Addr(), p.Source.Schema)
+	tgt := fmt.Sprintf("%s/%s", p.Target.Addr(), p.Target.Schema)
+	if p.Target.ShardID > 0 {
+		tgt = fmt.Sprintf("shard %d, %s", p.Target.ShardID, tgt)
+	}
+	fmt.Fprintf(w, "target: %s\n", tgt)
+	for _, warn := range p.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", warn)
+	}
+
+	fmt.Fprintln(w, "\ntables copied:")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  TABLE\tKEY\tROWS (est.)\tSIZE (est.)\tROWS COPIED\tWHICH ROWS")
+	var rows, size int64
+	for _, t := range p.Copy {
+		which := "all"
+		if !t.Filter.All() {
+			q, args := t.Filter.SQL(dbutil.QuoteIdent)
+			which = shardmap.Render(q, args)
+		}
+		m := p.Checkpoints.Copy[t.Name]
+		fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%d\t%s\n", t.Name, strings.Join(t.PK, ","), t.EstRows, mib(t.EstBytes), m.Rows, which)
+		rows += t.EstRows
+		size += t.EstBytes
+	}
+	fmt.Fprintf(tw, "  total\t\t%d\t%s\t\t\n", rows, mib(size))
+	tw.Flush()
+
+	fmt.Fprintln(w, "\nsteps:")
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for i, s := range p.Steps {
+		took := ""
+		if !s.Ended.IsZero() && !s.Started.IsZero() {
+			took = s.Ended.Sub(s.Started).Round(time.Millisecond).String()
+		}
+		fmt.Fprintf(tw, "  %d. %s\t%s\t%s\t%s\n", i+1, s.Name, s.State, took, describeStep(p, s.Name))
+		if s.Error != "" {
+			fmt.Fprintf(tw, "  \t\terror: %s\t\t\n", s.Error)
+		}
+	}
+	tw.Flush()
+
+	if len(p.SQLPreview) > 0 {
+		fmt.Fprintln(w, "\nstatements run against the shard map (each group is one transaction that bumps the version):")
+		for _, q := range p.SQLPreview {
+			fmt.Fprintf(w, "  %s\n", q)
+		}
+	}
+	if len(p.Attempts) > 0 {
+		fmt.Fprintln(w, "\ncutover attempts:")
+		for i, a := range p.Attempts {
+			fmt.Fprintf(w, "  %d. %s  blackout %.1f ms  %s\n", i+1, a.Started.Format(time.RFC3339), a.BlackoutM, a.Result)
+		}
+	}
+	c := p.Checkpoints
+	if !c.Start.IsZero() {
+		fmt.Fprintf(w, "\ncheckpoints: start %s, applied %s", c.Start, c.Applied)
+		if !c.Final.IsZero() {
+			fmt.Fprintf(w, ", final %s", c.Final)
+		}
+		fmt.Fprintln(w)
+	}
+	if p.State == StateDone {
+		r := p.Result
+		fmt.Fprintf(w, "\nresult: %d rows copied, %d binlog row events applied, %d rows verified, %d rows cleaned up, blackout %.1f ms\n",
+			r.RowsCopied, r.EventsApplied, r.RowsVerified, r.RowsDeleted, r.BlackoutMS)
+	}
+}
+
+func describeStep(p *Plan, step string) string {
+	switch step {
+	case StepPreflight:
+		return "check binlog (ROW, FULL image), primary keys, target empty, not the same server"
+	case StepCreate:
+		return "record the source binlog position; create the target schema and tables"
+	case StepCopy:
+		return "copy rows in primary-key chunks, tables in parallel"
+	case StepCatchup:
+		return "tail the binlog into the target until it is close behind"
+	case StepVerify:
+		if p.Options["verify"] == "off" {
+			return "skipped (--no-verify)"
+		}
+		return "chunked checksums, source vs target"
+	case StepFence:
+		names := make([]string, len(p.Fence))
+		for i, f := range p.Fence {
+			names[i] = f.Name
+		}
+		return "mark the mappings offline, fence writes on " + strings.Join(names, ", ") + ", wait for the final position"
+	case StepCutover:
+		return "switch the shard map to the target and mark it online"
+	case StepCleanup:
+		if p.KeepSource {
+			return "skipped: --keep-source leaves the source copy (fenced) for a manual check"
+		}
+		if p.DropSourceSchema {
+			return "delete the source rows in chunks, then drop " + p.Source.Schema
+		}
+		return "delete the moved rows from the source in chunks, lift the fence"
+	}
+	return ""
+}
+
+func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
