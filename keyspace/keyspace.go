@@ -221,18 +221,38 @@ func (f Filter) SQL(quote func(string) string) (string, []any) {
 	if f.All() {
 		return "1=1", nil
 	}
-	col := quote(f.Column)
-	var parts []string
 	var args []any
+	q := f.render(quote(f.Column), func(v any) string { args = append(args, v); return "?" })
+	return q, args
+}
+
+// SQLLiteral renders the filter over the column expression col (for example
+// NEW.`emp_no` in a trigger) with its values as literals: integers in decimal,
+// strings as hex literals, so no value is ever pasted into SQL as text.
+func (f Filter) SQLLiteral(col string) string {
+	if f.All() {
+		return "1=1"
+	}
+	return f.render(col, func(v any) string {
+		switch x := v.(type) {
+		case int64:
+			return strconv.FormatInt(x, 10)
+		case string:
+			return "X'" + hex.EncodeToString([]byte(x)) + "'"
+		}
+		panic(fmt.Sprintf("keyspace: unexpected filter value %T", v))
+	})
+}
+
+func (f Filter) render(col string, arg func(any) string) string {
+	var parts []string
 	for _, r := range f.Ranges {
 		var p []string
 		if r.Lo != nil {
-			p = append(p, col+" >= ?")
-			args = append(args, r.Lo.Value())
+			p = append(p, col+" >= "+arg(r.Lo.Value()))
 		}
 		if r.Hi != nil {
-			p = append(p, col+" < ?")
-			args = append(args, r.Hi.Value())
+			p = append(p, col+" < "+arg(r.Hi.Value()))
 		}
 		if len(p) == 0 {
 			p = append(p, col+" IS NOT NULL")
@@ -242,17 +262,17 @@ func (f Filter) SQL(quote func(string) string) (string, []any) {
 	for _, a := range f.Arcs {
 		h := "MD5(" + col + ")"
 		if a.After < a.Upto {
-			parts = append(parts, "("+h+" > ? AND "+h+" <= ?)")
+			parts = append(parts, "("+h+" > "+arg(a.After)+" AND "+h+" <= "+arg(a.Upto)+")")
 		} else {
-			parts = append(parts, "("+h+" > ? OR "+h+" <= ?)")
+			parts = append(parts, "("+h+" > "+arg(a.After)+" OR "+h+" <= "+arg(a.Upto)+")")
 		}
-		args = append(args, a.After, a.Upto)
 	}
 	if len(f.Points) > 0 {
-		parts = append(parts, col+" IN ("+strings.TrimSuffix(strings.Repeat("?, ", len(f.Points)), ", ")+")")
-		for _, p := range f.Points {
-			args = append(args, p.Value())
+		ps := make([]string, len(f.Points))
+		for i, p := range f.Points {
+			ps[i] = arg(p.Value())
 		}
+		parts = append(parts, col+" IN ("+strings.Join(ps, ", ")+")")
 	}
 	expr := "(" + strings.Join(parts, " OR ") + ")"
 	if len(parts) == 0 {
@@ -260,9 +280,9 @@ func (f Filter) SQL(quote func(string) string) (string, []any) {
 	}
 	if f.Negate {
 		// A NULL key belongs to no mapping: the complement keeps it rather than delete it.
-		return "(" + col + " IS NOT NULL AND NOT " + expr + ")", args
+		return "(" + col + " IS NOT NULL AND NOT " + expr + ")"
 	}
-	return expr, args
+	return expr
 }
 
 // Match reports whether a row whose sharding column holds v passes the

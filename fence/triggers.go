@@ -1,0 +1,128 @@
+package fence
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/keyspace"
+)
+
+// Table is one table to fence and the rows (by sharding key) the fence covers.
+type Table struct {
+	Name   string
+	Filter keyspace.Filter
+}
+
+// ErrNumber is what a fenced write fails with: MySQL's ER_OPTION_PREVENTS_STATEMENT,
+// the book's "read-only, look the shard up again" error.
+const ErrNumber = 1290
+
+const prefix = "shardctl_fence_"
+
+// trigger names are at most 64 characters; the table part is cut to fit.
+func triggerName(table, event string) string {
+	t := table
+	if len(t) > 64-len(prefix)-4 {
+		t = t[:64-len(prefix)-4]
+	}
+	return prefix + t + "_" + event
+}
+
+// ddl returns the CREATE TRIGGER statements that fence t in schema.
+func ddl(schema string, t Table) []string {
+	cond := func(row string) string { return t.Filter.SQLLiteral(row + "." + dbutil.QuoteIdent(t.Filter.Column)) }
+	if t.Filter.All() {
+		cond = func(string) string { return "1=1" }
+	}
+	msg := fmt.Sprintf("shardctl: %s.%s is moving (writes fenced); look the shard up again", schema, t.Name)
+	msg = strings.ReplaceAll(msg, "'", "")
+	body := func(c string) string {
+		return " FOR EACH ROW BEGIN IF " + BypassVar + " IS NULL AND (" + c + ") THEN SIGNAL SQLSTATE 'HY000' SET MYSQL_ERRNO = 1290, MESSAGE_TEXT = '" + msg + "'; END IF; END"
+	}
+	on := dbutil.Table(schema, t.Name)
+	return []string{
+		"CREATE TRIGGER IF NOT EXISTS " + dbutil.Table(schema, triggerName(t.Name, "bi")) + " BEFORE INSERT ON " + on + body(cond("NEW")),
+		"CREATE TRIGGER IF NOT EXISTS " + dbutil.Table(schema, triggerName(t.Name, "bu")) + " BEFORE UPDATE ON " + on + body(cond("OLD")+" OR "+cond("NEW")),
+		"CREATE TRIGGER IF NOT EXISTS " + dbutil.Table(schema, triggerName(t.Name, "bd")) + " BEFORE DELETE ON " + on + body(cond("OLD")),
+	}
+}
+
+// Install fences every table. CREATE TRIGGER waits for the table's metadata
+// lock, i.e. for transactions that already wrote to it; a short
+// lock_wait_timeout keeps that wait from piling up other sessions behind it
+// (gh-ost's lesson), and the caller retries. Once Install returns, no
+// transaction that writes a fenced row can commit on the source. The triggers
+// stay out of the binlog so the tail never sees them as DDL.
+func Install(ctx context.Context, db *sql.DB, schema string, ts []Table, lockWait time.Duration) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	secs := int(lockWait.Seconds())
+	if secs < 1 {
+		secs = 1
+	}
+	for _, s := range []string{"SET SESSION sql_log_bin = 0", fmt.Sprintf("SET SESSION lock_wait_timeout = %d", secs)} {
+		if _, err := conn.ExecContext(ctx, s); err != nil {
+			return fmt.Errorf("fence %s: %w", schema, err)
+		}
+	}
+	for _, t := range ts {
+		for _, stmt := range ddl(schema, t) {
+			if _, err := conn.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("fence %s.%s: %w", schema, t.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Remove drops the fence triggers of every table (idempotent).
+func Remove(ctx context.Context, db *sql.DB, schema string, names []string, lockWait time.Duration) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	secs := int(lockWait.Seconds())
+	if secs < 1 {
+		secs = 1
+	}
+	if _, err := conn.ExecContext(ctx, "SET SESSION sql_log_bin = 0"); err != nil {
+		return err
+	}
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("SET SESSION lock_wait_timeout = %d", secs)); err != nil {
+		return err
+	}
+	for _, n := range names {
+		for _, ev := range []string{"bi", "bu", "bd"} {
+			if _, err := conn.ExecContext(ctx, "DROP TRIGGER IF EXISTS "+dbutil.Table(schema, triggerName(n, ev))); err != nil {
+				return fmt.Errorf("lift fence on %s.%s: %w", schema, n, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Installed lists the fence triggers present in schema.
+func Installed(ctx context.Context, db *sql.DB, schema string) ([]string, error) {
+	rows, err := db.QueryContext(ctx, "SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ? AND TRIGGER_NAME LIKE 'shardctl\\_fence\\_%' ORDER BY TRIGGER_NAME", schema)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, rows.Err()
+}

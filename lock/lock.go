@@ -1,0 +1,141 @@
+// Package lock keeps two operators, or two cron runs, off the same shard:
+// GET_LOCK on a pinned connection to the sharding database, plus a row naming
+// the holder so a refused operator is told who has it. A killed process loses
+// its connection and with it the lock, so a crash never leaves a stale lock.
+package lock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/shardctl/shardctl/dbutil"
+)
+
+// ErrBusy is returned when another operation holds one of the locks.
+var ErrBusy = errors.New("locked by another operation")
+
+// Lock is a set of held named locks.
+type Lock struct {
+	conn   *sql.Conn
+	schema string
+	names  []string
+	lost   chan struct{}
+	stop   chan struct{}
+	once   sync.Once
+	wg     sync.WaitGroup
+}
+
+// Name is the lock name for a shard. MariaDB lock names are at most 64 characters.
+func Name(schema string, shardID int) string {
+	n := fmt.Sprintf("shardctl/%s/shard/%d", schema, shardID)
+	if len(n) > 64 {
+		n = n[len(n)-64:]
+	}
+	return n
+}
+
+// Holder describes this process for the holder row.
+func Holder(planID string) string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s (pid %d on %s)", planID, os.Getpid(), host)
+}
+
+// Acquire takes every lock in names (in a fixed order, so two operations
+// wanting overlapping sets cannot deadlock) without waiting.
+func Acquire(ctx context.Context, db *sql.DB, schema string, names []string, holder string) (*Lock, error) {
+	names = append([]string(nil), names...)
+	sort.Strings(names)
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("lock: %w", err)
+	}
+	l := &Lock{conn: conn, schema: schema, names: names, lost: make(chan struct{}), stop: make(chan struct{})}
+	for i, n := range names {
+		var got sql.NullInt64
+		if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 0)", n).Scan(&got); err != nil {
+			l.release(context.Background(), names[:i])
+			return nil, fmt.Errorf("lock %s: %w", n, err)
+		}
+		if got.Int64 != 1 {
+			who := l.holderOf(ctx, db, n)
+			l.release(context.Background(), names[:i])
+			return nil, fmt.Errorf("%w: %s is held by %s; wait for it to finish, or if it died, resume or abort its plan", ErrBusy, n, who)
+		}
+		if _, err := conn.ExecContext(ctx, "REPLACE INTO "+dbutil.Table(schema, "locks")+" (name, holder, connection_id, acquired_at) VALUES (?, ?, CONNECTION_ID(), NOW(3))", n, holder); err != nil {
+			l.release(context.Background(), names[:i+1])
+			return nil, fmt.Errorf("lock %s: record holder: %w", n, err)
+		}
+	}
+	l.wg.Add(1)
+	go l.keepalive()
+	return l, nil
+}
+
+func (l *Lock) holderOf(ctx context.Context, db *sql.DB, name string) string {
+	var who string
+	err := db.QueryRowContext(ctx, "SELECT holder FROM "+dbutil.Table(l.schema, "locks")+" WHERE name = ? AND connection_id = IS_USED_LOCK(?)", name, name).Scan(&who)
+	if err != nil || who == "" {
+		return "another session (holder unknown)"
+	}
+	return who
+}
+
+// keepalive checks every few seconds that the connection still holds the
+// locks; if not, Lost is closed and the operation must stop.
+func (l *Lock) keepalive() {
+	defer l.wg.Done()
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			ok := true
+			for _, n := range l.names {
+				var mine sql.NullInt64
+				if err := l.conn.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?) = CONNECTION_ID()", n).Scan(&mine); err != nil || mine.Int64 != 1 {
+					ok = false
+					break
+				}
+			}
+			cancel()
+			if !ok {
+				l.once.Do(func() { close(l.lost) })
+				return
+			}
+		}
+	}
+}
+
+// Lost is closed when the locks can no longer be confirmed.
+func (l *Lock) Lost() <-chan struct{} { return l.lost }
+
+// Names lists the held locks.
+func (l *Lock) Names() []string { return l.names }
+
+// Release gives the locks back.
+func (l *Lock) Release() {
+	close(l.stop)
+	l.wg.Wait()
+	l.release(context.Background(), l.names)
+}
+
+func (l *Lock) release(ctx context.Context, names []string) {
+	for _, n := range names {
+		_, _ = l.conn.ExecContext(ctx, "DELETE FROM "+dbutil.Table(l.schema, "locks")+" WHERE name = ? AND connection_id = CONNECTION_ID()", n)
+		_, _ = l.conn.ExecContext(ctx, "DO RELEASE_LOCK(?)", n)
+	}
+	l.conn.Close()
+}
+
+// String lists the lock names.
+func (l *Lock) String() string { return strings.Join(l.names, ", ") }
