@@ -20,6 +20,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/shardmap"
 )
@@ -153,7 +155,8 @@ func IsMoved(err error) bool {
 	case 1290, 1146, 1049, 2006, 2013:
 		return true
 	}
-	return errors.Is(err, driver.ErrBadConn)
+	// A connection that died mid-statement: the server went away (it may have been stopped or moved).
+	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn)
 }
 
 // Retryable reports errors Do retries: offline mappings and moved shards.
