@@ -1,0 +1,298 @@
+package binlog
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/pingcap/tidb/pkg/parser"
+	"github.com/pingcap/tidb/pkg/parser/ast"
+)
+
+// ErrDDL is wrapped in the error a tail stops with when a schema change
+// touches the source schema: rows after it would be decoded with the wrong
+// column layout, so nothing from the statement on is applied.
+var ErrDDL = errors.New("schema change (DDL) on the source schema")
+
+// ddlError names the schema, table and statement, and tells the operator
+// what to do; at is "at FILE:POS" or "after FILE:POS".
+func ddlError(schema, table, statement, at string) error {
+	where := "schema " + schema
+	if table != "" {
+		where = "table " + schema + "." + table
+	}
+	return fmt.Errorf("binlog tail of %s: %w %s on %s: %q; the tail stopped safely before applying it (the target has every change before it), re-plan and restart the operation so the copy sees the new definition",
+		schema, ErrDDL, at, where, shorten(statement, 300))
+}
+
+func shorten(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
+
+// renameTargets returns the new names (schema, table) of the tables a RENAME
+// TABLE or ALTER TABLE ... RENAME moves; canal reports only the old ones.
+func renameTargets(p *parser.Parser, query, defaultDB string) [][2]string {
+	stmts, _, err := p.Parse(query, "", "")
+	if err != nil {
+		return nil
+	}
+	var out [][2]string
+	add := func(tn *ast.TableName) {
+		if tn == nil {
+			return
+		}
+		db := tn.Schema.O
+		if db == "" {
+			db = defaultDB
+		}
+		out = append(out, [2]string{db, tn.Name.O})
+	}
+	for _, st := range stmts {
+		switch s := st.(type) {
+		case *ast.RenameTableStmt:
+			for _, tt := range s.TableToTables {
+				add(tt.NewTable)
+			}
+		case *ast.AlterTableStmt:
+			for _, spec := range s.Specs {
+				if spec.Tp == ast.AlterTableRenameTable {
+					add(spec.NewTable)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// mentionsIdent reports whether the statement text names ident as an
+// identifier (bare, backquoted or double-quoted), outside string literals.
+// It over-reports (a column with the schema's name counts), which only stops
+// a tail that could have continued: the safe direction.
+func mentionsIdent(q, ident string) bool {
+	for i := 0; i < len(q); {
+		c := q[i]
+		switch {
+		case c == '\'':
+			i = skipString(q, i)
+		case c == '`' || c == '"':
+			var b strings.Builder
+			j := i + 1
+			for j < len(q) {
+				if q[j] == c {
+					if j+1 < len(q) && q[j+1] == c {
+						b.WriteByte(c)
+						j += 2
+						continue
+					}
+					break
+				}
+				b.WriteByte(q[j])
+				j++
+			}
+			if strings.EqualFold(b.String(), ident) {
+				return true
+			}
+			i = j + 1
+		case isIdentByte(c):
+			j := i
+			for j < len(q) && isIdentByte(q[j]) {
+				j++
+			}
+			if strings.EqualFold(q[i:j], ident) {
+				return true
+			}
+			i = j
+		default:
+			i++
+		}
+	}
+	return false
+}
+
+// skipString returns the index after the single-quoted literal starting at i.
+func skipString(q string, i int) int {
+	for j := i + 1; j < len(q); j++ {
+		switch q[j] {
+		case '\\':
+			j++
+		case '\'':
+			if j+1 < len(q) && q[j+1] == '\'' {
+				j++
+				continue
+			}
+			return j + 1
+		}
+	}
+	return len(q)
+}
+
+func isIdentByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '$' || c >= 0x80
+}
+
+// firstKeyword returns the statement's first word in upper case, skipping
+// whitespace and comments.
+func firstKeyword(q string) string {
+	for {
+		q = strings.TrimSpace(q)
+		switch {
+		case strings.HasPrefix(q, "/*"):
+			end := strings.Index(q, "*/")
+			if end < 0 {
+				return ""
+			}
+			q = q[end+2:]
+		case strings.HasPrefix(q, "#"), strings.HasPrefix(q, "-- "):
+			end := strings.IndexByte(q, '\n')
+			if end < 0 {
+				return ""
+			}
+			q = q[end+1:]
+		default:
+			j := 0
+			for j < len(q) && isIdentByte(q[j]) {
+				j++
+			}
+			return strings.ToUpper(q[:j])
+		}
+	}
+}
+
+// looksLikeDDL reports statements that may change a table definition.
+func looksLikeDDL(q string) bool {
+	switch firstKeyword(q) {
+	case "CREATE", "ALTER", "DROP", "RENAME", "TRUNCATE":
+		return true
+	}
+	return false
+}
+
+// touchesTables reports whether a DDL statement's object is a table-like
+// thing (table, index, database, sequence) rather than a trigger, routine,
+// view or account, which leave row images alone: the fence's triggers must
+// not stop the tail. It looks for the first object keyword among the bare
+// words; none found counts as a table, the safe answer.
+func touchesTables(q string) bool {
+	for i := 0; i < len(q); {
+		c := q[i]
+		switch {
+		case c == '\'':
+			i = skipString(q, i)
+		case c == '`' || c == '"':
+			j := strings.IndexByte(q[i+1:], c)
+			if j < 0 {
+				return true
+			}
+			i += j + 2
+		case isIdentByte(c):
+			j := i
+			for j < len(q) && isIdentByte(q[j]) {
+				j++
+			}
+			switch strings.ToUpper(q[i:j]) {
+			case "TABLE", "TABLES", "INDEX", "DATABASE", "SCHEMA", "SEQUENCE":
+				return true
+			case "TRIGGER", "PROCEDURE", "FUNCTION", "EVENT", "VIEW", "USER", "ROLE", "SERVER", "PACKAGE":
+				return false
+			}
+			i = j
+		default:
+			i++
+		}
+	}
+	return true
+}
+
+// schemaFingerprint digests the schema's table and column definitions. The
+// tail compares it against the one taken at start when it meets a statement
+// canal cannot attribute to a table (DROP DATABASE, syntax its parser does not
+// know), since such a statement may still have changed the schema.
+func schemaFingerprint(ctx context.Context, db *sql.DB, schema string) (string, error) {
+	h := sha256.New()
+	var n int
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", schema).Scan(&n); err != nil {
+		return "", err
+	}
+	fmt.Fprintf(h, "schema %d\n", n)
+	// Views are left out: they carry no rows.
+	rows, err := db.QueryContext(ctx, `SELECT c.TABLE_NAME, c.COLUMN_NAME, c.ORDINAL_POSITION, c.COLUMN_TYPE, c.IS_NULLABLE, c.EXTRA
+		FROM information_schema.COLUMNS c JOIN information_schema.TABLES t
+		  ON t.TABLE_SCHEMA = c.TABLE_SCHEMA AND t.TABLE_NAME = c.TABLE_NAME
+		WHERE c.TABLE_SCHEMA = ? AND t.TABLE_TYPE <> 'VIEW'
+		ORDER BY c.TABLE_NAME, c.ORDINAL_POSITION`, schema)
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var tn, cn, ct, null, extra string
+		var pos int
+		if err := rows.Scan(&tn, &cn, &pos, &ct, &null, &extra); err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "%q %q %d %q %s %q\n", tn, cn, pos, ct, null, extra)
+	}
+	if err := rows.Err(); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// canalParseErrMsg is the message canal logs (at Error) when its SQL parser
+// cannot read a statement and skips it; canal has no other hook for it.
+const canalParseErrMsg = "error parsing query, will skip this event"
+
+// canalLog is the slog handler given to canal: it forwards warnings and
+// errors to the tail's logger, drops them while the tail stops (closing
+// produces expected errors), and passes statements canal could not parse to
+// onUnparsed so that a schema change hidden in one is not missed.
+type canalLog struct {
+	next       slog.Handler
+	quiet      func() bool
+	onUnparsed func(query string)
+}
+
+func (h *canalLog) Enabled(ctx context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+
+func (h *canalLog) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == canalParseErrMsg && h.onUnparsed != nil {
+		var q string
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "query" {
+				q = a.Value.String()
+				return false
+			}
+			return true
+		})
+		h.onUnparsed(q)
+		return nil
+	}
+	if h.quiet != nil && h.quiet() {
+		return nil
+	}
+	if !h.next.Enabled(ctx, r.Level) {
+		return nil
+	}
+	return h.next.Handle(ctx, r)
+}
+
+func (h *canalLog) WithAttrs(as []slog.Attr) slog.Handler {
+	c := *h
+	c.next = h.next.WithAttrs(as)
+	return &c
+}
+
+func (h *canalLog) WithGroup(name string) slog.Handler {
+	c := *h
+	c.next = h.next.WithGroup(name)
+	return &c
+}

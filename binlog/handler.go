@@ -1,0 +1,291 @@
+package binlog
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/canal"
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
+	"github.com/go-mysql-org/go-mysql/schema"
+	"github.com/pingcap/tidb/pkg/parser"
+)
+
+// handler receives canal's callbacks, all on canal's goroutine. It turns row
+// events into target actions (filter and decision table applied here, so the
+// applier only batches and writes), marks transaction boundaries, and stops
+// the stream at a schema change of the source schema.
+type handler struct {
+	canal.DummyEventHandler
+	t *Tailer
+
+	file       string   // current binlog file, for messages
+	last       Position // last boundary handed to the applier
+	ddlGroup   bool     // the current event group's GTID event flags DDL
+	ddlHandled bool     // canal reported the group's statement through OnDDL
+	changed    [][2]string
+	shapes     map[string]*shape // by table name, for the canal definition they were built from
+	parser     *parser.Parser    // for rename targets, made on first DDL
+
+	mu  sync.Mutex
+	err error // first fatal error; every later callback returns it
+}
+
+func (h *handler) String() string { return "shardctl binlog tail" }
+
+func (h *handler) failed() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.err
+}
+
+func (h *handler) fail(err error) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.err == nil {
+		h.err = err
+	}
+	return h.err
+}
+
+func (h *handler) schema() string { return h.t.cfg.Schema }
+
+// shape returns the write shape of a listed table for canal's current
+// definition, rebuilding it when canal reloaded the definition.
+func (h *handler) shape(tb string, ct *schema.Table) (*shape, error) {
+	if s := h.shapes[tb]; s != nil && s.canal == ct {
+		return s, nil
+	}
+	s, err := newShape(h.t.tables[tb], ct, h.t.cfg.TargetSchema)
+	if err != nil {
+		return nil, err
+	}
+	h.shapes[tb] = s
+	return s, nil
+}
+
+func (h *handler) OnRow(e *canal.RowsEvent) error {
+	if err := h.failed(); err != nil {
+		return err
+	}
+	h.t.touch()
+	if e.Table.Schema != h.schema() {
+		return nil
+	}
+	tb := h.t.tables[e.Table.Name]
+	if tb == nil {
+		return nil // not listed (canal filters these already)
+	}
+	at := h.file
+	if e.Header != nil {
+		at = fmt.Sprintf("%s:%d", h.file, e.Header.LogPos-e.Header.EventSize)
+	}
+	wrap := func(err error) error {
+		return h.fail(fmt.Errorf("binlog tail of %s: table %s.%s, row event at %s: %w", h.schema(), h.schema(), tb.Name, at, err))
+	}
+	sh, err := h.shape(tb.Name, e.Table)
+	if err != nil {
+		return wrap(err)
+	}
+	h.t.events.Add(1)
+	step := 1
+	if e.Action == canal.UpdateAction {
+		step = 2
+		if len(e.Rows)%2 != 0 {
+			return wrap(fmt.Errorf("update event with an odd number of row images (%d)", len(e.Rows)))
+		}
+	}
+	acts := make([]action, 0, len(e.Rows)/step+1)
+	var skipped int64
+	for i := 0; i < len(e.Rows); i += step {
+		imgs := make([][]any, step)
+		in := make([]bool, step)
+		for k := range step {
+			raw := e.Rows[i+k]
+			if len(raw) != len(sh.canal.Columns) {
+				return wrap(fmt.Errorf("row image has %d values, the table has %d columns (the table changed after this event was written): %w",
+					len(raw), len(sh.canal.Columns), ErrDDL))
+			}
+			if imgs[k], err = sh.normalize(raw); err != nil {
+				return wrap(err)
+			}
+			if in[k], err = sh.inScope(tb, imgs[k]); err != nil {
+				return wrap(err)
+			}
+		}
+		switch e.Action {
+		case canal.InsertAction:
+			if in[0] {
+				acts = append(acts, sh.upsert(imgs[0], true))
+			} else {
+				skipped++
+			}
+		case canal.DeleteAction:
+			if in[0] {
+				acts = append(acts, sh.delete(imgs[0], true))
+			} else {
+				skipped++
+			}
+		case canal.UpdateAction:
+			del, up := planUpdate(in[0], in[1], sh.pkChanged(imgs[0], imgs[1]))
+			if del {
+				acts = append(acts, sh.delete(imgs[0], !up))
+			}
+			if up {
+				acts = append(acts, sh.upsert(imgs[1], true))
+			}
+			if !del && !up {
+				skipped++
+			}
+		default:
+			return wrap(fmt.Errorf("unknown row action %q", e.Action))
+		}
+	}
+	h.t.skipped.Add(skipped)
+	if len(acts) == 0 {
+		return nil
+	}
+	return h.t.push(item{kind: itemRows, acts: acts})
+}
+
+func (h *handler) OnGTID(_ *replication.EventHeader, ev mysql.BinlogGTIDEvent) error {
+	if err := h.failed(); err != nil {
+		return err
+	}
+	h.t.touch()
+	h.ddlGroup, h.ddlHandled, h.changed = false, false, nil
+	if g, ok := ev.(*replication.MariadbGTIDEvent); ok {
+		h.ddlGroup = g.IsDDL()
+	}
+	return nil
+}
+
+func (h *handler) OnRotate(_ *replication.EventHeader, e *replication.RotateEvent) error {
+	if err := h.failed(); err != nil {
+		return err
+	}
+	h.file = string(e.NextLogName)
+	return nil
+}
+
+// OnTableChanged comes before OnDDL, once per table the statement names.
+func (h *handler) OnTableChanged(_ *replication.EventHeader, db, table string) error {
+	if err := h.failed(); err != nil {
+		return err
+	}
+	h.changed = append(h.changed, [2]string{db, table})
+	return nil
+}
+
+// OnDDL stops the tail when the statement touches a table of the source
+// schema, listed or not, including a table renamed into it (canal reports
+// only the old name of a rename).
+func (h *handler) OnDDL(header *replication.EventHeader, next mysql.Position, qe *replication.QueryEvent) error {
+	if err := h.failed(); err != nil {
+		return err
+	}
+	h.t.touch()
+	h.ddlHandled = true
+	changed := h.changed
+	h.changed = nil
+	if h.parser == nil {
+		h.parser = parser.New()
+	}
+	changed = append(changed, renameTargets(h.parser, string(qe.Query), string(qe.Schema))...)
+	s := h.schema()
+	for _, c := range changed {
+		if strings.EqualFold(c[0], s) {
+			at := fmt.Sprintf("at %s:%d", next.Name, header.LogPos-header.EventSize)
+			return h.fail(ddlError(s, c[1], string(qe.Query), at))
+		}
+	}
+	return nil
+}
+
+// OnPosSynced marks a transaction boundary (XID, COMMIT, DDL) or a rotation.
+func (h *handler) OnPosSynced(header *replication.EventHeader, pos mysql.Position, _ mysql.GTIDSet, _ bool) error {
+	if header == nil {
+		return nil // canal's Close reports its last position; the applier already knows it
+	}
+	if err := h.failed(); err != nil {
+		return err
+	}
+	h.t.touch()
+	if header.EventType == replication.QUERY_EVENT && h.ddlGroup && !h.ddlHandled {
+		// A DDL statement canal did not attribute to a table (DROP DATABASE,
+		// CREATE VIEW, ...): check whether the schema changed.
+		at := fmt.Sprintf("at %s:%d", pos.Name, header.LogPos-header.EventSize)
+		if err := h.checkSchema("a schema statement not attributed to a table (for example DROP DATABASE)", at); err != nil {
+			return h.fail(err)
+		}
+	}
+	h.ddlGroup, h.ddlHandled, h.changed = false, false, nil
+	p := Position{File: pos.Name, Pos: pos.Pos}
+	h.file, h.last = pos.Name, p
+	h.t.events.Add(1)
+	return h.t.push(item{
+		kind: itemBoundary,
+		pos:  p,
+		when: time.Unix(int64(header.Timestamp), 0),
+		txn:  header.EventType != replication.ROTATE_EVENT,
+	})
+}
+
+// OnTableNotFound: a row event of a listed table that no longer exists (the
+// tail replays events written before a DROP or RENAME).
+func (h *handler) OnTableNotFound(header *replication.EventHeader, e *replication.RowsEvent) error {
+	if err := h.failed(); err != nil {
+		return err
+	}
+	db, table := string(e.Table.Schema), string(e.Table.Table)
+	if db != h.schema() {
+		return nil
+	}
+	at := fmt.Sprintf("%s:%d", h.file, header.LogPos-header.EventSize)
+	return h.fail(fmt.Errorf("binlog tail of %s: row event at %s for table %s.%s, which no longer exists on the source: %w; the tail stopped safely before applying it, re-plan and restart the operation",
+		db, at, db, table, ErrDDL))
+}
+
+// onUnparsed is called (through canal's logger, on canal's goroutine) for a
+// statement canal's parser skipped; MariaDB syntax such as ALTER ONLINE
+// TABLE, CREATE OR REPLACE TABLE or ALGORITHM=NOCOPY lands here. A table
+// statement naming the schema stops the tail; an unqualified one stops it if
+// the schema's definition changed.
+func (h *handler) onUnparsed(query string) {
+	if h.failed() != nil || !looksLikeDDL(query) || !touchesTables(query) {
+		return
+	}
+	at := "after " + h.last.String()
+	var err error
+	if mentionsIdent(query, h.schema()) {
+		err = ddlError(h.schema(), "", query, at)
+	} else {
+		err = h.checkSchema(query, at)
+	}
+	if err != nil {
+		h.fail(err)
+		h.t.requestStop(nil) // no callback may follow to carry the error
+	}
+}
+
+// checkSchema returns a DDL error when the source schema's definition
+// differs from the one taken at start. An unreadable schema is logged, not
+// fatal: the next listed-table event still meets the column checks.
+func (h *handler) checkSchema(statement, at string) error {
+	ctx, cancel := context.WithTimeout(h.t.ctx, 10*time.Second)
+	defer cancel()
+	fp, err := schemaFingerprint(ctx, h.t.src, h.schema())
+	if err != nil {
+		h.t.log.Warn("binlog tail: could not re-read the source schema after a schema statement", "schema", h.schema(), "at", at, "error", err)
+		return nil
+	}
+	if fp == h.t.baseFP {
+		return nil
+	}
+	// The change may also come from a later statement the tail has not read
+	// yet; stopping here is early, never late.
+	return ddlError(h.schema(), "", statement, at+" (the schema's tables or columns differ from when the tail started)")
+}

@@ -1,0 +1,805 @@
+package binlog
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/internal/testenv"
+	"github.com/shardctl/shardctl/keyspace"
+	"github.com/shardctl/shardctl/sandbox"
+	"github.com/shardctl/shardctl/tables"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+var serverIDs atomic.Uint32
+
+func init() { serverIDs.Store(1000) }
+
+// pair is a source schema on server 1 and its empty twin on server 2.
+type pair struct {
+	env      *testenv.Env
+	src, dst *sql.DB // pools without a default schema
+	schema   string  // source schema; the target is schema+"_dst"
+}
+
+func (p pair) target() string { return p.schema + "_dst" }
+
+func newPair(t *testing.T, schema string, ddl ...string) pair {
+	t.Helper()
+	env := testenv.Get(t)
+	p := pair{env: env, src: env.DB(t, 1, ""), dst: env.DB(t, 2, ""), schema: schema}
+	for _, side := range []struct {
+		db   *sql.DB
+		name string
+	}{{p.src, p.schema}, {p.dst, p.target()}} {
+		exec(t, side.db, "DROP DATABASE IF EXISTS "+dbutil.QuoteIdent(side.name))
+		exec(t, side.db, "CREATE DATABASE "+dbutil.QuoteIdent(side.name))
+		for _, d := range ddl {
+			exec(t, side.db, "USE "+dbutil.QuoteIdent(side.name)+"; "+d)
+		}
+	}
+	return p
+}
+
+// exec runs statements; "USE x; stmt" runs stmt with x as default schema on one connection.
+func exec(t testing.TB, db *sql.DB, q string, args ...any) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if strings.HasPrefix(q, "USE ") {
+		defer discard(conn) // keep the default schema out of the pool
+		i := strings.Index(q, "; ")
+		if _, err := conn.ExecContext(ctx, q[:i]); err != nil {
+			t.Fatalf("%s: %v", q[:i], err)
+		}
+		q = q[i+2:]
+	}
+	if _, err := conn.ExecContext(ctx, q, args...); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+}
+
+// tx runs statements in one source transaction.
+func tx(t testing.TB, db *sql.DB, stmts ...string) {
+	t.Helper()
+	if err := txErr(db, stmts...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func txErr(db *sql.DB, stmts ...string) error {
+	return dbutil.InTx(context.Background(), db, func(tx *sql.Tx) error {
+		for _, s := range stmts {
+			if _, err := tx.Exec(s); err != nil {
+				return fmt.Errorf("%s: %w", s, err)
+			}
+		}
+		return nil
+	})
+}
+
+func masterStatus(t testing.TB, db *sql.DB) Position {
+	t.Helper()
+	p, err := MasterStatus(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func (p pair) tables(t testing.TB, names ...string) []tables.Table {
+	t.Helper()
+	all, err := tables.Inspect(context.Background(), p.src, p.schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []tables.Table
+	for _, n := range names {
+		tb, ok := tables.Find(all, n)
+		if !ok {
+			t.Fatalf("table %s.%s not found", p.schema, n)
+		}
+		out = append(out, tb)
+	}
+	return out
+}
+
+func (p pair) config(t testing.TB, start Position, tbs []tables.Table) Config {
+	return Config{
+		Source:       p.env.Addr(1),
+		Creds:        sandbox.Creds(),
+		Schema:       p.schema,
+		Target:       p.dst,
+		TargetSchema: p.target(),
+		Tables:       tbs,
+		ServerID:     serverIDs.Add(1),
+		Start:        start,
+		Logger:       slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(b)))
+	return len(b), nil
+}
+
+func start(t testing.TB, cfg Config) *Tailer {
+	t.Helper()
+	tl, err := Start(context.Background(), cfg) // the context bounds the tail's life, not just its start
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tl.Stop() })
+	return tl
+}
+
+func waitFor(t testing.TB, tl *Tailer, p Position) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := tl.WaitFor(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dump returns a table's rows in primary key order, NULL marked.
+func dump(t testing.TB, db *sql.DB, schema, table, orderBy string) []string {
+	t.Helper()
+	rows, err := db.Query("SELECT * FROM " + dbutil.Table(schema, table) + " ORDER BY " + orderBy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	var out []string
+	for rows.Next() {
+		vals := make([]sql.RawBytes, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		parts := make([]string, len(vals))
+		for i, v := range vals {
+			if v == nil {
+				parts[i] = "NULL"
+			} else {
+				parts[i] = fmt.Sprintf("%q", v)
+			}
+		}
+		out = append(out, strings.Join(parts, " | "))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func (p pair) same(t testing.TB, table, orderBy string) int {
+	t.Helper()
+	want := dump(t, p.src, p.schema, table, orderBy)
+	got := dump(t, p.dst, p.target(), table, orderBy)
+	if strings.Join(want, "\n") != strings.Join(got, "\n") {
+		t.Fatalf("table %s differs\nsource:\n%s\ntarget:\n%s", table, strings.Join(want, "\n"), strings.Join(got, "\n"))
+	}
+	return len(want)
+}
+
+const typesTable = `CREATE TABLE t_types (
+	id INT NOT NULL PRIMARY KEY,
+	u BIGINT UNSIGNED NULL,
+	s VARCHAR(50) CHARACTER SET utf8mb4 NULL,
+	l VARCHAR(20) CHARACTER SET latin1 NULL,
+	d DATE NULL,
+	dt DATETIME(6) NULL,
+	ts TIMESTAMP(3) NULL DEFAULT NULL,
+	tm TIME(2) NULL,
+	dc DECIMAL(20,6) NULL,
+	f FLOAT NULL,
+	db DOUBLE NULL,
+	b BLOB NULL,
+	vb VARBINARY(16) NULL,
+	j JSON NULL,
+	e ENUM('a','b','c') NULL,
+	st SET('x','y','z') NULL,
+	bt BIT(64) NULL,
+	y YEAR NULL,
+	ti TINYINT UNSIGNED NULL,
+	mi MEDIUMINT UNSIGNED NULL,
+	si SMALLINT NULL,
+	g BIGINT AS (id * 2) VIRTUAL
+) ENGINE=InnoDB`
+
+const compTable = `CREATE TABLE t_comp (
+	tenant INT NOT NULL,
+	k VARCHAR(32) NOT NULL,
+	v INT NULL,
+	note TEXT NULL,
+	PRIMARY KEY (tenant, k),
+	UNIQUE KEY uv (v)
+) ENGINE=InnoDB`
+
+// workload writes inserts, updates (some moving the key), deletes and
+// multi-statement transactions to the tables of typesTable and compTable.
+func workload(t testing.TB, db *sql.DB, schema string) {
+	q := func(s string) string { return strings.ReplaceAll(s, "S.", dbutil.QuoteIdent(schema)+".") }
+	tx(t, db, q(`INSERT INTO S.t_types (id,u,s,l,d,dt,ts,tm,dc,f,db,b,vb,j,e,st,bt,y,ti,mi,si) VALUES
+		(1, 18446744073709551615, 'emoji 😀 ünïcödé', 'café', '2024-02-29', '2024-02-29 23:59:59.123456', '2024-03-10 02:30:00.125', '-838:59:59.00',
+		 '-12345678901234.123456', 3.14159, 1.7976931348623157e308, X'00FF0D0A5C27225A', X'DEADBEEF00', '{"a": [1, 2, {"b": null}], "c": "é"}',
+		 'b', 'x,z', b'1111111111111111111111111111111111111111111111111111111111111111', 2155, 255, 16777215, -32768)`),
+		q(`INSERT INTO S.t_types (id) VALUES (2)`),
+		q(`INSERT INTO S.t_types (id, s, l, b, vb, dc, d, dt, tm) VALUES (3, '', '', '', '', '0.000001', '1000-01-01', '1000-01-01 00:00:00', '00:00:00')`),
+	)
+	tx(t, db, q(`INSERT INTO S.t_comp VALUES (1,'a',10,'one'), (1,'b',20,NULL), (2,'a',30,'x'), (2,'Äb',40,'umlaut')`))
+	tx(t, db, q(`UPDATE S.t_types SET s = 'changed', u = 0, f = -0.5, bt = b'0', y = 1901 WHERE id = 1`))
+	tx(t, db, q(`UPDATE S.t_types SET id = 20, s = 'moved key' WHERE id = 2`))  // key change
+	tx(t, db, q(`UPDATE S.t_comp SET tenant = 3 WHERE tenant = 1 AND k = 'a'`), // composite key change
+		q(`UPDATE S.t_comp SET note = CONCAT(COALESCE(note, ''), '+') WHERE tenant = 2`),
+		q(`DELETE FROM S.t_comp WHERE tenant = 1 AND k = 'b'`))
+	// A unique value moves between rows: replaying this over later states needs REPLACE.
+	tx(t, db, q(`UPDATE S.t_comp SET v = 99 WHERE tenant = 3 AND k = 'a'`),
+		q(`INSERT INTO S.t_comp VALUES (4, 'new', 10, 'took v=10')`))
+	tx(t, db, q(`DELETE FROM S.t_types WHERE id = 3`))
+	tx(t, db, q(`INSERT INTO S.t_types (id, s) VALUES (3, 'back again')`))
+	for i := 100; i < 130; i++ {
+		tx(t, db, q(fmt.Sprintf(`INSERT INTO S.t_types (id, s, dc) VALUES (%d, 'row %d', %d.5)`, i, i, i)))
+	}
+	tx(t, db, q(`UPDATE S.t_types SET dc = dc * 2 WHERE id BETWEEN 100 AND 129`))
+	tx(t, db, q(`DELETE FROM S.t_types WHERE id BETWEEN 120 AND 124`))
+	tx(t, db, q(`INSERT INTO S.t_other VALUES (1, 1)`), q(`INSERT INTO S.t_types (id, s) VALUES (200, 'same txn as an unlisted table')`))
+}
+
+func TestTailAppliesChanges(t *testing.T) {
+	p := newPair(t, "bl_apply", typesTable, compTable, "CREATE TABLE t_other (id INT PRIMARY KEY, v INT)")
+	begin := masterStatus(t, p.src)
+	workload(t, p.src, p.schema)
+	end := masterStatus(t, p.src)
+
+	var cps []Position
+	var mu sync.Mutex
+	cfg := p.config(t, begin, p.tables(t, "t_comp", "t_types"))
+	cfg.Checkpoint = func(_ context.Context, pos Position) error {
+		mu.Lock()
+		cps = append(cps, pos)
+		mu.Unlock()
+		return nil
+	}
+	tl := start(t, cfg)
+	waitFor(t, tl, end)
+	if n := p.same(t, "t_types", "id"); n != 29 {
+		t.Errorf("t_types has %d rows, want 29", n)
+	}
+	p.same(t, "t_comp", "tenant, k")
+	if got := dump(t, p.dst, p.target(), "t_other", "id"); len(got) != 0 {
+		t.Errorf("an unlisted table was applied: %v", got)
+	}
+
+	// The tail keeps following new writes.
+	tx(t, p.src, "UPDATE "+dbutil.Table(p.schema, "t_types")+" SET s = 'live' WHERE id = 1")
+	waitFor(t, tl, masterStatus(t, p.src))
+	p.same(t, "t_types", "id")
+
+	if err := tl.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	st := tl.Stats()
+	if st.Applied != tl.Applied() || st.RowsApplied == 0 || st.Batches == 0 || st.Transactions == 0 || st.LastEventTime.IsZero() {
+		t.Errorf("stats: %+v", st)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(cps) == 0 || cps[len(cps)-1] != tl.Applied() {
+		t.Errorf("last checkpoint %v, applied %s", cps, tl.Applied())
+	}
+	t.Logf("stats: %+v", st)
+}
+
+func TestTailRangeFilter(t *testing.T) {
+	p := newPair(t, "bl_range",
+		"CREATE TABLE t_id (id INT PRIMARY KEY, v VARCHAR(10))",
+		"CREATE TABLE t_k (id INT PRIMARY KEY, k INT NOT NULL, v VARCHAR(10))")
+	begin := masterStatus(t, p.src)
+	id, k := dbutil.Table(p.schema, "t_id"), dbutil.Table(p.schema, "t_k")
+	tx(t, p.src, "INSERT INTO "+id+" VALUES (50,'a'),(100,'b'),(150,'c'),(199,'d'),(200,'e'),(250,'f'),(120,'g')")
+	tx(t, p.src, "UPDATE "+id+" SET id = 260 WHERE id = 150") // in -> out
+	tx(t, p.src, "UPDATE "+id+" SET id = 130 WHERE id = 50")  // out -> in
+	tx(t, p.src, "UPDATE "+id+" SET id = 300 WHERE id = 250") // out -> out
+	tx(t, p.src, "UPDATE "+id+" SET id = 110 WHERE id = 100") // in -> in, new key
+	tx(t, p.src, "UPDATE "+id+" SET v = 'dd' WHERE id = 199")
+	tx(t, p.src, "DELETE FROM "+id+" WHERE id IN (200, 120)")
+	tx(t, p.src, "INSERT INTO "+k+" VALUES (1, 50, 'a'), (2, 150, 'b'), (3, 250, 'c'), (4, 199, 'd')")
+	tx(t, p.src, "UPDATE "+k+" SET k = 300 WHERE id = 2") // out of range
+	tx(t, p.src, "UPDATE "+k+" SET k = 100 WHERE id = 1") // into range
+	tx(t, p.src, "UPDATE "+k+" SET k = 260, v = 'x' WHERE id = 3")
+	tx(t, p.src, "UPDATE "+k+" SET id = 40 WHERE id = 4") // key change inside the range
+	tx(t, p.src, "UPDATE "+k+" SET k = 120 WHERE id = 2") // back in
+	end := masterStatus(t, p.src)
+
+	lo, hi := keyspace.IntK(100), keyspace.IntK(200)
+	tbs := p.tables(t, "t_id", "t_k")
+	tbs[0].Filter = keyspace.Filter{Column: "id", Ranges: []keyspace.Range{{Lo: &lo, Hi: &hi}}}
+	tbs[1].Filter = keyspace.Filter{Column: "k", Ranges: []keyspace.Range{{Lo: &lo, Hi: &hi}}}
+	tl := start(t, p.config(t, begin, tbs))
+	waitFor(t, tl, end)
+
+	check := func(table, where string) {
+		t.Helper()
+		want := dump(t, p.src, p.schema, table, "id")
+		var in []string
+		rows, err := p.src.Query("SELECT id FROM " + dbutil.Table(p.schema, table) + " WHERE " + where + " ORDER BY id")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var x int
+			_ = rows.Scan(&x)
+			in = append(in, fmt.Sprint(x))
+		}
+		rows.Close()
+		got := dump(t, p.dst, p.target(), table, "id")
+		var gotIDs []string
+		for _, g := range got {
+			gotIDs = append(gotIDs, strings.Trim(strings.SplitN(g, " | ", 2)[0], `"`))
+		}
+		if strings.Join(gotIDs, ",") != strings.Join(in, ",") {
+			t.Fatalf("%s: target ids %v, want %v (source %v)", table, gotIDs, in, want)
+		}
+	}
+	check("t_id", "id >= 100 AND id < 200")
+	check("t_k", "k >= 100 AND k < 200")
+	if got := strings.Join(dump(t, p.dst, p.target(), "t_k", "id"), "\n"); got != `"1" | "100" | "a"`+"\n"+`"2" | "120" | "b"`+"\n"+`"40" | "199" | "d"` {
+		t.Fatalf("t_k on target:\n%s", got)
+	}
+	if st := tl.Stats(); st.RowsSkipped == 0 {
+		t.Errorf("no rows skipped: %+v", st)
+	}
+}
+
+func TestTailReplayIsIdempotent(t *testing.T) {
+	p := newPair(t, "bl_replay", typesTable, compTable, "CREATE TABLE t_other (id INT PRIMARY KEY, v INT)")
+	begin := masterStatus(t, p.src)
+	workload(t, p.src, p.schema)
+	end := masterStatus(t, p.src)
+	tbs := p.tables(t, "t_types", "t_comp")
+
+	tl := start(t, p.config(t, begin, tbs))
+	waitFor(t, tl, end)
+	if err := tl.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	// Again from the original start, over a target that holds the final state.
+	cfg := p.config(t, begin, tbs)
+	cfg.BatchRows = 3
+	tl = start(t, cfg)
+	waitFor(t, tl, end)
+	if err := tl.Stop(); err != nil {
+		t.Fatalf("replay: %v", err)
+	}
+	p.same(t, "t_types", "id")
+	p.same(t, "t_comp", "tenant, k")
+}
+
+// boundaries lists the positions after every event group end (XID, COMMIT or
+// DDL query, rotation) from p on, as SHOW BINLOG EVENTS shows them.
+func boundaries(t testing.TB, db *sql.DB, p Position) map[Position]bool {
+	t.Helper()
+	files, err := BinaryLogs(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[Position]bool{p: true}
+	for _, f := range files {
+		if (Position{File: f, Pos: 1 << 31}).Compare(p) < 0 {
+			continue
+		}
+		rows, err := db.Query("SHOW BINLOG EVENTS IN '" + f + "'")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var logName, typ, info string
+			var pos, serverID, end uint32
+			if err := rows.Scan(&logName, &pos, &typ, &serverID, &end, &info); err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case typ == "Xid", typ == "Query" && info != "BEGIN":
+				out[Position{File: f, Pos: end}] = true
+			case typ == "Rotate":
+				out[Position{File: strings.SplitN(info, ";", 2)[0], Pos: 4}] = true
+			}
+		}
+		rows.Close()
+	}
+	return out
+}
+
+func TestTailCheckpoints(t *testing.T) {
+	p := newPair(t, "bl_ckpt",
+		"CREATE TABLE ev (id INT PRIMARY KEY, pad VARCHAR(20))",
+		"CREATE TABLE cnt (id INT PRIMARY KEY, n INT NOT NULL)")
+	exec(t, p.src, "INSERT INTO "+dbutil.Table(p.schema, "cnt")+" VALUES (1, 0)")
+	exec(t, p.dst, "INSERT INTO "+dbutil.Table(p.target(), "cnt")+" VALUES (1, 0)") // as a copy would have it
+	begin := masterStatus(t, p.src)
+	ev, cnt := dbutil.Table(p.schema, "ev"), dbutil.Table(p.schema, "cnt")
+
+	// Each transaction adds 1 or 3 rows and counts them: on the target,
+	// COUNT(ev) = cnt.n holds exactly at transaction boundaries.
+	const txns = 600
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		id := 0
+		for i := 0; i < txns; i++ {
+			n := 1 + 2*(i%2)
+			stmts := []string{}
+			for j := 0; j < n; j++ {
+				id++
+				stmts = append(stmts, fmt.Sprintf("INSERT INTO %s VALUES (%d, 'x')", ev, id))
+			}
+			stmts = append(stmts, fmt.Sprintf("UPDATE %s SET n = n + %d WHERE id = 1", cnt, n))
+			if err := txErr(p.src, stmts...); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+
+	var mu sync.Mutex
+	var cps []Position
+	cfg := p.config(t, begin, p.tables(t, "ev", "cnt"))
+	cfg.BatchRows = 5 // many commits, most cut at a boundary inside a batch
+	cfg.Checkpoint = func(_ context.Context, pos Position) error {
+		mu.Lock()
+		cps = append(cps, pos)
+		mu.Unlock()
+		return nil
+	}
+	tl := start(t, cfg)
+	deadline := time.Now().Add(20 * time.Second)
+	for tl.Stats().Transactions < txns/3 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := tl.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	<-writerDone
+
+	mu.Lock()
+	got := append([]Position(nil), cps...)
+	mu.Unlock()
+	if len(got) < 2 {
+		t.Fatalf("only %d checkpoints", len(got))
+	}
+	bounds := boundaries(t, p.src, begin)
+	for i, c := range got {
+		if i > 0 && c.Compare(got[i-1]) <= 0 {
+			t.Fatalf("checkpoint %d (%s) does not move past %s", i, c, got[i-1])
+		}
+		if !bounds[c] {
+			t.Fatalf("checkpoint %s is not at a transaction boundary", c)
+		}
+	}
+	if last := got[len(got)-1]; last != tl.Applied() {
+		t.Fatalf("last checkpoint %s, applied %s", last, tl.Applied())
+	}
+	var rowsN, n int
+	if err := p.dst.QueryRow("SELECT (SELECT COUNT(*) FROM "+dbutil.Table(p.target(), "ev")+"), n FROM "+dbutil.Table(p.target(), "cnt")).Scan(&rowsN, &n); err != nil {
+		t.Fatal(err)
+	}
+	if rowsN != n {
+		t.Fatalf("target stopped mid-transaction: %d rows, counter %d", rowsN, n)
+	}
+	t.Logf("stopped at %s after %d checkpoints with %d rows", tl.Applied(), len(got), rowsN)
+
+	// Resume from the last checkpoint: the rest arrives, nothing twice.
+	tl2 := start(t, p.config(t, tl.Applied(), p.tables(t, "ev", "cnt")))
+	waitFor(t, tl2, masterStatus(t, p.src))
+	p.same(t, "ev", "id")
+	p.same(t, "cnt", "id")
+}
+
+// TestTailStopsAtDDL runs a tail over rows, a schema statement, then more
+// rows, and expects a stop with ErrDDL before the statement.
+func TestTailStopsAtDDL(t *testing.T) {
+	cases := []struct {
+		name, stmt, table string
+	}{
+		{"alter listed", "ALTER TABLE {S}.t ADD COLUMN extra INT", "t"},
+		{"truncate", "TRUNCATE TABLE {S}.t", "t"},
+		{"create unlisted", "CREATE TABLE {S}.newt (id INT PRIMARY KEY)", "newt"},
+		{"alter unlisted with default schema", "USE {S}; ALTER TABLE side ADD COLUMN extra INT", "side"},
+		{"rename into", "RENAME TABLE {S}_other.x TO {S}.x", ""},
+		{"unparsed naming the schema", "ALTER ONLINE TABLE {S}.t ADD COLUMN extra INT", ""},
+		{"unparsed unqualified", "USE {S}; ALTER TABLE t ADD COLUMN extra INT INVISIBLE", ""},
+		{"drop database", "DROP DATABASE {S}", ""},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := newPair(t, fmt.Sprintf("bl_ddl%d", i),
+				"CREATE TABLE t (id INT PRIMARY KEY, v INT)", "CREATE TABLE side (id INT PRIMARY KEY)")
+			other := p.schema + "_other"
+			exec(t, p.src, "DROP DATABASE IF EXISTS "+other)
+			exec(t, p.src, "CREATE DATABASE "+other)
+			exec(t, p.src, "CREATE TABLE "+other+".x (id INT PRIMARY KEY)")
+			defer exec(t, p.src, "DROP DATABASE IF EXISTS "+other)
+			tb := dbutil.Table(p.schema, "t")
+			begin := masterStatus(t, p.src)
+			tl := start(t, p.config(t, begin, p.tables(t, "t")))
+			tx(t, p.src, "INSERT INTO "+tb+" VALUES (1, 1), (2, 2)")
+			beforeDDL := masterStatus(t, p.src)
+			exec(t, p.src, strings.ReplaceAll(c.stmt, "{S}", p.schema))
+			if c.name != "drop database" {
+				tx(t, p.src, "INSERT INTO "+dbutil.Table(p.schema, "side")+" (id) VALUES (3)")
+				tx(t, p.src, "INSERT INTO "+tb+" (id, v) VALUES (3, 3)")
+			}
+			select {
+			case <-tl.Done():
+			case <-time.After(15 * time.Second):
+				t.Fatal("the tail did not stop at the DDL")
+			}
+			err := tl.Err()
+			if !errors.Is(err, ErrDDL) {
+				t.Fatalf("stopped with %v, want ErrDDL", err)
+			}
+			msg := err.Error()
+			for _, want := range []string{p.schema, "stopped safely", "restart", c.table} {
+				if !strings.Contains(msg, want) {
+					t.Errorf("error %q does not name %q", msg, want)
+				}
+			}
+			if tl.Applied().Compare(beforeDDL) > 0 {
+				t.Errorf("applied %s is past the DDL at %s", tl.Applied(), beforeDDL)
+			}
+			got := dump(t, p.dst, p.target(), "t", "id")
+			if strings.Join(got, ";") != `"1" | "1";"2" | "2"` {
+				t.Errorf("target rows %v, want only the rows before the DDL", got)
+			}
+			t.Logf("%v", err)
+		})
+	}
+}
+
+// TestStartRefusesChangedTable: a listed table whose columns differ from the
+// plan is refused at start, before any row is decoded with the wrong layout.
+func TestStartRefusesChangedTable(t *testing.T) {
+	p := newPair(t, "bl_changed", "CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+	tbs := p.tables(t, "t")
+	begin := masterStatus(t, p.src)
+	exec(t, p.src, "ALTER TABLE "+dbutil.Table(p.schema, "t")+" ADD COLUMN w INT")
+	_, err := Start(context.Background(), p.config(t, begin, tbs))
+	if !errors.Is(err, ErrDDL) {
+		t.Fatalf("Start over a changed table: %v", err)
+	}
+}
+
+func TestTailIgnoresOtherSchemasAndTriggers(t *testing.T) {
+	p := newPair(t, "bl_calm", "CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+	other := "bl_calm_neighbour"
+	exec(t, p.src, "DROP DATABASE IF EXISTS "+other)
+	exec(t, p.src, "CREATE DATABASE "+other)
+	tb := dbutil.Table(p.schema, "t")
+	begin := masterStatus(t, p.src)
+	tl := start(t, p.config(t, begin, p.tables(t, "t")))
+	tx(t, p.src, "INSERT INTO "+tb+" VALUES (1, 1)")
+	exec(t, p.src, "CREATE TABLE "+other+".x (id INT PRIMARY KEY)")
+	exec(t, p.src, "ALTER TABLE "+other+".x ADD COLUMN v INT")
+	exec(t, p.src, "ALTER ONLINE TABLE "+other+".x ADD COLUMN w INT") // canal cannot parse it
+	tx(t, p.src, "INSERT INTO "+other+".x VALUES (1, 1, 1)")
+	tx(t, p.src, "INSERT INTO "+tb+" VALUES (2, 2)")
+	exec(t, p.src, "DROP TABLE "+other+".x")
+	waitFor(t, tl, masterStatus(t, p.src))
+	// A fence trigger on the shard is not a schema change; the binlog then
+	// ends in a statement canal reports no position for, which WaitFor gets past.
+	exec(t, p.src, "CREATE TRIGGER "+dbutil.Table(p.schema, "fence_t")+" BEFORE UPDATE ON "+tb+" FOR EACH ROW SET NEW.v = NEW.v")
+	waitFor(t, tl, masterStatus(t, p.src))
+	select {
+	case <-tl.Done():
+		t.Fatalf("tail stopped: %v", tl.Err())
+	default:
+	}
+	p.same(t, "t", "id")
+	exec(t, p.src, "DROP DATABASE "+other)
+}
+
+func TestTailStopsAtMissingTable(t *testing.T) {
+	p := newPair(t, "bl_gone", "CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+	tbs := p.tables(t, "t")
+	begin := masterStatus(t, p.src)
+	tl := start(t, p.config(t, begin, tbs))
+	// The row event may reach the tail after the table is gone (the reader
+	// finds no definition) or before (the DROP stops it): both stop it.
+	tx(t, p.src, "INSERT INTO "+dbutil.Table(p.schema, "t")+" VALUES (1, 1)")
+	exec(t, p.src, "DROP TABLE "+dbutil.Table(p.schema, "t"))
+	select {
+	case <-tl.Done():
+	case <-time.After(15 * time.Second):
+		t.Fatal("the tail did not stop")
+	}
+	if err := tl.Err(); !errors.Is(err, ErrDDL) {
+		t.Fatalf("stopped with %v", err)
+	}
+	// Replaying over the vanished table is refused up front.
+	_, err := Start(context.Background(), p.config(t, begin, tbs))
+	if !errors.Is(err, ErrDDL) || !strings.Contains(err.Error(), "no longer exists") {
+		t.Fatalf("Start: %v", err)
+	}
+}
+
+func TestMasterStatusAndPurged(t *testing.T) {
+	env := testenv.Get(t)
+	db := env.DB(t, 1, "")
+	ctx := context.Background()
+	old := masterStatus(t, db)
+	if old.File == "" || old.Pos < 4 {
+		t.Fatalf("master status %s", old)
+	}
+	if purged, err := Purged(ctx, db, old); err != nil || purged {
+		t.Fatalf("Purged(current) = %v, %v", purged, err)
+	}
+	exec(t, db, "FLUSH BINARY LOGS")
+	now := masterStatus(t, db)
+	if now.Compare(old) <= 0 {
+		t.Fatalf("after FLUSH BINARY LOGS %s is not past %s", now, old)
+	}
+	exec(t, db, "PURGE BINARY LOGS TO '"+now.File+"'")
+	if purged, err := Purged(ctx, db, old); err != nil || !purged {
+		t.Fatalf("Purged(old) = %v, %v", purged, err)
+	}
+	if _, err := Purged(ctx, db, Position{File: "mariadb-bin.999999", Pos: 4}); err == nil {
+		t.Fatal("a position beyond the newest file was accepted")
+	}
+	p := pair{env: env, src: db, dst: env.DB(t, 2, ""), schema: "bl_purged"}
+	exec(t, db, "CREATE DATABASE IF NOT EXISTS bl_purged")
+	exec(t, db, "CREATE TABLE IF NOT EXISTS bl_purged.t (id INT PRIMARY KEY)")
+	exec(t, p.dst, "CREATE DATABASE IF NOT EXISTS bl_purged_dst")
+	exec(t, p.dst, "CREATE TABLE IF NOT EXISTS bl_purged_dst.t (id INT PRIMARY KEY)")
+	_, err := Start(ctx, p.config(t, old, p.tables(t, "t")))
+	if err == nil || !strings.Contains(err.Error(), "purged") {
+		t.Fatalf("Start from a purged position: %v", err)
+	}
+	if strings.Contains(err.Error(), sandbox.ToolPassword) {
+		t.Fatal("the password is in an error")
+	}
+	// A wrong password is reported without the password.
+	cfg := p.config(t, now, p.tables(t, "t"))
+	cfg.Creds.Password = "not-the-password-123"
+	if _, err := Start(ctx, cfg); err == nil || strings.Contains(err.Error(), cfg.Creds.Password) {
+		t.Fatalf("Start with a wrong password: %v", err)
+	}
+}
+
+// TestApplyBacklogRate measures the apply rate over a backlog of
+// single-row transactions. SHARDCTL_BENCH=1 runs it with 100k
+// transactions (SHARDCTL_BENCH_N overrides); without it, a small backlog
+// checks the path.
+func TestApplyBacklogRate(t *testing.T) {
+	n := 3000
+	if os.Getenv("SHARDCTL_BENCH") != "" {
+		n = 100000
+		if s := os.Getenv("SHARDCTL_BENCH_N"); s != "" {
+			fmt.Sscan(s, &n)
+		}
+	}
+	p := newPair(t, "bl_bench", "CREATE TABLE t (id INT PRIMARY KEY, k INT NOT NULL, pad VARCHAR(100) NOT NULL, ts DATETIME(6) NOT NULL)")
+	begin := masterStatus(t, p.src)
+	tb := dbutil.Table(p.schema, "t")
+	const writers = 4
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			conn, err := p.src.Conn(context.Background())
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer conn.Close()
+			for i := w; i < n; i += writers {
+				// autocommit: one row, one transaction
+				if _, err := conn.ExecContext(context.Background(), "INSERT INTO "+tb+" VALUES (?, ?, ?, NOW(6))", i, i%1000, "padding padding padding padding padding"); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	writeDur := time.Since(t0)
+	end := masterStatus(t, p.src)
+
+	t1 := time.Now()
+	tl := start(t, p.config(t, begin, p.tables(t, "t")))
+	waitFor(t, tl, end)
+	applyDur := time.Since(t1)
+	st := tl.Stats()
+	if st.RowsApplied != int64(n) {
+		t.Fatalf("applied %d rows, want %d", st.RowsApplied, n)
+	}
+	p.same(t, "t", "id")
+	srcRate := float64(n) / writeDur.Seconds()
+	applyRate := float64(n) / applyDur.Seconds()
+	t.Logf("backlog of %d single-row transactions: source wrote %.0f rows/s (%d writers), tail applied %.0f rows/s (%.2fx) in %d target transactions",
+		n, srcRate, writers, applyRate, applyRate/srcRate, st.Batches)
+}
+
+func TestTailStopsOnTargetError(t *testing.T) {
+	p := newPair(t, "bl_tgterr", "CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+	exec(t, p.dst, "ALTER TABLE "+dbutil.Table(p.target(), "t")+" DROP COLUMN v") // not the source's definition
+	begin := masterStatus(t, p.src)
+	tx(t, p.src, "INSERT INTO "+dbutil.Table(p.schema, "t")+" VALUES (1, 1)")
+	var cps atomic.Int32
+	cfg := p.config(t, begin, p.tables(t, "t"))
+	cfg.Checkpoint = func(context.Context, Position) error { cps.Add(1); return nil }
+	tl := start(t, cfg)
+	select {
+	case <-tl.Done():
+	case <-time.After(15 * time.Second):
+		t.Fatal("the tail did not stop")
+	}
+	err := tl.Err()
+	if err == nil || !strings.Contains(err.Error(), "binlog tail of bl_tgterr") || !strings.Contains(err.Error(), "apply to t") {
+		t.Fatalf("stopped with %v", err)
+	}
+	if tl.Applied() != begin || cps.Load() != 0 {
+		t.Fatalf("applied moved to %s (%d checkpoints) although nothing was committed", tl.Applied(), cps.Load())
+	}
+	if err := tl.WaitFor(context.Background(), masterStatus(t, p.src)); err == nil || err.Error() != tl.Err().Error() {
+		t.Fatalf("WaitFor on a failed tail: %v", err)
+	}
+}
+
+// TestTailLargeTransactions: source transactions larger than a batch and
+// rows larger than a statement's share are split, and still land whole.
+func TestTailLargeTransactions(t *testing.T) {
+	p := newPair(t, "bl_large", "CREATE TABLE t (id INT PRIMARY KEY, v INT, b LONGBLOB)")
+	tb := dbutil.Table(p.schema, "t")
+	begin := masterStatus(t, p.src)
+	tx(t, p.src, "INSERT INTO "+tb+" (id, v) SELECT seq, seq FROM "+dbutil.Table(p.schema, "seq_1_to_5000"),
+		"UPDATE "+tb+" SET v = v + 1 WHERE id % 3 = 0",
+		"DELETE FROM "+tb+" WHERE id % 7 = 0")
+	tx(t, p.src, "UPDATE "+tb+" SET b = REPEAT(CHAR(id % 256), 1000000) WHERE id <= 24")
+	end := masterStatus(t, p.src)
+	cfg := p.config(t, begin, p.tables(t, "t"))
+	cfg.BatchRows = 700
+	tl := start(t, cfg)
+	waitFor(t, tl, end)
+	var n, sum int64
+	var blobs string
+	q := "SELECT COUNT(*), SUM(v), MD5(GROUP_CONCAT(MD5(b) ORDER BY id)) FROM "
+	if err := p.src.QueryRow(q+tb).Scan(&n, &sum, &blobs); err != nil {
+		t.Fatal(err)
+	}
+	var n2, sum2 int64
+	var blobs2 string
+	if err := p.dst.QueryRow(q+dbutil.Table(p.target(), "t")).Scan(&n2, &sum2, &blobs2); err != nil {
+		t.Fatal(err)
+	}
+	if n != n2 || sum != sum2 || blobs != blobs2 {
+		t.Fatalf("source %d rows sum %d blobs %s, target %d rows sum %d blobs %s", n, sum, blobs, n2, sum2, blobs2)
+	}
+	if st := tl.Stats(); st.Batches < 10 {
+		t.Errorf("only %d target transactions for %d row changes in batches of 700", st.Batches, st.RowsApplied)
+	}
+}
