@@ -78,3 +78,22 @@ func (p *progress) Finish() {
 		_ = p.bar.Finish()
 	}
 }
+
+// Set moves the progress to done of total, with an optional note.
+func (p *progress) Set(done, total int64, note string) {
+	p.mu.Lock()
+	delta := done - p.done
+	if total > p.total {
+		p.total = total
+		if p.bar != nil {
+			p.bar.ChangeMax64(total)
+		}
+	}
+	if note != "" {
+		p.note = note
+	}
+	p.mu.Unlock()
+	if delta > 0 {
+		p.Add(delta)
+	}
+}

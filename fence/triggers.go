@@ -58,55 +58,59 @@ func ddl(schema string, t Table) []string {
 // transaction that writes a fenced row can commit on the source. The triggers
 // stay out of the binlog so the tail never sees them as DDL.
 func Install(ctx context.Context, db *sql.DB, schema string, ts []Table, lockWait time.Duration) error {
+	// Each table's triggers go in on their own connection, all tables at once:
+	// every CREATE TRIGGER is a short DDL, and the blackout is their sum otherwise.
+	errs := make(chan error, len(ts))
+	for _, t := range ts {
+		go func() {
+			errs <- session(ctx, db, lockWait, func(conn *sql.Conn) error {
+				for _, stmt := range ddl(schema, t) {
+					if _, err := conn.ExecContext(ctx, stmt); err != nil {
+						return fmt.Errorf("fence %s.%s: %w", schema, t.Name, err)
+					}
+				}
+				return nil
+			})
+		}()
+	}
+	var first error
+	for range ts {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// session runs fn on a connection that keeps its statements out of the binlog
+// and waits at most lockWait for a table's metadata lock.
+func session(ctx context.Context, db *sql.DB, lockWait time.Duration, fn func(*sql.Conn) error) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	secs := int(lockWait.Seconds())
-	if secs < 1 {
-		secs = 1
-	}
+	secs := max(1, int(lockWait.Seconds()))
 	for _, s := range []string{"SET SESSION sql_log_bin = 0", fmt.Sprintf("SET SESSION lock_wait_timeout = %d", secs)} {
 		if _, err := conn.ExecContext(ctx, s); err != nil {
-			return fmt.Errorf("fence %s: %w", schema, err)
+			return err
 		}
 	}
-	for _, t := range ts {
-		for _, stmt := range ddl(schema, t) {
-			if _, err := conn.ExecContext(ctx, stmt); err != nil {
-				return fmt.Errorf("fence %s.%s: %w", schema, t.Name, err)
-			}
-		}
-	}
-	return nil
+	return fn(conn)
 }
 
 // Remove drops the fence triggers of every table (idempotent).
 func Remove(ctx context.Context, db *sql.DB, schema string, names []string, lockWait time.Duration) error {
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	secs := int(lockWait.Seconds())
-	if secs < 1 {
-		secs = 1
-	}
-	if _, err := conn.ExecContext(ctx, "SET SESSION sql_log_bin = 0"); err != nil {
-		return err
-	}
-	if _, err := conn.ExecContext(ctx, fmt.Sprintf("SET SESSION lock_wait_timeout = %d", secs)); err != nil {
-		return err
-	}
-	for _, n := range names {
-		for _, ev := range []string{"bi", "bu", "bd"} {
-			if _, err := conn.ExecContext(ctx, "DROP TRIGGER IF EXISTS "+dbutil.Table(schema, triggerName(n, ev))); err != nil {
-				return fmt.Errorf("lift fence on %s.%s: %w", schema, n, err)
+	return session(ctx, db, lockWait, func(conn *sql.Conn) error {
+		for _, n := range names {
+			for _, ev := range []string{"bi", "bu", "bd"} {
+				if _, err := conn.ExecContext(ctx, "DROP TRIGGER IF EXISTS "+dbutil.Table(schema, triggerName(n, ev))); err != nil {
+					return fmt.Errorf("lift fence on %s.%s: %w", schema, n, err)
+				}
 			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // Installed lists the fence triggers present in schema.

@@ -100,6 +100,25 @@ type PruneMark struct {
 	Deleted int64    `json:"deleted"`
 }
 
+// Options tune a run. They live in the plan so a resume runs the same way.
+type Options struct {
+	ChunkRows      int   `json:"chunk_rows"`       // copy and verify chunk size
+	PruneChunkRows int   `json:"prune_chunk_rows"` // cleanup DELETE ... LIMIT size
+	Parallel       int   `json:"parallel"`         // tables copied at once
+	Verify         bool  `json:"verify"`           // chunked checksums before the fence
+	LockWaitMS     int   `json:"lock_wait_ms"`     // fence: how long CREATE TRIGGER may wait for a table's metadata lock
+	FenceAttempts  int   `json:"fence_attempts"`   // fence: tries before giving up and leaving the shard online
+	CatchupMS      int   `json:"catchup_ms"`       // catch-up is done when the target reaches a fresh source position within this
+	FinalWaitMS    int   `json:"final_wait_ms"`    // fence: longest wait for the final position before lifting the fence and retrying
+	PruneSleepMS   int   `json:"prune_sleep_ms"`   // cleanup: pause between chunks
+	MaxRate        int64 `json:"max_rate"`         // copy and cleanup rows/s cap (0 = none)
+}
+
+// DefaultOptions are the settings a plan starts with.
+func DefaultOptions() Options {
+	return Options{ChunkRows: 5000, PruneChunkRows: 1000, Parallel: 4, Verify: true, LockWaitMS: 1000, FenceAttempts: 5, CatchupMS: 500, FinalWaitMS: 10000}
+}
+
 // FenceTable is a source table whose moving rows are fenced at cutover.
 type FenceTable struct {
 	Name   string          `json:"name"`
@@ -118,9 +137,10 @@ type StepRecord struct {
 
 // Attempt is one cutover attempt: the fence and how long writes were blocked.
 type Attempt struct {
-	Started   time.Time `json:"started"`
-	BlackoutM float64   `json:"blackout_ms"`
-	Result    string    `json:"result"`
+	Started   time.Time          `json:"started"`
+	BlackoutM float64            `json:"blackout_ms"`
+	Phases    map[string]float64 `json:"phases_ms,omitempty"` // where the blackout went: offline, fence, final, cutover
+	Result    string             `json:"result"`
 }
 
 // Checkpoints are the durable progress marks a resume starts from.
@@ -172,7 +192,7 @@ type Plan struct {
 	Abort            []shardmap.Change `json:"abort,omitempty"`         // undo of prepare/offline before cutover
 	AbortTarget      []tables.Table    `json:"abort_target,omitempty"`  // rows removed from the target on abort (merge)
 	DropTargetSchema bool              `json:"drop_target_schema"`      // on abort (move, split)
-	Options          map[string]string `json:"options,omitempty"`       // chunk sizes, throttles, budgets
+	Options          Options           `json:"options"`
 	Warnings         []string          `json:"warnings,omitempty"`      // found at planning, shown in dry runs
 	SQLPreview       []string          `json:"shardmap_sql,omitempty"`  // the statements run against the shard map, for review
 
@@ -185,7 +205,7 @@ type Plan struct {
 // New starts a plan with every step pending.
 func New(op, summary string) *Plan {
 	now := time.Now().UTC()
-	p := &Plan{FormatVersion: FormatVersion, Operation: op, Summary: summary, CreatedAt: now, UpdatedAt: now, State: StateNew, Args: map[string]string{}, Options: map[string]string{}}
+	p := &Plan{FormatVersion: FormatVersion, Operation: op, Summary: summary, CreatedAt: now, UpdatedAt: now, State: StateNew, Args: map[string]string{}, Options: DefaultOptions()}
 	p.ID = fmt.Sprintf("%s-%s", op, now.Format("20060102T150405.000Z"))
 	p.ID = strings.ReplaceAll(p.ID, ".", "")
 	for _, s := range Steps {

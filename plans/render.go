@@ -100,7 +100,7 @@ func describeStep(p *Plan, step string) string {
 	case StepCatchup:
 		return "tail the binlog into the target until it is close behind"
 	case StepVerify:
-		if p.Options["verify"] == "off" {
+		if !p.Options.Verify {
 			return "skipped (--no-verify)"
 		}
 		return "chunked checksums, source vs target"

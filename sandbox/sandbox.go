@@ -36,6 +36,9 @@ type Config struct {
 	Dir      string // parent directory; server i lives in Dir/s<i>
 	Servers  int    // how many servers
 	BasePort int    // server i listens on BasePort+i-1
+	// ExtraArgs are appended to every server's mariadbd arguments (a later
+	// option wins), for example --skip-log-bin for a test of a server without a binlog.
+	ExtraArgs []string
 }
 
 // Server is one sandbox server's state as Status finds it.
@@ -156,6 +159,7 @@ func (c Config) startOne(ctx context.Context, mariadbd string, i int) error {
 		"--collation-server=utf8mb4_general_ci",
 		"--skip-log-warnings",
 	}
+	args = append(args, c.ExtraArgs...)
 	if err := os.MkdirAll(filepath.Join(dir, "binlog"), 0o755); err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math/big"
 	"math/rand"
 	"strings"
 	"time"
@@ -37,10 +38,14 @@ type SeedConfig struct {
 	Creds        dbutil.Creds
 	Shards       int   // K range shards
 	Employees    int   // employees per shard (about 9 rows each over the five sharded tables)
+	Sizes        []int // optional per-shard employee counts; Sizes[k-1] overrides Employees for shard k
 	RangeWidth   int64 // each shard owns [ (k-1)*RangeWidth, k*RangeWidth ); the last is open-ended
 	SchemaPrefix string
 	Function     string
-	Progress     func(shard int, rows int64)
+	// Hash seeds a HASH function instead: K evenly spaced ring points, and
+	// employees 1..K*Employees, each in the shard that owns MD5(emp_no).
+	Hash     bool
+	Progress func(shard int, rows int64)
 }
 
 func (c *SeedConfig) defaults() {
@@ -61,6 +66,7 @@ type SeededShard struct {
 	Server  string `json:"server"`
 	Schema  string `json:"schema"`
 	Lower   int64  `json:"lower_bound"`
+	Point   string `json:"hash_point,omitempty"`
 	Rows    int64  `json:"rows"`
 }
 
@@ -75,7 +81,11 @@ func Seed(ctx context.Context, store *shardmap.Store, c SeedConfig) ([]SeededSha
 	if err := store.Init(ctx); err != nil {
 		return nil, err
 	}
-	if _, err := store.AddFunction(ctx, c.Function, shardmap.Range, keyspace.IntKey); err != nil {
+	typ := shardmap.Range
+	if c.Hash {
+		typ = shardmap.Hash
+	}
+	if _, err := store.AddFunction(ctx, c.Function, typ, keyspace.IntKey); err != nil {
 		return nil, err
 	}
 	for _, t := range ShardedTables {
@@ -89,6 +99,10 @@ func Seed(ctx context.Context, store *shardmap.Store, c SeedConfig) ([]SeededSha
 			db.Close()
 		}
 	}()
+	points := make([]string, c.Shards)
+	for k := range points {
+		points[k] = RingPoint(k, c.Shards)
+	}
 	var out []SeededShard
 	for k := 1; k <= c.Shards; k++ {
 		addr := c.Servers[(k-1)%len(c.Servers)]
@@ -101,8 +115,29 @@ func Seed(ctx context.Context, store *shardmap.Store, c SeedConfig) ([]SeededSha
 			pools[addr.String()] = db
 		}
 		schema := fmt.Sprintf("%s%d", c.SchemaPrefix, k)
+		n := c.Employees
+		if k <= len(c.Sizes) {
+			n = c.Sizes[k-1]
+		}
+		// RANGE: shard k holds lower+1..lower+n. HASH: the keys 1..K*n it owns on the ring.
 		lower := int64(k-1) * c.RangeWidth
-		rows, err := seedShard(ctx, db, schema, lower, c.Employees, func(n int64) {
+		keys := func(yield func(int64) bool) {
+			if !c.Hash {
+				for j := int64(1); j <= int64(n); j++ {
+					if !yield(lower + j) {
+						return
+					}
+				}
+				return
+			}
+			for e := int64(1); e <= int64(n*c.Shards); e++ {
+				h, _ := keyspace.HashOf(e)
+				if keyspace.Owner(points, h) == k-1 && !yield(e) {
+					return
+				}
+			}
+		}
+		rows, err := seedShard(ctx, db, schema, keys, func(n int64) {
 			if c.Progress != nil {
 				c.Progress(k, n)
 			}
@@ -114,10 +149,17 @@ func Seed(ctx context.Context, store *shardmap.Store, c SeedConfig) ([]SeededSha
 		if err != nil {
 			return nil, err
 		}
-		if err := store.AddRange(ctx, c.Function, fmt.Sprint(lower), id); err != nil {
+		sh := SeededShard{ShardID: id, Server: addr.String(), Schema: schema, Lower: lower, Rows: rows}
+		if c.Hash {
+			sh.Lower, sh.Point = 0, points[k-1]
+			err = store.AddHashPoint(ctx, c.Function, points[k-1], id)
+		} else {
+			err = store.AddRange(ctx, c.Function, fmt.Sprint(lower), id)
+		}
+		if err != nil {
 			return nil, err
 		}
-		out = append(out, SeededShard{ShardID: id, Server: addr.String(), Schema: schema, Lower: lower, Rows: rows})
+		out = append(out, sh)
 	}
 	return out, nil
 }
@@ -148,7 +190,13 @@ func CreateEmployeesSchema(ctx context.Context, db *sql.DB, schema string) error
 	return nil
 }
 
-func seedShard(ctx context.Context, db *sql.DB, schema string, lower int64, employees int, progress func(int64)) (int64, error) {
+// RingPoint is the k-th (0-based) of n evenly spaced points on the MD5 ring.
+func RingPoint(k, n int) string {
+	step := new(big.Int).Div(new(big.Int).Lsh(big.NewInt(1), 128), big.NewInt(int64(n)))
+	return fmt.Sprintf("%032x", new(big.Int).Mul(step, big.NewInt(int64(k))))
+}
+
+func seedShard(ctx context.Context, db *sql.DB, schema string, keys func(func(int64) bool), progress func(int64)) (int64, error) {
 	if err := CreateEmployeesSchema(ctx, db, schema); err != nil {
 		return 0, err
 	}
@@ -160,13 +208,15 @@ func seedShard(ctx context.Context, db *sql.DB, schema string, lower int64, empl
 		return countRows(ctx, db, schema)
 	}
 	w := newBatcher(ctx, db, schema, progress)
-	for j := 0; j < employees; j++ {
-		if err := ctx.Err(); err != nil {
-			return 0, err
+	var err error
+	keys(func(emp int64) bool {
+		if err = ctx.Err(); err == nil {
+			err = w.employee(emp)
 		}
-		if err := w.employee(lower + 1 + int64(j)); err != nil {
-			return 0, err
-		}
+		return err == nil
+	})
+	if err != nil {
+		return 0, err
 	}
 	if err := w.flushAll(); err != nil {
 		return 0, err

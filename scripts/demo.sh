@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The demo: installs MariaDB when missing, builds shardctl, starts 3 sandbox
-# servers, seeds 6 range shards of the book's employees schema, and shows the
-# shard map and per-shard row counts. Safe to run again.
+# servers, seeds 6 range shards of the book's employees schema, shows the shard
+# map and row counts, then moves, splits and merges shards while 'shardctl load'
+# writes to them, and checks the load's ledger after each operation. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -11,17 +12,55 @@ ensure_mariadb
 build
 
 export SHARDCTL_SANDBOX_DIR="${SHARDCTL_SANDBOX_DIR:-${TMPDIR:-/tmp}/shardctl-sandbox}"
-S="bin/shardctl"
+export SHARDCTL_PLAN_DIR="${SHARDCTL_PLAN_DIR:-$SHARDCTL_SANDBOX_DIR/plans}"
+S="$PWD/bin/shardctl"
+BASE=13306
 log "starting 3 MariaDB servers"
-$S sandbox up
+$S sandbox up --base-port $BASE
 export SHARDCTL_CONFIG="$SHARDCTL_SANDBOX_DIR/shardctl.yaml"
 log "creating the shard map"
 $S shardmap init
 log "seeding 6 range shards (employees schema, sharded on emp_no)"
-$S sandbox seed --shards 6 --employees "${DEMO_EMPLOYEES:-5000}"
+$S sandbox seed --base-port $BASE --shards 6 --employees "${DEMO_EMPLOYEES:-20000}"
 log "the shard map"
 $S shardmap show
 log "shards, sizes and row counts"
 $S status --exact
-log "where does employee 2000042 live?"
-$S shardmap lookup 2000042 --table employees
+
+# Runs an operation while the load writes to the moving keys, to keys that
+# stay, and to another shard; then checks the ledger.
+under_load() {
+  local ledger="$SHARDCTL_SANDBOX_DIR/ledger-$1.jsonl"; shift
+  local groups=("$1" "$2" "$3"); shift 3
+  $S load --rate 300 --ledger "$ledger" --keys "${groups[0]}" --keys "${groups[1]}" --keys "${groups[2]}" \
+    >"$ledger.out" 2>"$ledger.err" &
+  local pid=$!
+  sleep 2
+  log "shardctl $*   (while 'shardctl load' writes 300 tx/s)"
+  "$S" "$@" --yes
+  sleep 1
+  kill -TERM $pid; wait $pid || true
+  cat "$ledger.out"
+  log "ledger check"
+  $S load check "$ledger"
+}
+
+# Move shard 1 to the other server (to server 3, or back to server 1 on a second run).
+to="127.0.0.1:$((BASE + 2))"
+if $S shardmap lookup 1 --table employees | grep -q ":$((BASE + 2))/"; then to="127.0.0.1:$BASE"; fi
+under_load move "moving=10001-30000" "same-server=3010001-3030000" "other=1010001-1030000" \
+  move --shard 1 --to "$to"
+
+# Split shard 2 in two at its median key; the upper half goes to a new shard on server 3.
+under_load split "moving=1015000-1030000" "staying=1000001-1010000" "other=4010001-4030000" \
+  split --shard 2 --to "127.0.0.1:$((BASE + 2))"
+new=$($S shardmap lookup 1025000 --table employees | sed -E 's/.*-> shard ([0-9]+) .*/\1/')
+
+# Merge the new shard back into shard 2.
+under_load merge "moving=1015000-1030000" "staying=1000001-1010000" "other=4010001-4030000" \
+  merge --shard "$new" --into 2
+
+log "the shard map and row counts after move, split and merge"
+$S status --exact
+log "plans"
+$S plan list

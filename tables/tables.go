@@ -14,13 +14,14 @@ import (
 
 // Table is one table of a shard schema.
 type Table struct {
-	Name     string          `json:"name"`
-	Columns  []string        `json:"columns"`
-	PK       []string        `json:"primary_key"`
-	Filter   keyspace.Filter `json:"filter"`              // rows the operation moves (all rows when Filter.Column is empty)
-	Sharded  bool            `json:"sharded"`             // listed in the shard map's columns table
-	EstRows  int64           `json:"est_rows"`            // information_schema estimate, for plans and progress
-	EstBytes int64           `json:"est_bytes,omitempty"` // data + index length
+	Name        string          `json:"name"`
+	Columns     []string        `json:"columns"`
+	PK          []string        `json:"primary_key"`
+	Filter      keyspace.Filter `json:"filter"`                 // rows the operation moves (all rows when Filter.Column is empty)
+	Sharded     bool            `json:"sharded"`                // listed in the shard map's columns table
+	ShardColumn string          `json:"shard_column,omitempty"` // its sharding column
+	EstRows     int64           `json:"est_rows"`               // information_schema estimate, for plans and progress
+	EstBytes    int64           `json:"est_bytes,omitempty"`    // data + index length
 }
 
 // Inspect reads every base table of schema from information_schema, in name order.

@@ -1,0 +1,382 @@
+// Package chunk is the keyset machinery that snapshot, verify and prune share:
+// column kinds as the server reports them, the SQL of tuple comparisons on a
+// primary key (rendered so MariaDB walks the index), and the query that finds
+// where a chunk ends. Key values travel as text (what checkpoints store) and
+// are turned back into arguments the server compares exactly.
+package chunk
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"encoding/hex"
+	"fmt"
+	"math/big"
+	"strconv"
+	"strings"
+
+	"github.com/shardctl/shardctl/dbutil"
+)
+
+// Kind says how a column's values are read, written and compared.
+type Kind uint8
+
+const (
+	Other    Kind = iota // anything else (GEOMETRY, VECTOR…): forwarded as bytes, never a key
+	Char                 // character strings: forwarded as Go strings so the server converts them to the column's charset
+	Temporal             // DATE, TIME, DATETIME, TIMESTAMP: compared from their text
+	Binary               // binary strings: forwarded as []byte; as a key, written as 0x-hex text
+	Signed               // signed integers and YEAR: int64 arguments
+	Unsigned             // unsigned integers: uint64 arguments
+	Decimal              // exact decimals: compared through CAST(? AS DECIMAL(65,scale))
+	Float                // FLOAT: read through CAST(… AS DOUBLE), its plain text keeps only 6 digits
+	Double               // DOUBLE: its text is the shortest exact form
+	Bit                  // BIT: raw bytes on the wire; as a key, decimal text and uint64 arguments
+	Enum                 // ENUM and SET: data only, they sort by index but compare by text
+)
+
+// Column is one column of a table with what the server said about its type.
+type Column struct {
+	Name  string
+	Type  string // DatabaseTypeName as the driver reports it
+	Kind  Kind
+	Scale int64 // DECIMAL scale
+}
+
+// ColumnOf classifies a result column.
+func ColumnOf(name string, ct *sql.ColumnType) Column {
+	c := Column{Name: name, Type: ct.DatabaseTypeName()}
+	t := c.Type
+	switch {
+	case strings.HasPrefix(t, "UNSIGNED "):
+		c.Kind = Unsigned
+	case t == "TINYINT", t == "SMALLINT", t == "MEDIUMINT", t == "INT", t == "BIGINT", t == "YEAR":
+		c.Kind = Signed
+	case t == "DECIMAL":
+		c.Kind = Decimal
+		if _, s, ok := ct.DecimalSize(); ok {
+			c.Scale = s
+		}
+	case t == "FLOAT":
+		c.Kind = Float
+	case t == "DOUBLE":
+		c.Kind = Double
+	case t == "BIT":
+		c.Kind = Bit
+	case t == "DATE", t == "TIME", t == "DATETIME", t == "TIMESTAMP":
+		c.Kind = Temporal
+	case t == "CHAR", t == "VARCHAR", t == "JSON" || strings.HasSuffix(t, "TEXT"):
+		c.Kind = Char
+	case t == "BINARY", t == "VARBINARY", strings.HasSuffix(t, "BLOB"):
+		c.Kind = Binary
+	case t == "ENUM", t == "SET":
+		c.Kind = Enum
+	}
+	return c
+}
+
+// Probe returns the columns named names of schema.table, typed by a LIMIT 0 query.
+func Probe(ctx context.Context, q dbutil.Querier, schema, table string, names []string) ([]Column, error) {
+	if len(names) == 0 {
+		return nil, fmt.Errorf("table %s.%s: no columns given", schema, table)
+	}
+	rows, err := q.QueryContext(ctx, "SELECT "+dbutil.QuoteIdents(names)+" FROM "+dbutil.Table(schema, table)+" LIMIT 0")
+	if err != nil {
+		return nil, fmt.Errorf("read column types of %s.%s: %w", schema, table, err)
+	}
+	defer rows.Close()
+	cts, err := rows.ColumnTypes()
+	if err != nil {
+		return nil, fmt.Errorf("read column types of %s.%s: %w", schema, table, err)
+	}
+	out := make([]Column, len(names))
+	for i, ct := range cts {
+		out[i] = ColumnOf(names[i], ct)
+	}
+	return out, rows.Err()
+}
+
+// Expr is the select expression that yields the column's exact text form.
+func (c Column) Expr() string {
+	if c.Kind == Float {
+		return "CAST(" + dbutil.QuoteIdent(c.Name) + " AS DOUBLE)"
+	}
+	return dbutil.QuoteIdent(c.Name)
+}
+
+// keyable reports whether keyset pagination on the column is exact.
+func (c Column) keyable() bool {
+	switch c.Kind {
+	case Char, Temporal, Binary, Signed, Unsigned, Decimal, Float, Double, Bit:
+		return true
+	}
+	return false
+}
+
+// Text is a key value's checkpoint form: the server's text, except binary
+// strings (0x-hex, so checkpoints stay valid JSON) and BIT (decimal).
+func (c Column) Text(raw []byte) string {
+	switch c.Kind {
+	case Binary:
+		return "0x" + hex.EncodeToString(raw)
+	case Bit:
+		return new(big.Int).SetBytes(raw).String()
+	}
+	return string(raw)
+}
+
+// Arg turns a key value's text back into the argument the server compares
+// exactly: integers as integers (a string constant would be compared as a
+// DOUBLE, inexact above 2^53), binary strings as bytes, the rest as text.
+func (c Column) Arg(text string) (any, error) {
+	switch c.Kind {
+	case Signed:
+		return strconv.ParseInt(text, 10, 64)
+	case Unsigned, Bit:
+		return strconv.ParseUint(text, 10, 64)
+	case Float, Double:
+		return strconv.ParseFloat(text, 64)
+	case Binary:
+		h, ok := strings.CutPrefix(text, "0x")
+		if !ok {
+			return nil, fmt.Errorf("binary key value %q lacks its 0x prefix", text)
+		}
+		b, err := hex.DecodeString(h)
+		if err != nil {
+			return nil, err
+		}
+		if b == nil {
+			b = []byte{} // nil would be sent as NULL
+		}
+		return b, nil
+	}
+	return text, nil
+}
+
+// Placeholder is the column's argument placeholder. DECIMAL goes through a
+// cast: a DECIMAL compared with a string constant is compared as a DOUBLE.
+func (c Column) Placeholder() string {
+	if c.Kind == Decimal {
+		return "CAST(? AS DECIMAL(65," + strconv.FormatInt(min(max(c.Scale, 0), 30), 10) + "))"
+	}
+	return "?"
+}
+
+// Key is a table's primary key, typed.
+type Key struct {
+	Schema, Table string
+	Cols          []Column
+}
+
+// LoadKey types the primary key columns pk of schema.table and checks that
+// keyset pagination on them is exact.
+func LoadKey(ctx context.Context, q dbutil.Querier, schema, table string, pk []string) (Key, error) {
+	if len(pk) == 0 {
+		return Key{}, fmt.Errorf("table %s.%s has no primary key: chunking needs one", schema, table)
+	}
+	cols, err := Probe(ctx, q, schema, table, pk)
+	if err != nil {
+		return Key{}, err
+	}
+	return NewKey(schema, table, cols)
+}
+
+// NewKey builds a key from typed columns, refusing types keyset cannot page on.
+func NewKey(schema, table string, cols []Column) (Key, error) {
+	if len(cols) == 0 {
+		return Key{}, fmt.Errorf("table %s.%s has no primary key: chunking needs one", schema, table)
+	}
+	for _, c := range cols {
+		if !c.keyable() {
+			return Key{}, fmt.Errorf("table %s.%s: primary key column %s has type %s, which keyset chunking cannot page on exactly",
+				schema, table, c.Name, c.Type)
+		}
+	}
+	return Key{Schema: schema, Table: table, Cols: cols}, nil
+}
+
+// Names are the key's column names.
+func (k Key) Names() []string {
+	n := make([]string, len(k.Cols))
+	for i, c := range k.Cols {
+		n[i] = c.Name
+	}
+	return n
+}
+
+// Select is the select list that reads the key in its exact text form.
+func (k Key) Select() string {
+	e := make([]string, len(k.Cols))
+	for i, c := range k.Cols {
+		e[i] = c.Expr()
+	}
+	return strings.Join(e, ", ")
+}
+
+// OrderBy is the ORDER BY list: the primary key, ascending.
+func (k Key) OrderBy() string { return dbutil.QuoteIdents(k.Names()) }
+
+// Text converts raw key values (in key order) to their checkpoint form.
+func (k Key) Text(raw [][]byte) []string {
+	t := make([]string, len(k.Cols))
+	for i, c := range k.Cols {
+		t[i] = c.Text(raw[i])
+	}
+	return t
+}
+
+// Compare renders "key op text" (op is >, >=, < or <=) with its arguments.
+func (k Key) Compare(op string, text []string) (string, []any, error) {
+	if len(text) != len(k.Cols) {
+		return "", nil, fmt.Errorf("table %s.%s: key bound %q has %d values, the primary key %d columns",
+			k.Schema, k.Table, text, len(text), len(k.Cols))
+	}
+	vals := make([]any, len(text))
+	for i, c := range k.Cols {
+		v, err := c.Arg(text[i])
+		if err != nil {
+			return "", nil, fmt.Errorf("table %s.%s: key bound %s = %q: %w", k.Schema, k.Table, c.Name, text[i], err)
+		}
+		vals[i] = v
+	}
+	names := make([]string, len(k.Cols))
+	ph := make([]string, len(k.Cols))
+	for i, c := range k.Cols {
+		names[i] = dbutil.QuoteIdent(c.Name)
+		ph[i] = c.Placeholder()
+	}
+	s, order := Tuple(names, ph, op)
+	args := make([]any, len(order))
+	for i, j := range order {
+		args[i] = vals[j]
+	}
+	return s, args, nil
+}
+
+// Range renders lo < key <= hi; a nil bound is open. Both open gives "1=1".
+func (k Key) Range(lo, hi []string) (string, []any, error) {
+	var parts []string
+	var args []any
+	if lo != nil {
+		s, a, err := k.Compare(">", lo)
+		if err != nil {
+			return "", nil, err
+		}
+		parts, args = append(parts, s), append(args, a...)
+	}
+	if hi != nil {
+		s, a, err := k.Compare("<=", hi)
+		if err != nil {
+			return "", nil, err
+		}
+		parts, args = append(parts, s), append(args, a...)
+	}
+	if len(parts) == 0 {
+		return "1=1", nil, nil
+	}
+	return strings.Join(parts, " AND "), args, nil
+}
+
+// Tuple renders the row comparison (cols) op (ph) with op one of >, >=, <,
+// <=, expanded so the optimizer sees a range on the first column:
+//
+//	(a,b) > (x,y)  →  (a >= x AND (a > x OR (a = x AND b > y)))
+//
+// cols are quoted identifiers and ph their placeholders. order gives, for each
+// placeholder in the text, the index of the value it takes.
+func Tuple(cols, ph []string, op string) (sql string, order []int) {
+	var lead, inner string
+	switch op {
+	case ">", ">=":
+		lead, inner = ">=", ">"
+	case "<", "<=":
+		lead, inner = "<=", "<"
+	default:
+		panic("chunk.Tuple: unknown operator " + op)
+	}
+	n := len(cols)
+	if n == 1 {
+		return cols[0] + " " + op + " " + ph[0], []int{0}
+	}
+	var b strings.Builder
+	b.WriteString("(" + cols[0] + " " + lead + " " + ph[0] + " AND (")
+	order = append(order, 0)
+	for i := 0; i < n-1; i++ {
+		b.WriteString(cols[i] + " " + inner + " " + ph[i] + " OR (" + cols[i] + " = " + ph[i] + " AND ")
+		order = append(order, i, i)
+		if i < n-2 {
+			b.WriteString("(")
+		}
+	}
+	b.WriteString(cols[n-1] + " " + op + " " + ph[n-1])
+	order = append(order, n-1)
+	b.WriteString(strings.Repeat(")", 2*n-3) + "))")
+	return b.String(), order
+}
+
+// Upper returns the key of the n-th row, in key order, of those after `after`
+// (nil: from the start) that match where; ok is false when fewer remain. It
+// walks the primary key from `after` and stops there, so a filter that no
+// index serves (MD5 of a column) still costs one pass over the table in all.
+func Upper(ctx context.Context, q dbutil.Querier, k Key, after []string, where string, whereArgs []any, n int) (upper []string, ok bool, err error) {
+	if n < 1 {
+		n = 1
+	}
+	rng, args, err := k.Range(after, nil)
+	if err != nil {
+		return nil, false, err
+	}
+	query := "SELECT " + k.Select() + " FROM " + dbutil.Table(k.Schema, k.Table) + " FORCE INDEX (PRIMARY)" +
+		" WHERE " + rng + " AND " + where + " ORDER BY " + k.OrderBy() + " LIMIT 1 OFFSET ?"
+	args = append(append(args, whereArgs...), n-1)
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, false, err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return nil, false, rows.Err()
+	}
+	raw := make([]sql.RawBytes, len(k.Cols))
+	dest := make([]any, len(raw))
+	for i := range raw {
+		dest[i] = &raw[i]
+	}
+	if err := rows.Scan(dest...); err != nil {
+		return nil, false, err
+	}
+	vals := make([][]byte, len(raw))
+	for i, r := range raw {
+		vals[i] = r
+	}
+	upper = k.Text(vals)
+	return upper, true, rows.Close()
+}
+
+// UTC is the statement that pins a session's time zone, so TIMESTAMP values
+// read on one server and written or compared on another mean the same instant
+// and no daylight-saving hour is ambiguous.
+const UTC = "SET SESSION time_zone = '+00:00'"
+
+// Session pins a connection of db and runs setup on it. Session settings
+// would leak to whoever gets the connection next, so Release closes it
+// instead of returning it to the pool.
+func Session(ctx context.Context, db *sql.DB, setup ...string) (*sql.Conn, error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range setup {
+		if _, err := conn.ExecContext(ctx, s); err != nil {
+			Release(conn)
+			return nil, err
+		}
+	}
+	return conn, nil
+}
+
+// Release closes a connection from Session, dropping it from the pool.
+func Release(conn *sql.Conn) {
+	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	_ = conn.Close()
+}

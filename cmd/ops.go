@@ -1,0 +1,308 @@
+package cmd
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/lock"
+	"github.com/shardctl/shardctl/move"
+	"github.com/shardctl/shardctl/pipeline"
+	"github.com/shardctl/shardctl/plans"
+	"github.com/shardctl/shardctl/shardmap"
+)
+
+// planDir is where plan files live.
+func (a *app) planDir() string {
+	if d := a.v.GetString("plan-dir"); d != "" {
+		return d
+	}
+	base := os.Getenv("XDG_STATE_HOME")
+	if base == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			home = os.TempDir()
+		}
+		base = filepath.Join(home, ".local", "state")
+	}
+	return filepath.Join(base, "shardctl", "plans")
+}
+
+// opFlags are the flags every operation (move, split, merge) shares.
+type opFlags struct {
+	dryRun, yes, noVerify, keepSource bool
+	planOut                           string
+	opts                              plans.Options
+}
+
+func (f *opFlags) register(c *cobra.Command) {
+	d := plans.DefaultOptions()
+	f.opts = d
+	fl := c.Flags()
+	fl.BoolVar(&f.dryRun, "dry-run", false, "print the plan (steps, tables, estimates, shard-map SQL) and change nothing")
+	fl.StringVar(&f.planOut, "plan-out", "", "write the plan to FILE without running it ('shardctl plan apply FILE' runs it)")
+	fl.BoolVarP(&f.yes, "yes", "y", false, "do not ask for confirmation on a terminal")
+	fl.BoolVar(&f.noVerify, "no-verify", false, "skip the chunked checksum step before the fence")
+	fl.IntVar(&f.opts.ChunkRows, "chunk-rows", d.ChunkRows, "rows per copy and verify chunk")
+	fl.IntVar(&f.opts.PruneChunkRows, "prune-chunk-rows", d.PruneChunkRows, "rows per cleanup DELETE ... LIMIT")
+	fl.IntVar(&f.opts.Parallel, "parallel", d.Parallel, "tables copied at once")
+	fl.Int64Var(&f.opts.MaxRate, "max-rate", 0, "copy and cleanup rows per second at most (0: no limit)")
+	fl.IntVar(&f.opts.PruneSleepMS, "prune-sleep-ms", 0, "pause between cleanup chunks")
+	fl.IntVar(&f.opts.FinalWaitMS, "final-wait-ms", d.FinalWaitMS, "longest write blackout: wait this long for the final catch-up behind the fence before backing off")
+}
+
+func (f *opFlags) options() plans.Options {
+	o := f.opts
+	o.Verify = !f.noVerify
+	return o
+}
+
+func (a *app) env(s *shardmap.Store) pipeline.Env {
+	return pipeline.Env{Store: s, Creds: a.shardCreds(), Log: a.log, Observer: newObserver(a)}
+}
+
+func (a *app) moveCmd() *cobra.Command {
+	var f opFlags
+	var shard int
+	var to string
+	c := &cobra.Command{
+		Use:   "move --shard ID --to HOST:PORT",
+		Short: "Move a whole shard to another server, online",
+		Long: `move copies a shard's schema to another server while the application keeps
+writing: snapshot copy in primary-key chunks, binlog tail, checksums, then a
+short fence of the shard's writes while the shard map is switched to the new
+server, and finally chunked deletes and a drop of the source copy.`,
+		Args: argsUsage(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if shard <= 0 {
+				return badInput("give --shard ID (see 'shardctl shardmap show')")
+			}
+			addr, err := dbutil.ParseAddr(to)
+			if err != nil {
+				return badInput("--to: %v", err)
+			}
+			return a.withStore(cmd, func(s *shardmap.Store) error {
+				env := a.env(s)
+				p, err := move.Plan(cmd.Context(), env, move.Request{ShardID: shard, To: addr, KeepSource: f.keepSource, Options: f.options()})
+				if err != nil {
+					return a.opError(err, nil)
+				}
+				return a.launch(cmd, env, p, &f)
+			})
+		},
+	}
+	f.register(c)
+	c.Flags().IntVar(&shard, "shard", 0, "shard id to move")
+	c.Flags().StringVar(&to, "to", "", "target server HOST:PORT")
+	c.Flags().BoolVar(&f.keepSource, "keep-source", false, "leave the source copy (fenced) for a manual check instead of deleting it")
+	return c
+}
+
+// launch prints, saves or runs a freshly built plan.
+func (a *app) launch(cmd *cobra.Command, env pipeline.Env, p *plans.Plan, f *opFlags) error {
+	if f.dryRun {
+		return a.emit(p, func(w io.Writer) {
+			plans.Print(w, p)
+			fmt.Fprintln(w, "\ndry run: nothing was changed")
+		})
+	}
+	if f.planOut != "" {
+		if err := plans.Save(f.planOut, p); err != nil {
+			return err
+		}
+		return a.emit(map[string]string{"plan_id": p.ID, "plan_path": f.planOut}, func(w io.Writer) {
+			fmt.Fprintf(w, "plan %s written to %s; review it with 'shardctl plan show %s' and run it with 'shardctl plan apply %s'\n", p.ID, f.planOut, f.planOut, f.planOut)
+		})
+	}
+	if isTerminal() && !f.yes && !a.jsonOut() {
+		plans.Print(a.errOut, p)
+		fmt.Fprintf(a.errOut, "\nproceed with %s? [y/N] ", p.Summary)
+		line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+		if !strings.EqualFold(strings.TrimSpace(line), "y") && !strings.EqualFold(strings.TrimSpace(line), "yes") {
+			return badInput("not confirmed; nothing was changed")
+		}
+	}
+	path := plans.Path(a.planDir(), p.ID)
+	if err := plans.Save(path, p); err != nil {
+		return err
+	}
+	return a.runPlan(cmd.Context(), env, p, path)
+}
+
+// runPlan runs (or resumes) a plan and reports it.
+func (a *app) runPlan(ctx context.Context, env pipeline.Env, p *plans.Plan, path string) error {
+	env.PlanPath = path
+	a.log.Info("running plan", "plan", p.ID, "file", path)
+	err := pipeline.Run(ctx, env, p)
+	if o, ok := env.Observer.(*observer); ok {
+		o.finish()
+	}
+	summary := map[string]any{"plan_id": p.ID, "plan_path": path, "operation": p.Operation, "state": p.State, "result": p.Result, "steps": p.Steps, "cutover_attempts": p.Attempts}
+	if err != nil {
+		if !a.jsonOut() {
+			fmt.Fprintf(a.errOut, "plan %s stopped at step %s; it is saved in %s\n", p.ID, p.NextStep(), path)
+			if p.State == plans.StateStopped && !errors.Is(err, pipeline.ErrRefused) && !errors.Is(err, pipeline.ErrPurged) {
+				fmt.Fprintf(a.errOut, "continue it with: shardctl plan resume %s   (or undo it: shardctl plan abort %s)\n", p.ID, p.ID)
+			}
+		}
+		return a.opError(err, p)
+	}
+	return a.emit(summary, func(w io.Writer) {
+		r := p.Result
+		fmt.Fprintf(w, "%s: done\n", p.Summary)
+		fmt.Fprintf(w, "  rows copied %d, binlog row changes applied %d, rows verified %d, source rows cleaned up %d\n", r.RowsCopied, r.EventsApplied, r.RowsVerified, r.RowsDeleted)
+		fmt.Fprintf(w, "  write blackout %.1f ms; plan %s\n", r.BlackoutMS, path)
+	})
+}
+
+// opError maps pipeline errors to exit codes.
+func (a *app) opError(err error, p *plans.Plan) error {
+	switch {
+	case errors.Is(err, pipeline.ErrRefused), errors.Is(err, shardmap.ErrBadInput), errors.Is(err, shardmap.ErrNotFound), errors.Is(err, plans.ErrDamaged), errors.Is(err, pipeline.ErrCutOver):
+		return withCode(ExitBadInput, err)
+	case errors.Is(err, lock.ErrBusy):
+		return withCode(ExitBusy, err)
+	case errors.Is(err, pipeline.ErrMismatch):
+		return withCode(ExitMismatch, err)
+	case errors.Is(err, pipeline.ErrPurged):
+		return withCode(ExitFailed, err)
+	case p != nil && p.State == plans.StateStopped:
+		return withCode(ExitResumable, err)
+	}
+	return err
+}
+
+func (a *app) planCmd() *cobra.Command {
+	c := &cobra.Command{Use: "plan", Short: "List, show, apply, resume and abort plan files"}
+	loadPlan := func(ref string) (*plans.Plan, string, error) {
+		path := plans.Resolve(a.planDir(), ref)
+		p, err := plans.Load(path)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil, path, badInput("no plan %q (looked for %s; see 'shardctl plan list')", ref, path)
+			}
+			return nil, path, withCode(ExitBadInput, err)
+		}
+		return p, path, nil
+	}
+	list := &cobra.Command{
+		Use: "list", Short: "List plan files, newest first", Args: argsUsage(cobra.NoArgs),
+		RunE: func(*cobra.Command, []string) error {
+			es, err := plans.List(a.planDir())
+			if err != nil {
+				return err
+			}
+			return a.emit(es, func(w io.Writer) {
+				if len(es) == 0 {
+					fmt.Fprintf(w, "no plans in %s\n", a.planDir())
+				}
+				for _, e := range es {
+					if e.Error != "" {
+						fmt.Fprintf(w, "%s  DAMAGED: %s\n", e.ID, e.Error)
+						continue
+					}
+					fmt.Fprintf(w, "%s  %-8s next: %-10s %s\n", e.ID, e.State, orNone(e.Step), e.Summary)
+				}
+			})
+		},
+	}
+	show := &cobra.Command{
+		Use: "show PLAN", Short: "Print a plan: steps, tables, checkpoints, shard-map SQL", Args: argsUsage(cobra.ExactArgs(1)),
+		RunE: func(_ *cobra.Command, args []string) error {
+			p, _, err := loadPlan(args[0])
+			if err != nil {
+				return err
+			}
+			return a.emit(p, func(w io.Writer) { plans.Print(w, p) })
+		},
+	}
+	run := func(use, short string, wantNew bool) *cobra.Command {
+		return &cobra.Command{
+			Use: use + " PLAN", Short: short, Args: argsUsage(cobra.ExactArgs(1)),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				p, path, err := loadPlan(args[0])
+				if err != nil {
+					return err
+				}
+				if wantNew && p.State != plans.StateNew {
+					return badInput("plan %s has already run (state %s): use 'shardctl plan resume %s'", p.ID, p.State, args[0])
+				}
+				return a.withStore(cmd, func(s *shardmap.Store) error {
+					if s.Schema != p.ShardMap.Schema && p.ShardMap.Schema != "" {
+						return badInput("plan %s was made for shard map schema %q, but --shardmap names %q", p.ID, p.ShardMap.Schema, s.Schema)
+					}
+					return a.runPlan(cmd.Context(), a.env(s), p, path)
+				})
+			},
+		}
+	}
+	abort := &cobra.Command{
+		Use: "abort PLAN", Short: "Undo a plan that has not cut over: lift the fence, shard back online, target copy removed", Args: argsUsage(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, path, err := loadPlan(args[0])
+			if err != nil {
+				return err
+			}
+			return a.withStore(cmd, func(s *shardmap.Store) error {
+				env := a.env(s)
+				env.PlanPath = path
+				if err := pipeline.Abort(cmd.Context(), env, p); err != nil {
+					return a.opError(err, nil)
+				}
+				return a.emit(map[string]any{"plan_id": p.ID, "state": p.State}, func(w io.Writer) {
+					fmt.Fprintf(w, "plan %s aborted: the shard is online at %s, the target copy is removed\n", p.ID, p.Source.Addr())
+				})
+			})
+		},
+	}
+	c.AddCommand(list, show, run("apply", "Run a plan written with --plan-out", true), run("resume", "Continue a stopped or crashed plan from its last saved point", false), abort)
+	return c
+}
+
+// observer renders pipeline progress: bars on a terminal, log lines otherwise.
+type observer struct {
+	a    *app
+	mu   sync.Mutex
+	bars map[string]*progress
+}
+
+func newObserver(a *app) *observer { return &observer{a: a, bars: map[string]*progress{}} }
+
+func (o *observer) Step(name, state string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if b := o.bars[name]; b != nil && state != "started" {
+		b.Finish()
+		delete(o.bars, name)
+	}
+	o.a.log.Info("step "+state, "step", name)
+}
+
+func (o *observer) Progress(step string, done, total int64, detail string) {
+	o.mu.Lock()
+	b := o.bars[step]
+	if b == nil {
+		b = o.a.newProgress(step, total)
+		o.bars[step] = b
+	}
+	o.mu.Unlock()
+	b.Set(done, total, detail)
+}
+
+func (o *observer) finish() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for k, b := range o.bars {
+		b.Finish()
+		delete(o.bars, k)
+	}
+}

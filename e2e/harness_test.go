@@ -1,0 +1,271 @@
+// Package e2e runs the built shardctl binary against real MariaDB servers,
+// under a live write load kept in a ledger, and checks at the end that every
+// acknowledged write is at its key's current shard and nowhere else.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/internal/testenv"
+	"github.com/shardctl/shardctl/sandbox"
+	"github.com/shardctl/shardctl/shardmap"
+)
+
+var bin string
+
+func TestMain(m *testing.M) {
+	bin = os.Getenv("SHARDCTL_BIN")
+	if bin == "" {
+		dir, err := os.MkdirTemp("", "shardctl-bin-")
+		if err != nil {
+			panic(err)
+		}
+		bin = filepath.Join(dir, "shardctl")
+		out, err := exec.Command("go", "build", "-o", bin, "..").CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "build shardctl: %v\n%s", err, out)
+			os.Exit(1)
+		}
+		defer os.RemoveAll(dir)
+	}
+	testenv.Main(m)
+}
+
+var ctx = context.Background()
+
+// cluster is one test's world: a shard map schema and shards with their own names.
+type cluster struct {
+	t       *testing.T
+	env     *testenv.Env
+	name    string
+	dir     string
+	config  string
+	store   *shardmap.Store
+	shards  []sandbox.SeededShard
+	planDir string
+}
+
+// newCluster seeds len(sizes) range shards of the employees schema; shard k
+// lives on server servers[k-1] and holds sizes[k-1] employees (~9 rows each).
+func newCluster(t *testing.T, name string, servers []int, sizes []int) *cluster {
+	t.Helper()
+	return newClusterOpts(t, name, servers, sizes, false)
+}
+
+// newClusterOpts is newCluster, with hash=true for a HASH function (even ring points).
+func newClusterOpts(t *testing.T, name string, servers []int, sizes []int, hash bool) *cluster {
+	t.Helper()
+	env := testenv.Get(t)
+	c := &cluster{t: t, env: env, name: name, dir: t.TempDir()}
+	c.planDir = filepath.Join(c.dir, "plans")
+	db := env.DB(t, 1, "")
+	if _, err := db.Exec("DROP DATABASE IF EXISTS " + dbutil.QuoteIdent(name)); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 3; i++ {
+		d := env.DB(t, i, "")
+		rows, err := d.Query("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE ?", name+"\\_s%")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var old []string
+		for rows.Next() {
+			var s string
+			rows.Scan(&s)
+			old = append(old, s)
+		}
+		rows.Close()
+		for _, s := range old {
+			d.Exec("DROP DATABASE " + dbutil.QuoteIdent(s))
+		}
+	}
+	c.store = shardmap.New(db, name)
+	var addrs []dbutil.Addr
+	for _, s := range servers {
+		addrs = append(addrs, env.Addr(s))
+	}
+	var err error
+	c.shards, err = sandbox.Seed(ctx, c.store, sandbox.SeedConfig{Servers: addrs, Creds: sandbox.Creds(), Shards: len(sizes), Sizes: sizes, SchemaPrefix: name + "_s", Hash: hash})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.config = filepath.Join(c.dir, "shardctl.yaml")
+	body := fmt.Sprintf("shardmap: %s/%s\nuser: %s\npassword: %s\nplan-dir: %s\n", env.Addr(1), name, sandbox.ToolUser, sandbox.ToolPassword, c.planDir)
+	if err := os.WriteFile(c.config, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+type result struct {
+	code           int
+	killed         bool
+	stdout, stderr string
+}
+
+func (c *cluster) command(extraEnv []string, args ...string) *exec.Cmd {
+	cmd := exec.Command(bin, append([]string{"--config", c.config}, args...)...)
+	cmd.Env = append(os.Environ(), extraEnv...)
+	return cmd
+}
+
+// run runs shardctl to the end.
+func (c *cluster) run(extraEnv []string, args ...string) result {
+	c.t.Helper()
+	cmd := c.command(extraEnv, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errb.String()}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.code = ee.ExitCode()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			r.killed = true
+		}
+	} else if err != nil {
+		c.t.Fatal(err)
+	}
+	return r
+}
+
+func (c *cluster) mustRun(args ...string) result {
+	c.t.Helper()
+	r := c.run(nil, args...)
+	if r.code != 0 {
+		c.t.Fatalf("shardctl %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+	}
+	return r
+}
+
+// loadProc is a background 'shardctl load'.
+type loadProc struct {
+	cmd      *exec.Cmd
+	out, err bytes.Buffer
+	ledger   string
+}
+
+type groupStats struct {
+	Acked, Errors, Retries int64
+	LongestGap             time.Duration
+}
+
+type loadStats struct {
+	Elapsed time.Duration
+	Acked   int64
+	Errors  int64
+	Groups  map[string]groupStats
+}
+
+// startLoad writes to each group NAME=LO-HI at rate writes/s until stopped.
+func (c *cluster) startLoad(rate int, groups ...string) *loadProc {
+	c.t.Helper()
+	lp := &loadProc{ledger: filepath.Join(c.dir, fmt.Sprintf("ledger-%d.jsonl", time.Now().UnixNano()))}
+	args := []string{"load", "--rate", fmt.Sprint(rate), "--concurrency", "8", "--ledger", lp.ledger, "-o", "json"}
+	for _, g := range groups {
+		args = append(args, "--keys", g)
+	}
+	lp.cmd = c.command(nil, args...)
+	lp.cmd.Stdout, lp.cmd.Stderr = &lp.out, &lp.err
+	if err := lp.cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { _ = lp.cmd.Process.Kill() })
+	time.Sleep(700 * time.Millisecond) // let it reach its pace before the operation starts
+	return lp
+}
+
+func (lp *loadProc) stop(t *testing.T) loadStats {
+	t.Helper()
+	_ = lp.cmd.Process.Signal(syscall.SIGTERM)
+	if err := lp.cmd.Wait(); err != nil {
+		t.Fatalf("load: %v\n%s\n%s", err, lp.out.String(), lp.err.String())
+	}
+	var st loadStats
+	if err := json.Unmarshal(lp.out.Bytes(), &st); err != nil {
+		t.Fatalf("load output: %v\n%s", err, lp.out.String())
+	}
+	return st
+}
+
+// checkLedger runs 'shardctl load check' and fails the test on any problem.
+func (c *cluster) checkLedger(lp *loadProc) {
+	c.t.Helper()
+	r := c.run(nil, "load", "check", lp.ledger)
+	if r.code != 0 {
+		c.t.Fatalf("ledger check failed (exit %d):\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+func (c *cluster) db(server int) *sql.DB { return c.env.DB(c.t, server, "") }
+
+func schemaExists(t *testing.T, db *sql.DB, schema string) bool {
+	t.Helper()
+	var n int
+	if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", schema).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n > 0
+}
+
+// tableSums checksums every table of schema (rows with emp_no below below only, for
+// tables the load does not touch it is all rows), NULL-safe, order-independent.
+func tableSums(t *testing.T, db *sql.DB, schema string, employeesBelow int64) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, tb := range append([]string{"departments"}, sandbox.ShardedTables...) {
+		rows, err := db.Query("SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION", schema, tb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cols []string
+		for rows.Next() {
+			var c string
+			rows.Scan(&c)
+			cols = append(cols, "COALESCE("+dbutil.QuoteIdent(c)+", '<null>')")
+		}
+		rows.Close()
+		where := ""
+		var args []any
+		if tb == "employees" {
+			where, args = " WHERE emp_no < ?", []any{employeesBelow}
+		}
+		var n int64
+		var sum sql.NullString
+		q := "SELECT COUNT(*), BIT_XOR(CRC32(CONCAT_WS('#', " + strings.Join(cols, ", ") + "))) FROM " + dbutil.Table(schema, tb) + where
+		if err := db.QueryRow(q, args...).Scan(&n, &sum); err != nil {
+			t.Fatalf("checksum %s.%s: %v", schema, tb, err)
+		}
+		out[tb] = fmt.Sprintf("%d/%s", n, sum.String)
+	}
+	return out
+}
+
+func planFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	names, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+	return names
+}
+
+func readAll(t *testing.T, paths ...string) string {
+	t.Helper()
+	var b strings.Builder
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err == nil {
+			b.Write(data)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,330 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/lock"
+	"github.com/shardctl/shardctl/sandbox"
+)
+
+type moveSummary struct {
+	PlanID string `json:"plan_id"`
+	State  string `json:"state"`
+	Result struct {
+		RowsCopied    int64   `json:"rows_copied"`
+		EventsApplied int64   `json:"events_applied"`
+		RowsDeleted   int64   `json:"rows_deleted"`
+		BlackoutMS    float64 `json:"blackout_ms"`
+	} `json:"result"`
+}
+
+// keys returns the load group NAME=LO-HI over shard k: the seeded keys from
+// seeded/2 up, and as many fresh keys again above them.
+func (c *cluster) keys(name string, k, seeded int) string {
+	lo := c.shards[k-1].Lower + 1 + int64(seeded/2)
+	return fmt.Sprintf("%s=%d-%d", name, lo, lo+int64(seeded))
+}
+
+// untouchedBelow is the first key the load may write in shard k.
+func (c *cluster) untouchedBelow(k, seeded int) int64 {
+	return c.shards[k-1].Lower + 1 + int64(seeded/2)
+}
+
+// The issue's main proof: a 500k-row, 5-table shard moves while the load writes
+// to it and to another shard on the same server; nothing is lost or duplicated,
+// the other shard sees no errors, the source copy is gone, and the blackout is reported.
+func TestMoveUnderLoad(t *testing.T) {
+	const big = 56000 // ~9 rows per employee: about 500k rows over 5 tables
+	c := newCluster(t, "e2e_move", []int{1, 1, 2}, []int{big, 2000, 2000})
+	if c.shards[0].Rows < 500_000 {
+		t.Fatalf("moving shard has %d rows, want at least 500k", c.shards[0].Rows)
+	}
+	src := c.db(1)
+	before := tableSums(t, src, c.shards[0].Schema, c.untouchedBelow(1, big))
+	lp := c.startLoad(400, c.keys("moving", 1, big), c.keys("staying", 2, 2000))
+	r := c.mustRun("move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "-o", "json")
+	st := lp.stop(t)
+	var sum moveSummary
+	if err := json.Unmarshal([]byte(r.stdout), &sum); err != nil {
+		t.Fatalf("move output: %v\n%s", err, r.stdout)
+	}
+	if sum.State != "done" || sum.Result.RowsCopied < 500_000 || sum.Result.BlackoutMS <= 0 {
+		t.Fatalf("move summary: %+v", sum)
+	}
+	t.Logf("moved %d rows, applied %d binlog row changes, blackout %.1f ms; load %d writes in %s (%.0f/s), groups %+v",
+		sum.Result.RowsCopied, sum.Result.EventsApplied, sum.Result.BlackoutMS, st.Acked, st.Elapsed, float64(st.Acked)/st.Elapsed.Seconds(), st.Groups)
+	if rate := float64(st.Acked) / st.Elapsed.Seconds(); rate < 300 {
+		t.Errorf("the load wrote %.0f tx/s; the test needs at least 300", rate)
+	}
+	if g := st.Groups["staying"]; g.Errors != 0 || g.Retries != 0 || g.Acked == 0 {
+		t.Errorf("the other shard on the source server saw errors or retries: %+v", g)
+	}
+	if g := st.Groups["moving"]; g.Errors != 0 || g.Acked == 0 {
+		t.Errorf("writes to the moving shard failed: %+v", g)
+	}
+	c.checkLedger(lp)
+	if schemaExists(t, src, c.shards[0].Schema) {
+		t.Errorf("source schema %s still exists after the move", c.shards[0].Schema)
+	}
+	after := tableSums(t, c.db(3), c.shards[0].Schema, c.untouchedBelow(1, big))
+	for tb, s := range before {
+		if after[tb] != s {
+			t.Errorf("table %s differs after the move: %s before, %s after", tb, s, after[tb])
+		}
+	}
+	m, _ := c.store.Load(ctx)
+	if l, _ := m.Location(1); l.Addr() != c.env.Addr(3) {
+		t.Errorf("shard 1 is at %s, want %s", l.Addr(), c.env.Addr(3))
+	}
+	// No password in the plan file, the logs or the output.
+	if all := r.stdout + r.stderr + readAll(t, planFiles(t, c.planDir)...); strings.Contains(all, sandbox.ToolPassword) {
+		t.Error("the password appears in the plan file or the output")
+	}
+}
+
+// Crash safety: kill -9 after every step and in the middle of copy, catch-up
+// and cleanup, then 'plan resume'. The ledger and the checksums must pass.
+func TestMoveCrashMatrix(t *testing.T) {
+	points := []string{"after:preflight", "after:create", "during:copy", "after:copy", "during:catchup", "after:catchup",
+		"after:verify", "after:fence", "after:cutover", "during:cleanup", "after:cleanup"}
+	const seeded = 3000
+	for i, point := range points {
+		t.Run(strings.ReplaceAll(point, ":", "_"), func(t *testing.T) {
+			c := newCluster(t, fmt.Sprintf("e2e_crash%d", i), []int{1, 1}, []int{seeded, 500})
+			before := tableSums(t, c.db(1), c.shards[0].Schema, c.untouchedBelow(1, seeded))
+			lp := c.startLoad(200, c.keys("moving", 1, 1000), c.keys("staying", 2, 500))
+			r := c.run([]string{"SHARDCTL_FAULT=" + point}, "move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes",
+				"--chunk-rows", "1000", "--prune-chunk-rows", "500")
+			if !r.killed {
+				t.Fatalf("fault %s did not kill the process: exit %d\n%s", point, r.code, r.stderr)
+			}
+			files := planFiles(t, c.planDir)
+			if len(files) != 1 {
+				t.Fatalf("plan files: %v", files)
+			}
+			id := strings.TrimSuffix(files[0][strings.LastIndex(files[0], "/")+1:], ".json")
+			res := c.run(nil, "plan", "resume", id, "-o", "json")
+			if res.code != 0 {
+				t.Fatalf("resume after %s: exit %d\n%s\n%s", point, res.code, res.stdout, res.stderr)
+			}
+			st := lp.stop(t)
+			if g := st.Groups["staying"]; g.Errors != 0 {
+				t.Errorf("other shard errors: %+v", g)
+			}
+			c.checkLedger(lp)
+			after := tableSums(t, c.db(3), c.shards[0].Schema, c.untouchedBelow(1, seeded))
+			for tb, s := range before {
+				if after[tb] != s {
+					t.Errorf("after %s: table %s differs: %s before, %s after", point, tb, s, after[tb])
+				}
+			}
+			if schemaExists(t, c.db(1), c.shards[0].Schema) {
+				t.Errorf("source schema left behind")
+			}
+		})
+	}
+}
+
+// Abort before cutover puts everything back; after cutover it refuses.
+func TestMoveAbort(t *testing.T) {
+	c := newCluster(t, "e2e_abort", []int{1, 1}, []int{2000, 500})
+	before := tableSums(t, c.db(1), c.shards[0].Schema, 1<<40)
+	v0, _ := c.store.Version(ctx)
+	r := c.run([]string{"SHARDCTL_FAULT=after:fence"}, "move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes")
+	if !r.killed {
+		t.Fatalf("not killed: %d %s", r.code, r.stderr)
+	}
+	m, _ := c.store.Load(ctx)
+	if m.ShardMappings(1)[0].Status != "offline" {
+		t.Fatalf("after the fence the mapping should be offline")
+	}
+	id := strings.TrimSuffix(planFiles(t, c.planDir)[0][len(c.planDir)+1:], ".json")
+	c.mustRun("plan", "abort", id)
+	m, _ = c.store.Load(ctx)
+	if mp := m.ShardMappings(1)[0]; mp.Status != "online" {
+		t.Fatalf("after abort: %+v", mp)
+	}
+	if l, _ := m.Location(1); l.Addr() != c.env.Addr(1) {
+		t.Fatalf("location changed: %v", l)
+	}
+	if v1, _ := c.store.Version(ctx); v1 <= v0 {
+		t.Fatalf("version %d -> %d", v0, v1)
+	}
+	if schemaExists(t, c.db(3), c.shards[0].Schema) {
+		t.Fatal("target copy left after abort")
+	}
+	if _, err := c.db(1).Exec("UPDATE " + dbutil.Table(c.shards[0].Schema, "employees") + " SET last_name = last_name WHERE emp_no = 5"); err != nil {
+		t.Fatalf("source still fenced after abort: %v", err)
+	}
+	if after := tableSums(t, c.db(1), c.shards[0].Schema, 1<<40); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("source changed by the aborted move")
+	}
+	// After cutover, abort refuses and says how to go back.
+	c2 := newCluster(t, "e2e_abort2", []int{1}, []int{500})
+	r = c2.run([]string{"SHARDCTL_FAULT=after:cutover"}, "move", "--shard", "1", "--to", c2.env.Addr(3).String(), "--yes")
+	if !r.killed {
+		t.Fatal("not killed at after:cutover")
+	}
+	id = strings.TrimSuffix(planFiles(t, c2.planDir)[0][len(c2.planDir)+1:], ".json")
+	r = c2.run(nil, "plan", "abort", id)
+	if r.code != 2 || !strings.Contains(r.stderr, "move the shard back") {
+		t.Fatalf("abort after cutover: exit %d %s", r.code, r.stderr)
+	}
+	c2.mustRun("plan", "resume", id)
+}
+
+// Every refusal: a clear message, the right exit code, and nothing changed.
+func TestMoveRefusals(t *testing.T) {
+	c := newCluster(t, "e2e_refuse", []int{1, 2}, []int{300, 300})
+	src, tgt := c.db(1), c.db(3)
+	snapshot := func() string {
+		m, err := c.store.Load(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(m)
+		return string(b) + fmt.Sprint(tableSums(t, src, c.shards[0].Schema, 1<<40)) + fmt.Sprint(schemaExists(t, tgt, c.shards[0].Schema))
+	}
+	base := snapshot()
+	to := c.env.Addr(3).String()
+	expect := func(name string, code int, want string, args ...string) {
+		t.Helper()
+		r := c.run(nil, args...)
+		if r.code != code || !strings.Contains(r.stderr, want) {
+			t.Errorf("%s: exit %d, stderr %q; want exit %d mentioning %q", name, r.code, r.stderr, code, want)
+		}
+		if strings.Contains(r.stderr+r.stdout, sandbox.ToolPassword) {
+			t.Errorf("%s: password in the output", name)
+		}
+		if s := snapshot(); s != base {
+			t.Errorf("%s: something changed", name)
+		}
+		if len(planFiles(t, c.planDir)) != 0 {
+			t.Errorf("%s: a plan file was written", name)
+			for _, f := range planFiles(t, c.planDir) {
+				os.Remove(f)
+			}
+		}
+	}
+	expect("unknown shard", 2, "unknown shard 99", "move", "--shard", "99", "--to", to, "--yes")
+	expect("target is source", 2, "source server itself", "move", "--shard", "1", "--to", c.env.Addr(1).String(), "--yes")
+	expect("bad address", 2, "--to", "move", "--shard", "1", "--to", "nowhere:abc", "--yes")
+
+	for _, s := range []struct{ name, set, reset, want string }{
+		{"not ROW", "SET GLOBAL binlog_format = 'STATEMENT'", "SET GLOBAL binlog_format = 'ROW'", "binlog_format=STATEMENT"},
+		{"not FULL", "SET GLOBAL binlog_row_image = 'MINIMAL'", "SET GLOBAL binlog_row_image = 'FULL'", "binlog_row_image=MINIMAL"},
+	} {
+		if _, err := src.Exec(s.set); err != nil {
+			t.Fatal(err)
+		}
+		expect(s.name, 2, s.want, "move", "--shard", "1", "--to", to, "--yes")
+		if _, err := src.Exec(s.reset); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Target schema exists and is not empty.
+	if _, err := tgt.Exec("CREATE DATABASE " + dbutil.QuoteIdent(c.shards[0].Schema)); err != nil {
+		t.Fatal(err)
+	}
+	tgt.Exec("CREATE TABLE " + dbutil.Table(c.shards[0].Schema, "x") + " (id INT PRIMARY KEY)")
+	base = snapshot()
+	expect("target not empty", 2, "exists with 1 tables", "move", "--shard", "1", "--to", to, "--yes")
+	tgt.Exec("DROP DATABASE " + dbutil.QuoteIdent(c.shards[0].Schema))
+
+	// A table without a primary key.
+	src.Exec("CREATE TABLE " + dbutil.Table(c.shards[0].Schema, "nopk") + " (a INT)")
+	base = snapshot()
+	expect("no primary key", 2, "nopk has no primary key", "move", "--shard", "1", "--to", to, "--yes")
+	src.Exec("DROP TABLE " + dbutil.Table(c.shards[0].Schema, "nopk"))
+	base = snapshot()
+
+	// Locked by another operation.
+	l, err := lock.Acquire(ctx, c.store.DB, c.store.Schema, []string{lock.Name(c.store.Schema, 1)}, "other-plan (pid 7 on elsewhere)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := c.run(nil, "move", "--shard", "1", "--to", to, "--yes")
+	if r.code != 4 || !strings.Contains(r.stderr, "other-plan (pid 7 on elsewhere)") {
+		t.Errorf("locked shard: exit %d %q", r.code, r.stderr)
+	}
+	l.Release()
+	for _, f := range planFiles(t, c.planDir) {
+		os.Remove(f)
+	}
+
+	// A damaged plan file is refused.
+	out := c.dir + "/edited.json"
+	c.mustRun("move", "--shard", "1", "--to", to, "--plan-out", out)
+	data, _ := os.ReadFile(out)
+	os.WriteFile(out, []byte(strings.Replace(string(data), `"chunk_rows": 5000`, `"chunk_rows": 5001`, 1)), 0o600)
+	r = c.run(nil, "plan", "apply", out)
+	if r.code != 2 || !strings.Contains(r.stderr, "checksum mismatch") {
+		t.Errorf("edited plan: exit %d %q", r.code, r.stderr)
+	}
+	if s := snapshot(); s != base {
+		t.Error("applying an edited plan changed something")
+	}
+	// The dry run prints the plan and changes nothing.
+	r = c.mustRun("move", "--shard", "1", "--to", to, "--dry-run")
+	for _, want := range []string{"preflight", "employees", "UPDATE `e2e_refuse`.`locations` SET host = '127.0.0.1'", "dry run: nothing was changed"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("dry run lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if s := snapshot(); s != base {
+		t.Error("dry run changed something")
+	}
+}
+
+// Resuming when the source has purged the binlog the plan needs refuses to cut over.
+func TestMoveResumeAfterPurgeRefuses(t *testing.T) {
+	c := newCluster(t, "e2e_purge", []int{2}, []int{500})
+	r := c.run([]string{"SHARDCTL_FAULT=after:copy"}, "move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes")
+	if !r.killed {
+		t.Fatal("not killed")
+	}
+	// MariaDB keeps a binlog until its binlog checkpoint has moved past it: retry the purge.
+	src := c.db(2)
+	for i := 0; ; i++ {
+		src.Exec("FLUSH BINARY LOGS")
+		var file string
+		var a, b, d any
+		if err := src.QueryRow("SHOW MASTER STATUS").Scan(&file, &a, &b, &d); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := src.Exec("PURGE BINARY LOGS TO '" + file + "'"); err != nil {
+			t.Fatal(err)
+		}
+		var first string
+		var sz any
+		if err := src.QueryRow("SHOW BINARY LOGS").Scan(&first, &sz); err != nil {
+			t.Fatal(err)
+		}
+		if first == file {
+			break
+		}
+		if i == 50 {
+			t.Fatalf("binlogs before %s were not purged", file)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	id := strings.TrimSuffix(planFiles(t, c.planDir)[0][len(c.planDir)+1:], ".json")
+	r = c.run(nil, "plan", "resume", id)
+	if r.code != 1 || !strings.Contains(r.stderr, "no longer has binlog") || !strings.Contains(r.stderr, "abort") {
+		t.Fatalf("resume after purge: exit %d %q", r.code, r.stderr)
+	}
+	m, _ := c.store.Load(ctx)
+	if mp := m.ShardMappings(1)[0]; mp.Status != "online" {
+		t.Fatal("mapping not online")
+	}
+	if l, _ := m.Location(1); l.Addr() != c.env.Addr(2) {
+		t.Fatal("shard map changed")
+	}
+}

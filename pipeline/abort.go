@@ -1,0 +1,62 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/fence"
+	"github.com/shardctl/shardctl/lock"
+	"github.com/shardctl/shardctl/plans"
+	"github.com/shardctl/shardctl/prune"
+)
+
+// Abort undoes a plan that has not cut over: lifts the fence, puts the
+// mappings back online as they were, and removes what was copied to the
+// target. After cutover it refuses: the shard map already points at the
+// target, and moving back is a new operation.
+func Abort(ctx context.Context, env Env, p *plans.Plan) error {
+	if p.CutOver() {
+		return fmt.Errorf("%w: plan %s has cut over, the shard map points at %s; to undo it, move the shard back (shardctl move --shard %d --to %s)",
+			ErrCutOver, p.ID, p.Target.Addr(), p.Source.ShardID, p.Source.Addr())
+	}
+	if p.State == plans.StateAborted {
+		return nil
+	}
+	if env.Log == nil {
+		env.Log = discard
+	}
+	l, err := lock.Acquire(ctx, env.Store.DB, env.Store.Schema, p.Locks, lock.Holder(p.ID+" (abort)"))
+	if err != nil {
+		return err
+	}
+	defer l.Release()
+	r := &runner{env: env, p: p}
+	defer r.close()
+	if err := r.open(ctx); err != nil {
+		return err
+	}
+	lockWait := time.Duration(p.Options.LockWaitMS) * time.Millisecond
+	if err := fence.Remove(ctx, r.src, p.Source.Schema, fenceNames(p), lockWait); err != nil && dbutil.ErrNumber(err) != 1049 {
+		return fmt.Errorf("abort: lift fence: %w", err)
+	}
+	if err := env.Store.Apply(ctx, "abort "+p.ID, p.Abort); err != nil {
+		return fmt.Errorf("abort: restore shard map: %w", err)
+	}
+	if p.Step(plans.StepCreate).Attempts > 0 {
+		if p.DropTargetSchema {
+			if _, err := r.dst.ExecContext(ctx, "DROP DATABASE IF EXISTS "+dbutil.QuoteIdent(p.Target.Schema)); err != nil {
+				return fmt.Errorf("abort: drop target copy %s: %w", p.Target.Schema, err)
+			}
+		}
+		pr := &prune.Pruner{DB: r.dst, Schema: p.Target.Schema, ChunkRows: p.Options.PruneChunkRows}
+		for _, t := range p.AbortTarget {
+			if _, err := pr.Table(ctx, t, prune.Watermark{}, func(prune.Watermark) error { return nil }); err != nil {
+				return fmt.Errorf("abort: remove copied rows from %s.%s: %w", p.Target.Schema, t.Name, err)
+			}
+		}
+	}
+	p.State = plans.StateAborted
+	return r.save(true)
+}

@@ -1,0 +1,309 @@
+// Package pipeline runs a plan: the one pipeline behind move, split and merge.
+// Operations differ only in the plan they build (rows to copy, rows to fence,
+// shard-map changes, cleanup); the steps below are the same for all of them:
+//
+//	preflight, create, copy, catchup, verify, fence, cutover, cleanup
+//
+// Every step is recorded in the plan file before and after it runs, and each
+// is safe to run again, so a crash at any point is continued by Resume.
+package pipeline
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand"
+	"sync"
+	"time"
+
+	"github.com/shardctl/shardctl/binlog"
+	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/internal/fault"
+	"github.com/shardctl/shardctl/lock"
+	"github.com/shardctl/shardctl/plans"
+	"github.com/shardctl/shardctl/shardmap"
+)
+
+// Errors callers map to exit codes.
+var (
+	ErrRefused  = errors.New("refused") // preflight: nothing was changed
+	ErrPurged   = errors.New("binlog position purged")
+	ErrMismatch = errors.New("verify found differences")
+	ErrCutOver  = errors.New("already cut over")
+)
+
+// Observer is told what the pipeline does; cmd renders it as progress bars or log lines.
+type Observer interface {
+	Step(name, state string)                                // state: started, done, skipped, failed
+	Progress(step string, done, total int64, detail string) // rows or events so far
+}
+
+// NopObserver ignores everything.
+type NopObserver struct{}
+
+func (NopObserver) Step(string, string)                   {}
+func (NopObserver) Progress(string, int64, int64, string) {}
+
+// Env is what a run needs besides the plan.
+type Env struct {
+	Store    *shardmap.Store // the sharding database
+	Creds    dbutil.Creds    // shard servers; never stored in the plan
+	PlanPath string
+	Observer Observer
+	Log      *slog.Logger
+}
+
+// runner is one run of one plan.
+type runner struct {
+	env      Env
+	p        *plans.Plan
+	src, dst *sql.DB
+
+	mu       sync.Mutex // guards p while copy/tail goroutines update checkpoints
+	lastSave time.Time
+	tail     *binlog.Tailer
+}
+
+// Run executes the plan's remaining steps. It holds the plan's locks for the
+// whole run. On failure the plan is saved as stopped and can be resumed.
+func Run(ctx context.Context, env Env, p *plans.Plan) error {
+	if env.Observer == nil {
+		env.Observer = NopObserver{}
+	}
+	if env.Log == nil {
+		env.Log = slog.New(slog.DiscardHandler)
+	}
+	switch p.State {
+	case plans.StateDone:
+		return nil
+	case plans.StateAborted:
+		return fmt.Errorf("%w: plan %s was aborted; make a new plan", ErrRefused, p.ID)
+	}
+	l, err := lock.Acquire(ctx, env.Store.DB, env.Store.Schema, p.Locks, lock.Holder(p.ID))
+	if err != nil {
+		return err
+	}
+	defer l.Release()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-l.Lost():
+			cancel(errors.New("lost the operation lock on the sharding database; stopped safely, resume the plan"))
+		case <-ctx.Done():
+		}
+	}()
+
+	r := &runner{env: env, p: p}
+	defer r.close()
+	if err := r.open(ctx); err != nil {
+		return r.fail(plans.StepPreflight, err)
+	}
+	p.State = plans.StateRunning
+	if err := r.save(true); err != nil {
+		return err
+	}
+	steps := map[string]func(context.Context) error{
+		plans.StepPreflight: r.preflight,
+		plans.StepCreate:    r.create,
+		plans.StepCopy:      r.copy,
+		plans.StepCatchup:   r.catchup,
+		plans.StepVerify:    r.verify,
+		plans.StepFence:     r.fence,
+		plans.StepCutover:   r.cutover,
+		plans.StepCleanup:   r.cleanup,
+	}
+	for _, name := range plans.Steps {
+		if p.Done(name) {
+			continue
+		}
+		rec := p.Step(name)
+		rec.State, rec.Started, rec.Error = plans.Running, time.Now().UTC(), ""
+		rec.Attempts++
+		if err := r.save(true); err != nil {
+			return err
+		}
+		env.Observer.Step(name, "started")
+		err := steps[name](ctx)
+		if err == nil && ctx.Err() != nil {
+			err = context.Cause(ctx)
+		}
+		if errors.Is(err, errSkipped) {
+			rec.State = plans.Skipped
+			env.Observer.Step(name, "skipped")
+		} else if err != nil {
+			if c := context.Cause(ctx); c != nil && !errors.Is(err, c) {
+				err = fmt.Errorf("%w (%v)", err, c)
+			}
+			return r.fail(name, err)
+		} else {
+			rec.State = plans.Done
+			env.Observer.Step(name, "done")
+		}
+		rec.Ended = time.Now().UTC()
+		if p.Result.StepSeconds == nil {
+			p.Result.StepSeconds = map[string]float64{}
+		}
+		p.Result.StepSeconds[name] += rec.Ended.Sub(rec.Started).Seconds()
+		if err := r.save(true); err != nil {
+			return err
+		}
+		fault.Hit("after:" + name)
+	}
+	p.State = plans.StateDone
+	return r.save(true)
+}
+
+var errSkipped = errors.New("skipped")
+
+// fail records a step's failure and leaves the plan resumable.
+func (r *runner) fail(step string, err error) error {
+	err = fmt.Errorf("%s %s, step %s: %w", r.p.Operation, r.shardName(), step, err)
+	r.mu.Lock()
+	if rec := r.p.Step(step); rec != nil {
+		rec.State, rec.Error, rec.Ended = plans.Failed, err.Error(), time.Now().UTC()
+	}
+	r.p.State = plans.StateStopped
+	r.mu.Unlock()
+	r.env.Observer.Step(step, "failed")
+	if serr := r.save(true); serr != nil {
+		return errors.Join(err, serr)
+	}
+	return err
+}
+
+func (r *runner) shardName() string {
+	return fmt.Sprintf("shard %d (%s)", r.p.Source.ShardID, r.p.Source.Schema)
+}
+
+// save writes the plan file; unless force, at most every 500 ms (callers that
+// checkpoint per chunk call it often; a resume re-does at most that much).
+func (r *runner) save(force bool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !force && time.Since(r.lastSave) < 500*time.Millisecond {
+		return nil
+	}
+	r.lastSave = time.Now()
+	if r.env.PlanPath == "" {
+		return nil
+	}
+	return plans.Save(r.env.PlanPath, r.p)
+}
+
+func (r *runner) open(ctx context.Context) error {
+	var err error
+	if r.src, err = dbutil.Open(ctx, addrOf(r.p.Source), r.env.Creds, ""); err != nil {
+		return fmt.Errorf("source: %w", err)
+	}
+	if r.dst, err = dbutil.Open(ctx, addrOf(r.p.Target), r.env.Creds, ""); err != nil {
+		return fmt.Errorf("target: %w", err)
+	}
+	return nil
+}
+
+func (r *runner) close() {
+	if r.tail != nil {
+		_ = r.stopTail()
+	}
+	if r.src != nil {
+		r.src.Close()
+	}
+	if r.dst != nil {
+		r.dst.Close()
+	}
+}
+
+func addrOf(e plans.Endpoint) dbutil.Addr { return dbutil.Addr{Host: e.Host, Port: e.Port} }
+
+// ensureTail starts the binlog tail from the last applied checkpoint (or the
+// recorded start) unless it runs already.
+func (r *runner) ensureTail(ctx context.Context) error {
+	if r.tail != nil {
+		select {
+		case <-r.tail.Done():
+			return fmt.Errorf("binlog tail stopped: %w", r.tail.Err())
+		default:
+			return nil
+		}
+	}
+	r.mu.Lock()
+	from := r.p.Checkpoints.Applied
+	if from.IsZero() {
+		from = r.p.Checkpoints.Start
+	}
+	r.mu.Unlock()
+	purged, err := binlog.Purged(ctx, r.src, binlog.Position(from))
+	if err != nil {
+		return err
+	}
+	if purged {
+		return fmt.Errorf("%w: the source no longer has binlog %s, so changes since the copy cannot be replayed; this plan cannot cut over: abort it ('shardctl plan abort %s') and start a new one", ErrPurged, from.File, r.p.ID)
+	}
+	t, err := binlog.Start(ctx, binlog.Config{
+		Source:       addrOf(r.p.Source),
+		Creds:        r.env.Creds,
+		Schema:       r.p.Source.Schema,
+		Target:       r.dst,
+		TargetSchema: r.p.Target.Schema,
+		Tables:       r.p.Copy,
+		ServerID:     uint32(1_000_000 + rand.Intn(1_000_000_000)),
+		Start:        binlog.Position(from),
+		Checkpoint: func(_ context.Context, pos binlog.Position) error {
+			r.mu.Lock()
+			r.p.Checkpoints.Applied = plans.Position(pos)
+			r.mu.Unlock()
+			return r.save(false)
+		},
+		Logger: r.env.Log,
+	})
+	if err != nil {
+		return fmt.Errorf("start binlog tail from %s: %w", from, err)
+	}
+	r.tail = t
+	return nil
+}
+
+// stopTail stops the tail and saves its final checkpoint.
+func (r *runner) stopTail() error {
+	if r.tail == nil {
+		return nil
+	}
+	err := r.tail.Stop()
+	st := r.tail.Stats()
+	r.mu.Lock()
+	r.p.Result.EventsApplied += st.RowsApplied
+	if !st.Applied.IsZero() {
+		r.p.Checkpoints.Applied = plans.Position(st.Applied)
+	}
+	r.mu.Unlock()
+	r.tail = nil
+	if serr := r.save(true); serr != nil && err == nil {
+		err = serr
+	}
+	return err
+}
+
+// waitCaughtUp waits until the target applied everything up to the source's current position.
+func (r *runner) waitCaughtUp(ctx context.Context, limit time.Duration) (time.Duration, error) {
+	if err := r.ensureTail(ctx); err != nil {
+		return 0, err
+	}
+	pos, err := binlog.MasterStatus(ctx, r.src)
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	wctx := ctx
+	if limit > 0 {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, limit)
+		defer cancel()
+	}
+	if err := r.tail.WaitFor(wctx, pos); err != nil {
+		return time.Since(start), err
+	}
+	return time.Since(start), nil
+}

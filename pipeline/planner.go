@@ -1,0 +1,71 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/plans"
+	"github.com/shardctl/shardctl/shardmap"
+	"github.com/shardctl/shardctl/tables"
+)
+
+var discard = slog.New(slog.DiscardHandler)
+
+// Finish completes a plan an operation built: it runs the preflight against
+// the real servers (so a dry run refuses what a run would refuse, and nothing
+// is changed) and records the statements the plan will run against the shard map.
+func Finish(ctx context.Context, env Env, p *plans.Plan) error {
+	r := &runner{env: env, p: p}
+	defer r.close()
+	if err := r.open(ctx); err != nil {
+		return err
+	}
+	if err := Preflight(ctx, r.src, r.dst, p); err != nil {
+		return err
+	}
+	p.SQLPreview = nil
+	for _, g := range []struct {
+		step    string
+		changes []shardmap.Change
+	}{{"create", p.Prepare}, {"fence", p.Offline}, {"cutover", p.Cutover}, {"cleanup", p.AfterCleanup}, {"abort (only if aborted)", p.Abort}} {
+		if len(g.changes) == 0 {
+			continue
+		}
+		p.SQLPreview = append(p.SQLPreview, "-- "+g.step+":")
+		for _, c := range g.changes {
+			q, args := c.SQL(env.Store.Schema)
+			if c.ShardID == NewShard {
+				q += " -- shard id assigned at create"
+			}
+			p.SQLPreview = append(p.SQLPreview, shardmap.Render(q, args)+";")
+		}
+		p.SQLPreview = append(p.SQLPreview, fmt.Sprintf("UPDATE `%s`.`version` SET version = version + 1 WHERE id = 1;", env.Store.Schema))
+	}
+	return nil
+}
+
+// Inspect reads the tables of a shard's schema and marks the sharded ones
+// (listed in the shard map's columns table) with their sharding column.
+// Filters are left empty (every row): planners restrict them.
+func Inspect(ctx context.Context, env Env, m *shardmap.Map, loc shardmap.Location) ([]tables.Table, error) {
+	db, err := dbutil.Open(ctx, loc.Addr(), env.Creds, "")
+	if err != nil {
+		return nil, fmt.Errorf("shard %d's server: %w", loc.ShardID, err)
+	}
+	defer db.Close()
+	ts, err := tables.Inspect(ctx, db, loc.Schema)
+	if err != nil {
+		return nil, err
+	}
+	if len(ts) == 0 {
+		return nil, fmt.Errorf("%w: shard %d's schema %s on %s has no tables", shardmap.ErrBadInput, loc.ShardID, loc.Schema, loc.Addr())
+	}
+	for i := range ts {
+		_, col, ok := m.TableFunction(ts[i].Name)
+		ts[i].Sharded = ok
+		ts[i].ShardColumn = col.Column
+	}
+	return ts, nil
+}

@@ -1,0 +1,510 @@
+package pipeline
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/shardctl/shardctl/binlog"
+	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/fence"
+	"github.com/shardctl/shardctl/internal/fault"
+	"github.com/shardctl/shardctl/plans"
+	"github.com/shardctl/shardctl/prune"
+	"github.com/shardctl/shardctl/shardmap"
+	"github.com/shardctl/shardctl/snapshot"
+	"github.com/shardctl/shardctl/tables"
+	"github.com/shardctl/shardctl/verify"
+)
+
+// Preflight checks everything that can be checked before anything changes.
+// Planners call it too, so a dry run reports the same refusals.
+func Preflight(ctx context.Context, src, dst *sql.DB, p *plans.Plan) error {
+	var problems []string
+	var format, image string
+	if err := src.QueryRowContext(ctx, "SELECT @@global.binlog_format, @@global.binlog_row_image").Scan(&format, &image); err != nil {
+		return fmt.Errorf("preflight: read binlog settings of %s: %w", p.Source.Addr(), err)
+	}
+	var logBin int
+	if err := src.QueryRowContext(ctx, "SELECT @@global.log_bin").Scan(&logBin); err != nil {
+		return fmt.Errorf("preflight: %w", err)
+	}
+	if logBin != 1 {
+		problems = append(problems, fmt.Sprintf("the source %s has no binary log: start it with log_bin, binlog_format=ROW and binlog_row_image=FULL", p.Source.Addr()))
+	} else {
+		if format != "ROW" {
+			problems = append(problems, fmt.Sprintf("the source %s has binlog_format=%s: set it to ROW (SET GLOBAL binlog_format='ROW', and in its config)", p.Source.Addr(), format))
+		}
+		if image != "FULL" {
+			problems = append(problems, fmt.Sprintf("the source %s has binlog_row_image=%s: set it to FULL", p.Source.Addr(), image))
+		}
+	}
+	for _, t := range p.Copy {
+		if len(t.PK) == 0 {
+			problems = append(problems, fmt.Sprintf("table %s.%s has no primary key: add one (rows are copied, applied and deleted by primary key)", p.Source.Schema, t.Name))
+		}
+	}
+	same, err := sameServer(ctx, src, dst)
+	if err != nil {
+		return fmt.Errorf("preflight: %w", err)
+	}
+	if same && p.Source.Schema == p.Target.Schema {
+		problems = append(problems, fmt.Sprintf("the target %s is the source server itself (same schema %s): choose another server", p.Target.Addr(), p.Target.Schema))
+	}
+	if p.DropTargetSchema && !p.Done(plans.StepCreate) {
+		n, err := countTables(ctx, dst, p.Target.Schema)
+		if err != nil {
+			return fmt.Errorf("preflight: %w", err)
+		}
+		if n > 0 {
+			var rows int64
+			ts, _ := tables.Inspect(ctx, dst, p.Target.Schema)
+			for _, t := range ts {
+				rows += t.EstRows
+			}
+			problems = append(problems, fmt.Sprintf("the target schema %s on %s exists with %d tables (about %d rows): drop it or choose another target", p.Target.Schema, p.Target.Addr(), n, rows))
+		}
+	}
+	if !p.Done(plans.StepFence) {
+		if left, err := fence.Installed(ctx, src, p.Source.Schema); err == nil && len(left) > 0 && p.Step(plans.StepFence).Attempts == 0 {
+			problems = append(problems, fmt.Sprintf("the source schema %s carries fence triggers from another operation (%s): resume or abort that plan first", p.Source.Schema, strings.Join(left, ", ")))
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: %s", ErrRefused, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+func sameServer(ctx context.Context, a, b *sql.DB) (bool, error) {
+	id := func(db *sql.DB) (string, error) {
+		var sid, port, host string
+		err := db.QueryRowContext(ctx, "SELECT @@server_id, @@port, @@hostname").Scan(&sid, &port, &host)
+		return sid + "/" + port + "/" + host, err
+	}
+	x, err := id(a)
+	if err != nil {
+		return false, err
+	}
+	y, err := id(b)
+	return x == y, err
+}
+
+func countTables(ctx context.Context, db *sql.DB, schema string) (int, error) {
+	var n int
+	err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ?", schema).Scan(&n)
+	return n, err
+}
+
+func (r *runner) preflight(ctx context.Context) error {
+	return Preflight(ctx, r.src, r.dst, r.p)
+}
+
+// create records the binlog position the tail will start from (first, so no
+// change made during the copy is missed), registers a new shard's location,
+// and creates the target tables.
+func (r *runner) create(ctx context.Context) error {
+	if r.p.Checkpoints.Start.IsZero() {
+		pos, err := binlog.MasterStatus(ctx, r.src)
+		if err != nil {
+			return err
+		}
+		r.mu.Lock()
+		r.p.Checkpoints.Start = plans.Position(pos)
+		r.mu.Unlock()
+		if err := r.save(true); err != nil {
+			return err
+		}
+	}
+	if r.p.Target.ShardID == NewShard {
+		id, err := r.env.Store.AddShard(ctx, r.p.Target.Host, r.p.Target.Port, r.p.Target.Schema)
+		if err != nil {
+			return err
+		}
+		r.mu.Lock()
+		resolveNewShard(r.p, id)
+		r.mu.Unlock()
+		if err := r.save(true); err != nil {
+			return err
+		}
+	}
+	return r.copier().CreateTables(ctx, r.p.Copy)
+}
+
+// NewShard stands for the shard id a split's create step registers; plans use it
+// in changes until then.
+const NewShard = -1
+
+func resolveNewShard(p *plans.Plan, id int) {
+	p.Target.ShardID = id
+	for _, cs := range [][]shardmap.Change{p.Prepare, p.Offline, p.Cutover, p.AfterCleanup, p.Abort} {
+		for i := range cs {
+			if cs[i].ShardID == NewShard {
+				cs[i].ShardID = id
+			}
+		}
+	}
+}
+
+func (r *runner) copier() *snapshot.Copier {
+	return &snapshot.Copier{
+		Source: r.src, Target: r.dst,
+		SourceSchema: r.p.Source.Schema, TargetSchema: r.p.Target.Schema,
+		ChunkRows: r.p.Options.ChunkRows,
+		Throttle:  rateLimit(r.p.Options.MaxRate, r.p.Options.ChunkRows),
+	}
+}
+
+func (r *runner) copy(ctx context.Context) error {
+	c := r.copier()
+	var total, done int64
+	marks := map[string]snapshot.Watermark{}
+	r.mu.Lock()
+	for _, t := range r.p.Copy {
+		total += t.EstRows
+		m := r.p.Checkpoints.Copy[t.Name]
+		marks[t.Name] = snapshot.Watermark{After: m.After, Done: m.Done, Rows: m.Rows}
+		done += m.Rows
+	}
+	r.mu.Unlock()
+	var pmu sync.Mutex
+	saves := 0
+	c.Progress = func(_ string, rows int64) {
+		pmu.Lock()
+		done += rows
+		d := done
+		pmu.Unlock()
+		r.env.Observer.Progress(plans.StepCopy, d, max(total, d), "")
+	}
+	err := c.CopyAll(ctx, r.p.Copy, marks, r.p.Options.Parallel, func(table string, w snapshot.Watermark) error {
+		r.mu.Lock()
+		r.p.Checkpoints.Copy[table] = plans.CopyMark{After: w.After, Done: w.Done, Rows: w.Rows}
+		saves++
+		n := saves
+		r.mu.Unlock()
+		if err := r.save(w.Done); err != nil {
+			return err
+		}
+		if n == 3 {
+			_ = r.save(true)
+			fault.Hit("during:copy")
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.p.Result.RowsCopied = 0
+	for _, m := range r.p.Checkpoints.Copy {
+		r.p.Result.RowsCopied += m.Rows
+	}
+	r.mu.Unlock()
+	return nil
+}
+
+// catchup tails the binlog until the target reaches a fresh source position
+// within CatchupMS: close enough that the final wait behind the fence is short.
+func (r *runner) catchup(ctx context.Context) error {
+	limit := time.Duration(r.p.Options.CatchupMS) * time.Millisecond
+	for round := 0; ; round++ {
+		took, err := r.waitCaughtUp(ctx, 0)
+		if err != nil {
+			return err
+		}
+		st := r.tail.Stats()
+		r.env.Observer.Progress(plans.StepCatchup, st.RowsApplied, st.RowsApplied, fmt.Sprintf("caught up to %s in %s", st.Applied, took.Round(time.Millisecond)))
+		if round == 0 {
+			_ = r.save(true)
+			fault.Hit("during:catchup")
+		}
+		if took <= limit {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+}
+
+func (r *runner) verify(ctx context.Context) error {
+	if !r.p.Options.Verify {
+		return errSkipped
+	}
+	if err := r.ensureTail(ctx); err != nil {
+		return err
+	}
+	v := &verify.Verifier{
+		Source: r.src, Target: r.dst,
+		SourceSchema: r.p.Source.Schema, TargetSchema: r.p.Target.Schema,
+		ChunkRows: r.p.Options.ChunkRows,
+		// Rows change under a live load: a chunk that differs is checked again
+		// once the tail has applied everything the source had.
+		Settle: func(ctx context.Context) error {
+			_, err := r.waitCaughtUp(ctx, 0)
+			return err
+		},
+	}
+	var done int64
+	v.Progress = func(_ string, rows int64) {
+		done += rows
+		r.env.Observer.Progress(plans.StepVerify, done, done, "")
+	}
+	res, err := v.All(ctx, r.p.Copy)
+	if err != nil {
+		return err
+	}
+	r.p.Result.RowsVerified = res.Rows
+	if len(res.Mismatches) > 0 {
+		var b strings.Builder
+		for i, c := range res.Mismatches {
+			if i == 5 {
+				fmt.Fprintf(&b, "; and %d more", len(res.Mismatches)-5)
+				break
+			}
+			fmt.Fprintf(&b, "; %s rows (%s]..(%s]: source %d rows, target %d rows", c.Table, strings.Join(c.Lo, ","), strings.Join(c.Hi, ","), c.SourceRows, c.TargetRows)
+		}
+		return fmt.Errorf("%w in %d chunks%s", ErrMismatch, len(res.Mismatches), b.String())
+	}
+	return nil
+}
+
+// fence takes the moving rows offline: mark the mappings offline, install
+// the fence on the source, and only then read the source's final position
+// (reading it before the fence holds lets writes slip in: vitess #16563),
+// then wait for the target to apply exactly that much. If the fence cannot be
+// installed or the final wait overruns, the mappings go back online and the
+// step fails: the plan resumes from here.
+func (r *runner) fence(ctx context.Context) error {
+	if _, err := r.waitCaughtUp(ctx, 0); err != nil {
+		return err
+	}
+	attempt := plans.Attempt{Started: time.Now().UTC(), Phases: map[string]float64{}}
+	r.mu.Lock()
+	r.p.Attempts = append(r.p.Attempts, attempt)
+	idx := len(r.p.Attempts) - 1
+	r.mu.Unlock()
+	mark := time.Now()
+	phase := func(name string) {
+		r.mu.Lock()
+		r.p.Attempts[idx].Phases[name] = msSince(mark)
+		r.mu.Unlock()
+		mark = time.Now()
+	}
+	if err := r.env.Store.Apply(ctx, "take the moving mappings offline", r.p.Offline); err != nil {
+		return err
+	}
+	phase("offline")
+	undo := func(reason error) error {
+		_ = fence.Remove(context.WithoutCancel(ctx), r.src, r.p.Source.Schema, fenceNames(r.p), time.Duration(r.p.Options.LockWaitMS)*time.Millisecond)
+		if err := r.env.Store.Apply(context.WithoutCancel(ctx), "put the mappings back online", onlineAgain(r.p.Offline)); err != nil {
+			reason = errors.Join(reason, err)
+		}
+		r.mu.Lock()
+		r.p.Attempts[idx].Result = "backed off: " + reason.Error()
+		r.p.Attempts[idx].BlackoutM = msSince(attempt.Started)
+		r.mu.Unlock()
+		return reason
+	}
+	var ferr error
+	for i := 0; i < max(1, r.p.Options.FenceAttempts); i++ {
+		if ferr = fence.Install(ctx, r.src, r.p.Source.Schema, fenceTables(r.p), time.Duration(r.p.Options.LockWaitMS)*time.Millisecond); ferr == nil {
+			break
+		}
+		if !isLockWait(ferr) {
+			break
+		}
+	}
+	if ferr != nil {
+		return undo(fmt.Errorf("install fence: %w", ferr))
+	}
+	phase("fence")
+	final, err := binlog.MasterStatus(ctx, r.src)
+	if err != nil {
+		return undo(err)
+	}
+	r.mu.Lock()
+	r.p.Checkpoints.Final = plans.Position(final)
+	r.mu.Unlock()
+	if err := r.save(true); err != nil {
+		return undo(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Duration(r.p.Options.FinalWaitMS)*time.Millisecond)
+	defer cancel()
+	if err := r.tail.WaitFor(wctx, final); err != nil {
+		return undo(fmt.Errorf("final catch-up to %s: %w", final, err))
+	}
+	phase("final")
+	// The tail keeps running into the cutover: stopping it is not part of the blackout.
+	return nil
+}
+
+func isLockWait(err error) bool {
+	return dbutil.ErrNumber(err) == 1205 || dbutil.IsRetryableLockErr(err)
+}
+
+func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }
+
+func fenceTables(p *plans.Plan) []fence.Table {
+	out := make([]fence.Table, len(p.Fence))
+	for i, f := range p.Fence {
+		out[i] = fence.Table{Name: f.Name, Filter: f.Filter}
+	}
+	return out
+}
+
+func fenceNames(p *plans.Plan) []string {
+	out := make([]string, len(p.Fence))
+	for i, f := range p.Fence {
+		out[i] = f.Name
+	}
+	return out
+}
+
+// onlineAgain turns "mark offline" changes into "mark online" ones.
+func onlineAgain(cs []shardmap.Change) []shardmap.Change {
+	var out []shardmap.Change
+	for _, c := range cs {
+		if c.Op == shardmap.OpSetStatus && c.Status == shardmap.Offline {
+			c.Status = shardmap.Online
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// cutover switches the shard map in one transaction once the target holds
+// every write the source acknowledged before the fence.
+func (r *runner) cutover(ctx context.Context) error {
+	final := binlog.Position(r.p.Checkpoints.Final)
+	if final.IsZero() {
+		return errors.New("no final position recorded: the fence step did not finish")
+	}
+	if binlog.Position(r.p.Checkpoints.Applied).Compare(final) < 0 {
+		// Resumed after a crash between the fence and here: finish the final catch-up.
+		if err := r.ensureTail(ctx); err != nil {
+			return err
+		}
+		if err := r.tail.WaitFor(ctx, final); err != nil {
+			return err
+		}
+	}
+	start := time.Now()
+	if err := r.env.Store.Apply(ctx, "cut over", r.p.Cutover); err != nil {
+		return err
+	}
+	if err := r.stopTail(); err != nil {
+		return fmt.Errorf("cut over done; stopping the binlog tail: %w", err)
+	}
+	r.mu.Lock()
+	if n := len(r.p.Attempts); n > 0 {
+		a := &r.p.Attempts[n-1]
+		if a.Phases != nil {
+			a.Phases["cutover"] = msSince(start)
+		}
+		a.BlackoutM = msSince(a.Started)
+		a.Result = "cut over"
+		r.p.Result.BlackoutMS = a.BlackoutM
+	}
+	r.mu.Unlock()
+	return nil
+}
+
+// cleanup deletes what the source no longer owns in small chunks (a DROP of
+// a large table can stall the server), then drops the schema or lifts the fence.
+func (r *runner) cleanup(ctx context.Context) error {
+	if r.p.KeepSource {
+		return errSkipped
+	}
+	var sleep func(context.Context) error
+	if ms := r.p.Options.PruneSleepMS; ms > 0 {
+		sleep = func(ctx context.Context) error {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Duration(ms) * time.Millisecond):
+				return nil
+			}
+		}
+	}
+	if rl := rateLimit(r.p.Options.MaxRate, r.p.Options.PruneChunkRows); rl != nil {
+		sleep = rl
+	}
+	pr := &prune.Pruner{DB: r.src, Schema: r.p.Source.Schema, ChunkRows: r.p.Options.PruneChunkRows, Throttle: sleep}
+	var deleted int64
+	saves := 0
+	pr.Progress = func(_ string, n int64) {
+		deleted += n
+		r.env.Observer.Progress(plans.StepCleanup, deleted, deleted, "")
+	}
+	for _, t := range r.p.Cleanup {
+		r.mu.Lock()
+		m := r.p.Checkpoints.Prune[t.Name]
+		r.mu.Unlock()
+		if m.Done {
+			continue
+		}
+		_, err := pr.Table(ctx, t, prune.Watermark{After: m.After, Done: m.Done, Deleted: m.Deleted}, func(w prune.Watermark) error {
+			r.mu.Lock()
+			r.p.Checkpoints.Prune[t.Name] = plans.PruneMark{After: w.After, Done: w.Done, Deleted: w.Deleted}
+			saves++
+			n := saves
+			r.mu.Unlock()
+			if err := r.save(w.Done); err != nil {
+				return err
+			}
+			if n == 3 {
+				_ = r.save(true)
+				fault.Hit("during:cleanup")
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	r.mu.Lock()
+	r.p.Result.RowsDeleted = 0
+	for _, m := range r.p.Checkpoints.Prune {
+		r.p.Result.RowsDeleted += m.Deleted
+	}
+	r.mu.Unlock()
+	if r.p.DropSourceSchema {
+		if _, err := r.src.ExecContext(ctx, "DROP DATABASE IF EXISTS "+dbutil.QuoteIdent(r.p.Source.Schema)); err != nil {
+			return fmt.Errorf("drop source schema %s: %w", r.p.Source.Schema, err)
+		}
+	} else if err := fence.Remove(ctx, r.src, r.p.Source.Schema, fenceNames(r.p), time.Duration(r.p.Options.LockWaitMS)*time.Millisecond); err != nil {
+		return err
+	}
+	return r.env.Store.Apply(ctx, "after cleanup", r.p.AfterCleanup)
+}
+
+// rateLimit returns a throttle that spaces chunks of chunk rows to at most rate rows/s.
+func rateLimit(rate int64, chunk int) func(context.Context) error {
+	if rate <= 0 || chunk <= 0 {
+		return nil
+	}
+	var mu sync.Mutex
+	next := time.Now()
+	per := time.Duration(float64(time.Second) * float64(chunk) / float64(rate))
+	return func(ctx context.Context) error {
+		mu.Lock()
+		now := time.Now()
+		if next.Before(now) {
+			next = now
+		}
+		wait := next.Sub(now)
+		next = next.Add(per)
+		mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+			return nil
+		}
+	}
+}

@@ -1,0 +1,325 @@
+package prune
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/internal/testenv"
+	"github.com/shardctl/shardctl/keyspace"
+	"github.com/shardctl/shardctl/tables"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+var schemaSeq atomic.Int64
+
+// newSchema creates a schema on server 1 and runs stmts in it.
+func newSchema(t *testing.T, stmts ...string) (*sql.DB, string) {
+	t.Helper()
+	env := testenv.Get(t)
+	db := env.DB(t, 1, "")
+	schema := fmt.Sprintf("prune_%d", schemaSeq.Add(1))
+	run(t, db, "CREATE DATABASE "+dbutil.QuoteIdent(schema))
+	t.Cleanup(func() { _, _ = db.Exec("DROP DATABASE IF EXISTS " + dbutil.QuoteIdent(schema)) })
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	defer conn.Raw(func(any) error { return driver.ErrBadConn }) // USE must not outlive this
+	run(t, conn, "USE "+dbutil.QuoteIdent(schema))
+	for _, s := range stmts {
+		run(t, conn, s)
+	}
+	return db, schema
+}
+
+func run(t testing.TB, q dbutil.Querier, s string, args ...any) {
+	t.Helper()
+	if _, err := q.ExecContext(context.Background(), s, args...); err != nil {
+		t.Fatalf("%s: %v", s, err)
+	}
+}
+
+func table(t testing.TB, db *sql.DB, schema, name string) tables.Table {
+	t.Helper()
+	ts, err := tables.Inspect(context.Background(), db, schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, ok := tables.Find(ts, name)
+	if !ok {
+		t.Fatalf("no table %s", name)
+	}
+	return tb
+}
+
+// ids returns the sorted ids left in schema.table.
+func ids(t testing.TB, db *sql.DB, schema, table string) []int64 {
+	t.Helper()
+	rows, err := db.Query("SELECT id FROM " + dbutil.Table(schema, table) + " ORDER BY id + 0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, id)
+	}
+	return out
+}
+
+func intRange(lo, hi int64) keyspace.Range {
+	l, h := keyspace.IntK(lo), keyspace.IntK(hi)
+	return keyspace.Range{Lo: &l, Hi: &h}
+}
+
+const usersDDL = "CREATE TABLE users (id INT PRIMARY KEY, owner BIGINT NULL, v VARCHAR(10))"
+
+// 3000 rows: owner = id % 300, except every 97th row, whose owner is NULL.
+const usersRows = "INSERT INTO users SELECT seq, IF(seq % 97 = 0, NULL, seq % 300), 'v' FROM seq_1_to_3000"
+
+func TestNegatedRangeLeavesExactlyTheOwnedRows(t *testing.T) {
+	db, schema := newSchema(t, usersDDL, usersRows)
+	ctx := context.Background()
+	tb := table(t, db, schema, "users")
+	owned := keyspace.Filter{Column: "owner", Ranges: []keyspace.Range{intRange(100, 200)}}
+	tb.Filter = owned
+	tb.Filter.Negate = true
+	p := &Pruner{DB: db, Schema: schema, ChunkRows: 64}
+	want, err := p.Count(ctx, tb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var expect int64
+	var keep []int64
+	for id := int64(1); id <= 3000; id++ {
+		if id%97 == 0 || (id%300 >= 100 && id%300 < 200) {
+			keep = append(keep, id) // NULL owners belong to no mapping: kept
+		} else {
+			expect++
+		}
+	}
+	if want != expect {
+		t.Fatalf("Count = %d, want %d", want, expect)
+	}
+	if left := ids(t, db, schema, "users"); len(left) != 3000 {
+		t.Fatalf("Count changed the table: %d rows", len(left))
+	}
+	var saves []Watermark
+	var progress int64
+	p.Progress = func(table string, d int64) { progress += d }
+	w, err := p.Table(ctx, tb, Watermark{}, func(w Watermark) error { saves = append(saves, w); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !w.Done || w.Deleted != expect || progress != expect {
+		t.Fatalf("watermark %+v, progress %d, want %d deleted", w, progress, expect)
+	}
+	if len(saves) < int(expect/64) || !saves[len(saves)-1].Done {
+		t.Fatalf("%d saves, last %+v", len(saves), saves[len(saves)-1])
+	}
+	if got := ids(t, db, schema, "users"); fmt.Sprint(got) != fmt.Sprint(keep) {
+		t.Fatalf("left %d rows, want %d", len(got), len(keep))
+	}
+	// Nothing left to prune: a second run deletes nothing.
+	if w, err := p.Table(ctx, tb, Watermark{}, nil); err != nil || w.Deleted != 0 || !w.Done {
+		t.Fatalf("second run: %+v %v", w, err)
+	}
+}
+
+func TestHashArcFilterWithoutQuadraticScans(t *testing.T) {
+	db, schema := newSchema(t,
+		"CREATE TABLE h (a INT NOT NULL, b VARCHAR(8) NOT NULL, id INT NOT NULL, PRIMARY KEY (a, b))",
+		"INSERT INTO h SELECT seq DIV 3, CONCAT('k', seq % 3), seq FROM seq_1_to_6000",
+	)
+	ctx := context.Background()
+	tb := table(t, db, schema, "h")
+	// Keep a wrapping arc of the ring; MD5(id) has no index, so every chunk filters rows by reading them.
+	tb.Filter = keyspace.Filter{Column: "id", Arcs: []keyspace.Arc{{After: "c0000000000000000000000000000000", Upto: "40000000000000000000000000000000"}}, Negate: true}
+	var keep []int64
+	var del int64
+	for id := int64(1); id <= 6000; id++ {
+		if gone, _ := tb.Filter.Match(id); gone {
+			del++
+		} else {
+			keep = append(keep, id)
+		}
+	}
+	p := &Pruner{DB: db, Schema: schema, ChunkRows: 20}
+	if n, err := p.Count(ctx, tb); err != nil || n != del {
+		t.Fatalf("Count = %d (%v), want %d", n, err, del)
+	}
+	before := handlerReads(t, db)
+	w, err := p.Table(ctx, tb, Watermark{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reads := handlerReads(t, db) - before
+	if !w.Done || w.Deleted != del {
+		t.Fatalf("watermark %+v, want %d deleted", w, del)
+	}
+	got := ids(t, db, schema, "h")
+	sort.Slice(got, func(i, j int) bool { return got[i] < got[j] })
+	if fmt.Sprint(got) != fmt.Sprint(keep) {
+		t.Fatalf("left %d rows, want the %d on the arc", len(got), len(keep))
+	}
+	// 200 chunks or so: a scan from the table start per chunk would read ~ chunks × rows / 2 ≈ 450k rows.
+	if reads > 10*6000 {
+		t.Fatalf("%d handler reads to prune 6000 rows: chunks rescan the table", reads)
+	}
+	t.Logf("%d chunks, %d handler reads for 6000 rows", del/20+1, reads)
+}
+
+// handlerReads sums the server's Handler_read_* counters.
+func handlerReads(t testing.TB, db *sql.DB) int64 {
+	t.Helper()
+	rows, err := db.Query("SHOW GLOBAL STATUS LIKE 'Handler_read%'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var sum int64
+	for rows.Next() {
+		var name string
+		var v int64
+		if err := rows.Scan(&name, &v); err != nil {
+			t.Fatal(err)
+		}
+		sum += v
+	}
+	return sum
+}
+
+func TestResumeFromAMidWatermark(t *testing.T) {
+	db, schema := newSchema(t, usersDDL, usersRows)
+	ctx := context.Background()
+	tb := table(t, db, schema, "users")
+	tb.Filter = keyspace.Filter{Column: "owner", Ranges: []keyspace.Range{intRange(0, 150)}, Negate: true}
+	p := &Pruner{DB: db, Schema: schema, ChunkRows: 100}
+	total, err := p.Count(ctx, tb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crash := errors.New("crash")
+	var saved Watermark
+	saves := 0
+	w, err := p.Table(ctx, tb, Watermark{}, func(w Watermark) error {
+		if saves++; saves == 4 {
+			return crash
+		}
+		saved = w
+		return nil
+	})
+	if !errors.Is(err, crash) || !strings.Contains(err.Error(), schema+".users") {
+		t.Fatalf("want the crash naming the table, got %v", err)
+	}
+	if w.Deleted != saved.Deleted || saved.Done || saved.After == nil || saved.Deleted != 300 {
+		t.Fatalf("returned %+v, saved %+v", w, saved)
+	}
+	// The fourth chunk was deleted but its watermark not saved: resuming walks
+	// its range again and finds nothing there, so those 100 rows go uncounted.
+	w, err = p.Table(ctx, tb, saved, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !w.Done || w.Deleted != total-100 {
+		t.Fatalf("resumed: %+v, want %d deleted in all", w, total-100)
+	}
+	if n, _ := p.Count(ctx, tb); n != 0 {
+		t.Fatalf("%d rows left to prune", n)
+	}
+	for _, id := range ids(t, db, schema, "users") {
+		if id%97 != 0 && id%300 >= 150 {
+			t.Fatalf("row %d not owned but kept", id)
+		}
+	}
+	// A done watermark does nothing.
+	if w2, err := p.Table(ctx, tb, w, func(Watermark) error { t.Fatal("save called"); return nil }); err != nil || w2.Deleted != w.Deleted {
+		t.Fatalf("done: %+v %v", w2, err)
+	}
+}
+
+func TestFenceTriggerIsBypassed(t *testing.T) {
+	db, schema := newSchema(t, usersDDL, usersRows,
+		"CREATE TRIGGER users_fence BEFORE DELETE ON users FOR EACH ROW "+
+			"BEGIN IF COALESCE(@shardctl_bypass_fence, 0) <> 1 THEN "+
+			"SIGNAL SQLSTATE 'HY000' SET MESSAGE_TEXT = 'moved', MYSQL_ERRNO = 1290; END IF; END",
+	)
+	ctx := context.Background()
+	// Another session is rejected: the fence works.
+	if _, err := db.ExecContext(ctx, "DELETE FROM "+dbutil.Table(schema, "users")+" WHERE id = 1"); dbutil.ErrNumber(err) != 1290 {
+		t.Fatalf("fence did not reject a plain delete: %v", err)
+	}
+	tb := table(t, db, schema, "users")
+	p := &Pruner{DB: db, Schema: schema, ChunkRows: 500}
+	w, err := p.Table(ctx, tb, Watermark{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Deleted != 3000 || len(ids(t, db, schema, "users")) != 0 {
+		t.Fatalf("bypass: %+v", w)
+	}
+	// The bypass stayed on the pruner's own session: the pool's sessions are still fenced.
+	run(t, db, "INSERT INTO "+dbutil.Table(schema, "users")+" VALUES (1, 1, 'v')")
+	for range 10 {
+		if _, err := db.ExecContext(ctx, "DELETE FROM "+dbutil.Table(schema, "users")+" WHERE id = 1"); dbutil.ErrNumber(err) != 1290 {
+			t.Fatalf("the bypass leaked into the pool: %v", err)
+		}
+	}
+}
+
+func TestEmptyFilterDeletesEverything(t *testing.T) {
+	db, schema := newSchema(t,
+		"CREATE TABLE k (u BIGINT UNSIGNED NOT NULL, bin VARBINARY(4) NOT NULL, v INT, PRIMARY KEY (u, bin))",
+		"INSERT INTO k SELECT 18446744073709551615 - seq DIV 4, UNHEX(HEX(seq % 4)), seq FROM seq_0_to_999",
+		"INSERT INTO k VALUES (0, '', 1), (0, 0x00, 2), (9007199254740993, 0xff, 3)",
+	)
+	ctx := context.Background()
+	tb := table(t, db, schema, "k")
+	p := &Pruner{DB: db, Schema: schema, ChunkRows: 7}
+	if n, err := p.Count(ctx, tb); err != nil || n != 1003 {
+		t.Fatalf("Count = %d, %v", n, err)
+	}
+	w, err := p.Table(ctx, tb, Watermark{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := db.QueryRow("SELECT COUNT(*) FROM " + dbutil.Table(schema, "k")).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if !w.Done || w.Deleted != 1003 || n != 0 {
+		t.Fatalf("watermark %+v, %d rows left", w, n)
+	}
+}
+
+func TestThrottleAndCancel(t *testing.T) {
+	db, schema := newSchema(t, usersDDL, usersRows)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tb := table(t, db, schema, "users")
+	calls := 0
+	p := &Pruner{DB: db, Schema: schema, ChunkRows: 100, Throttle: func(ctx context.Context) error {
+		if calls++; calls == 5 {
+			cancel()
+		}
+		return ctx.Err()
+	}}
+	w, err := p.Table(ctx, tb, Watermark{}, nil)
+	if !errors.Is(err, context.Canceled) || w.Deleted != 400 || w.Done {
+		t.Fatalf("cancelled run: %+v %v", w, err)
+	}
+}

@@ -1,0 +1,174 @@
+package snapshot
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/internal/testenv"
+	"github.com/shardctl/shardctl/sandbox"
+)
+
+// TestBenchCopySysbench1M copies a 1M-row sysbench-like table from server 1
+// to server 2 and reports rows/s, next to mydumper -t 2 | myloader -t 2 -e
+// (binlog on, as the copy has it) on the same servers when they are
+// installed: the machine is shared, so only side-by-side figures compare.
+// It runs only with SHARDCTL_BENCH=1; SHARDCTL_BENCH_ROWS changes the size,
+// SHARDCTL_BENCH_WRITERS the writers per table (default 3),
+// SHARDCTL_BENCH_ROUNDS the rounds (default 2).
+func TestBenchCopySysbench1M(t *testing.T) {
+	if os.Getenv("SHARDCTL_BENCH") != "1" {
+		t.Skip("set SHARDCTL_BENCH=1 to run the copy benchmark")
+	}
+	rows := envInt("SHARDCTL_BENCH_ROWS", 1000000)
+	writers := envInt("SHARDCTL_BENCH_WRITERS", defaultWriters)
+	rounds := envInt("SHARDCTL_BENCH_ROUNDS", 2)
+	f := newFixture(t,
+		"CREATE TABLE sbtest1 (id INT NOT NULL, k INT NOT NULL DEFAULT 0, c CHAR(120) NOT NULL DEFAULT '', pad CHAR(60) NOT NULL DEFAULT '', PRIMARY KEY (id), KEY k_1 (k)) ENGINE=InnoDB",
+	)
+	start := time.Now()
+	exec(t, f.src, "INSERT INTO "+dbutil.Table(f.sname, "sbtest1")+
+		" SELECT seq, FLOOR(RAND(seq) * ?), SUBSTRING(REPEAT(CONCAT(LPAD(seq * 7919 % 99999999999, 11, '0'), '-'), 10), 1, 119),"+
+		" SUBSTRING(REPEAT(CONCAT(LPAD(seq * 104729 % 99999999999, 11, '0'), '-'), 5), 1, 59) FROM "+dbutil.Table(f.sname, "seq_1_to_"+strconv.Itoa(rows)), rows)
+	t.Logf("loaded %d rows in %s", rows, time.Since(start).Round(time.Millisecond))
+	ctx := context.Background()
+	ts := f.tables(t)
+	env := testenv.Get(t)
+	_, errDump := osexec.LookPath("mydumper")
+	_, errLoad := osexec.LookPath("myloader")
+	for round := 1; round <= rounds; round++ {
+		exec(t, f.dst, "DROP DATABASE IF EXISTS "+dbutil.QuoteIdent(f.tname))
+		c := f.copier()
+		c.Writers = writers
+		if err := c.CreateTables(ctx, ts); err != nil {
+			t.Fatal(err)
+		}
+		flush(t, f.src)
+		flush(t, f.dst)
+		cpu := startCPU(t, env)
+		start := time.Now()
+		wm, err := c.CopyTable(ctx, table(t, ts, "sbtest1"), Watermark{}, func(Watermark) error { return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		el := time.Since(start)
+		if wm.Rows != int64(rows) || count(t, f.dst, f.tname, "sbtest1") != int64(rows) {
+			t.Fatalf("copied %d rows", wm.Rows)
+		}
+		t.Logf("round %d: shardctl copy, chunk %d, %d writers: %s, %.0f rows/s; CPU s: %s", round, defaultChunkRows, writers, el.Round(time.Millisecond), float64(rows)/el.Seconds(), cpu.stop(0))
+
+		if errDump != nil || errLoad != nil {
+			continue
+		}
+		exec(t, f.dst, "DROP DATABASE IF EXISTS "+dbutil.QuoteIdent(f.tname))
+		dir := t.TempDir()
+		out := filepath.Join(dir, "dump")
+		cr := sandbox.Creds()
+		flush(t, f.dst)
+		cpu = startCPU(t, env)
+		start = time.Now()
+		tools := run(t, "mydumper", "-h", "127.0.0.1", "-P", strconv.Itoa(env.Addr(1).Port), "-u", cr.User, "-p", cr.Password,
+			"-B", f.sname, "-t", "2", "-r", "100000", "--trx-consistency-only", "-o", out)
+		dumped := time.Since(start)
+		tools += run(t, "myloader", "-h", "127.0.0.1", "-P", strconv.Itoa(env.Addr(2).Port), "-u", cr.User, "-p", cr.Password,
+			"-d", out, "-s", f.sname, "-B", f.tname, "-t", "2", "-e", "-o")
+		el = time.Since(start)
+		if n := count(t, f.dst, f.tname, "sbtest1"); n != int64(rows) {
+			t.Fatalf("myloader loaded %d rows", n)
+		}
+		t.Logf("round %d: mydumper -t 2 + myloader -t 2 -e: %s (dump %s), %.0f rows/s; CPU s: %s", round, el.Round(time.Millisecond), dumped.Round(time.Millisecond), float64(rows)/el.Seconds(), cpu.stop(tools))
+	}
+}
+
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
+
+// run runs a tool and returns the CPU seconds it used.
+func run(t *testing.T, name string, args ...string) float64 {
+	t.Helper()
+	cmd := osexec.Command(name, args...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", name, err, strings.TrimSpace(string(out)))
+	}
+	return (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
+}
+
+// cpuMeter reads the CPU time of servers 1 and 2 and of this process: on a
+// shared machine, CPU seconds compare better than wall time.
+type cpuMeter struct {
+	t        *testing.T
+	env      *testenv.Env
+	src, dst float64
+	self     float64
+}
+
+func startCPU(t *testing.T, env *testenv.Env) *cpuMeter {
+	return &cpuMeter{t: t, env: env, src: serverCPU(t, env, 1), dst: serverCPU(t, env, 2), self: selfCPU()}
+}
+
+// stop reports source, target and client CPU seconds; tools is CPU used by child processes.
+func (m *cpuMeter) stop(tools float64) string {
+	client := selfCPU() - m.self
+	if tools > 0 {
+		client = tools
+	}
+	return fmt.Sprintf("source %.2f, target %.2f, client %.2f", serverCPU(m.t, m.env, 1)-m.src, serverCPU(m.t, m.env, 2)-m.dst, client)
+}
+
+func serverCPU(t *testing.T, env *testenv.Env, i int) float64 {
+	b, err := os.ReadFile(filepath.Join(env.Config.Dir, fmt.Sprintf("s%d", i), "mariadbd.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.ReadFile("/proc/" + strings.TrimSpace(string(b)) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(st)[strings.LastIndexByte(string(st), ')')+2:])
+	u, _ := strconv.ParseFloat(f[11], 64)
+	s, _ := strconv.ParseFloat(f[12], 64)
+	return (u + s) / 100 // clock ticks; USER_HZ is 100 on Linux
+}
+
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// flush waits until the server has written its dirty pages, so the work of
+// one round is not billed to the next.
+func flush(t *testing.T, db *sql.DB) {
+	t.Helper()
+	var pct, lwm string
+	if err := db.QueryRow("SELECT @@innodb_max_dirty_pages_pct, @@innodb_max_dirty_pages_pct_lwm").Scan(&pct, &lwm); err != nil {
+		t.Fatal(err)
+	}
+	exec(t, db, "SET GLOBAL innodb_max_dirty_pages_pct_lwm = 0.001, innodb_max_dirty_pages_pct = 0.001")
+	defer exec(t, db, "SET GLOBAL innodb_max_dirty_pages_pct = "+pct+", innodb_max_dirty_pages_pct_lwm = "+lwm)
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		var name string
+		var dirty int
+		if err := db.QueryRow("SHOW GLOBAL STATUS LIKE 'Innodb_buffer_pool_pages_dirty'").Scan(&name, &dirty); err != nil {
+			t.Fatal(err)
+		}
+		if dirty < 100 {
+			return
+		}
+	}
+	t.Log("dirty pages still being flushed after 60 s")
+}

@@ -1,0 +1,671 @@
+// Package snapshot copies the rows in scope of a shard's tables from a source
+// schema to a target schema on another server, chunk by chunk, with a
+// checkpointed watermark so a crashed run resumes where it stopped.
+//
+// The copy needs no consistent snapshot: the binlog tail replays every change
+// since a position taken before the copy started, idempotently, once the copy
+// is done. Each chunk is therefore its own short read, and each write is an
+// upsert so a chunk copied twice (after a resume) leaves the same rows.
+package snapshot
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/shardctl/shardctl/chunk"
+	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/tables"
+)
+
+// Watermark is how far a table's copy got: every row in scope with a primary
+// key up to After is on the target. It is saved after each chunk commits.
+type Watermark struct {
+	After []string `json:"after,omitempty"` // last copied PK tuple in text form (binary columns as 0x-hex); nil: start
+	Done  bool     `json:"done"`
+	Rows  int64    `json:"rows"` // rows copied so far
+}
+
+// Copier copies tables from Source.SourceSchema to Target.TargetSchema.
+type Copier struct {
+	Source, Target             *sql.DB
+	SourceSchema, TargetSchema string
+	ChunkRows                  int                             // rows per chunk, default 5000
+	Writers                    int                             // writer goroutines per table, default 3
+	Throttle                   func(ctx context.Context) error // optional, called before each chunk is read (may sleep)
+	Progress                   func(table string, rows int64)  // optional, rows added by each chunk; called from several goroutines
+}
+
+const (
+	defaultChunkRows = 5000
+	defaultWriters   = 3
+	// Per-value allowance for quoting and separators in the INSERT text.
+	valueOverhead = 12
+	lockRetries   = 3
+)
+
+// writerSetup makes target sessions accept every row the source holds:
+// NO_AUTO_VALUE_ON_ZERO keeps an id of 0 (the empty mode drops strictness
+// too, so zero dates pass), and foreign keys are not checked because tables
+// and chunks arrive in any order.
+var writerSetup = []string{
+	chunk.UTC,
+	"SET SESSION sql_mode = 'NO_AUTO_VALUE_ON_ZERO', foreign_key_checks = 0",
+}
+
+// CreateTables creates the target schema if absent (with the source schema's
+// default character set) and each table absent from it, as SHOW CREATE TABLE
+// on the source describes it. Tables already there are left alone.
+func (c *Copier) CreateTables(ctx context.Context, ts []tables.Table) error {
+	var cs, coll string
+	err := c.Source.QueryRowContext(ctx, `SELECT DEFAULT_CHARACTER_SET_NAME, DEFAULT_COLLATION_NAME
+		FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?`, c.SourceSchema).Scan(&cs, &coll)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("copy: source schema %s does not exist", c.SourceSchema)
+	}
+	if err != nil {
+		return fmt.Errorf("copy: read source schema %s: %w", c.SourceSchema, err)
+	}
+	_, err = c.Target.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS "+dbutil.QuoteIdent(c.TargetSchema)+
+		" CHARACTER SET "+dbutil.QuoteIdent(cs)+" COLLATE "+dbutil.QuoteIdent(coll))
+	if err != nil {
+		return fmt.Errorf("copy: create target schema %s: %w", c.TargetSchema, err)
+	}
+	// USE, so a foreign key's unqualified parent table resolves in the target schema.
+	conn, err := chunk.Session(ctx, c.Target, "USE "+dbutil.QuoteIdent(c.TargetSchema), "SET SESSION foreign_key_checks = 0")
+	if err != nil {
+		return fmt.Errorf("copy: open session on target schema %s: %w", c.TargetSchema, err)
+	}
+	defer chunk.Release(conn)
+	for _, t := range ts {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var name, ddl string
+		if err := c.Source.QueryRowContext(ctx, "SHOW CREATE TABLE "+dbutil.Table(c.SourceSchema, t.Name)).Scan(&name, &ddl); err != nil {
+			return fmt.Errorf("copy %s.%s: show create table: %w", c.SourceSchema, t.Name, err)
+		}
+		rest, ok := strings.CutPrefix(ddl, "CREATE TABLE ")
+		if !ok {
+			return fmt.Errorf("copy %s.%s: SHOW CREATE TABLE returned %.40q…, not a CREATE TABLE", c.SourceSchema, t.Name, ddl)
+		}
+		if _, err := conn.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+rest); err != nil {
+			return fmt.Errorf("copy %s.%s: create table in %s: %w", c.SourceSchema, t.Name, c.TargetSchema, err)
+		}
+	}
+	return nil
+}
+
+// batch is one chunk read from the source, waiting to be written.
+type batch struct {
+	seq   int
+	rows  int
+	bytes int64    // size of the values, with a per-value allowance
+	args  []any    // rows × columns values, row-major
+	last  []string // key of the last row, text form
+}
+
+// CopyTable copies the rows of t in scope (t.Filter) whose key is after
+// from.After, in key order, one chunk at a time: a keyset read on the source,
+// then one multi-row INSERT … ON DUPLICATE KEY UPDATE on the target in its own
+// transaction. Chunks are written by several writers at once; save is called
+// (from one goroutine at a time) with the watermark of the longest run of
+// committed chunks, so a resume never skips a chunk that did not commit
+// (save may be nil). The returned watermark is the last one saved (Done when
+// the table is finished).
+func (c *Copier) CopyTable(ctx context.Context, t tables.Table, from Watermark, save func(Watermark) error) (Watermark, error) {
+	if from.Done {
+		return from, nil
+	}
+	wrap := func(step string, err error) error {
+		return fmt.Errorf("copy %s.%s to %s.%s: %s: %w", c.SourceSchema, t.Name, c.TargetSchema, t.Name, step, err)
+	}
+	src, err := chunk.Session(ctx, c.Source, chunk.UTC)
+	if err != nil {
+		return from, wrap("open source session", err)
+	}
+	defer chunk.Release(src)
+	// Generated columns are computed by the target: they are not written, and
+	// read only when part of the key.
+	gen, err := generatedColumns(ctx, src, c.SourceSchema, t.Name)
+	if err != nil {
+		return from, wrap("read columns", err)
+	}
+	var names []string
+	for _, n := range t.Columns {
+		if !gen[n] {
+			names = append(names, n)
+		}
+	}
+	written := len(names)
+	for _, n := range t.PK {
+		if gen[n] {
+			names = append(names, n)
+		}
+	}
+	cols, err := chunk.Probe(ctx, src, c.SourceSchema, t.Name, names)
+	if err != nil {
+		return from, wrap("read columns", err)
+	}
+	key, keyPos, err := keyOf(c.SourceSchema, t, cols)
+	if err != nil {
+		return from, wrap("primary key", err)
+	}
+	var maxPacket int64
+	if err := c.Target.QueryRowContext(ctx, "SELECT @@max_allowed_packet").Scan(&maxPacket); err != nil {
+		return from, wrap("read target max_allowed_packet", err)
+	}
+	// A chunk's values, escaped (at worst doubled), must fit one INSERT packet.
+	budget := min(max(maxPacket/3, 64<<10), 8<<20)
+
+	r := &reader{
+		c: c, t: t, conn: src, cols: cols, written: written, key: key, keyPos: keyPos, budget: budget,
+		limit: c.chunkRows(),
+	}
+	r.where, r.whereArgs = t.Filter.SQL(dbutil.QuoteIdent)
+	r.query = "SELECT " + selectList(cols) + " FROM " + dbutil.Table(c.SourceSchema, t.Name) + " FORCE INDEX (PRIMARY) WHERE "
+
+	parent := ctx
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	tr := newTracker(from, t.Name, save, c.Progress)
+	ch := make(chan batch, c.writers())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer close(ch)
+		if err := r.run(ctx, from.After, ch); err != nil {
+			cancel(wrap("read chunk", err))
+		}
+	})
+	ins := c.insertText(t.Name, cols[:written], key)
+	for range c.writers() {
+		wg.Go(func() {
+			if err := c.write(ctx, ch, ins, written, tr); err != nil {
+				cancel(wrap("write chunk", err))
+			}
+		})
+	}
+	wg.Wait()
+	if err := parent.Err(); err != nil {
+		return tr.lastSaved(), wrap("interrupted", context.Cause(parent))
+	}
+	if err := context.Cause(ctx); err != nil {
+		return tr.lastSaved(), err // already wrapped by whoever cancelled
+	}
+	if err := tr.finish(); err != nil {
+		return tr.lastSaved(), wrap("finish", err)
+	}
+	return tr.lastSaved(), nil
+}
+
+// CopyAll copies every table of ts not yet Done in from (keyed by table
+// name), up to parallel tables at a time. The first error cancels the other
+// copies and is returned. save is called from several goroutines at once
+// (one per table being copied, each table's calls in order) and must be safe
+// for that; so must Progress.
+func (c *Copier) CopyAll(ctx context.Context, ts []tables.Table, from map[string]Watermark, parallel int, save func(table string, w Watermark) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu       sync.Mutex
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	sem := make(chan struct{}, max(parallel, 1))
+	for _, t := range ts {
+		w := from[t.Name]
+		if w.Done {
+			continue
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			var tableSave func(Watermark) error
+			if save != nil {
+				tableSave = func(w Watermark) error { return save(t.Name, w) }
+			}
+			if _, err := c.CopyTable(ctx, t, w, tableSave); err != nil {
+				mu.Lock()
+				if firstErr == nil {
+					firstErr = err
+				}
+				mu.Unlock()
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr == nil && ctx.Err() != nil {
+		firstErr = fmt.Errorf("copy %s to %s: interrupted: %w", c.SourceSchema, c.TargetSchema, context.Cause(ctx))
+	}
+	return firstErr
+}
+
+func (c *Copier) chunkRows() int {
+	if c.ChunkRows > 0 {
+		return c.ChunkRows
+	}
+	return defaultChunkRows
+}
+
+func (c *Copier) writers() int {
+	if c.Writers > 0 {
+		return c.Writers
+	}
+	return defaultWriters
+}
+
+// keyOf finds the primary key among the table's columns.
+func keyOf(schema string, t tables.Table, cols []chunk.Column) (chunk.Key, []int, error) {
+	pos := make([]int, len(t.PK))
+	kc := make([]chunk.Column, len(t.PK))
+	for i, name := range t.PK {
+		pos[i] = -1
+		for j, c := range cols {
+			if c.Name == name {
+				pos[i], kc[i] = j, c
+			}
+		}
+		if pos[i] < 0 {
+			return chunk.Key{}, nil, fmt.Errorf("primary key column %s is not among the table's columns", name)
+		}
+	}
+	k, err := chunk.NewKey(schema, t.Name, kc)
+	return k, pos, err
+}
+
+// generatedColumns names the generated (virtual or stored) columns of schema.table.
+func generatedColumns(ctx context.Context, q dbutil.Querier, schema, table string) (map[string]bool, error) {
+	rows, err := q.QueryContext(ctx, `SELECT COLUMN_NAME FROM information_schema.COLUMNS
+		WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND COALESCE(GENERATION_EXPRESSION, '') <> ''`, schema, table)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	gen := map[string]bool{}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, err
+		}
+		gen[n] = true
+	}
+	return gen, rows.Err()
+}
+
+func selectList(cols []chunk.Column) string {
+	e := make([]string, len(cols))
+	for i, c := range cols {
+		e[i] = c.Expr()
+	}
+	return strings.Join(e, ", ")
+}
+
+// insertText returns the INSERT for n rows.
+func (c *Copier) insertText(table string, cols []chunk.Column, key chunk.Key) func(n int) string {
+	names := make([]string, len(cols))
+	for i, col := range cols {
+		names[i] = col.Name
+	}
+	head := "INSERT INTO " + dbutil.Table(c.TargetSchema, table) + " (" + dbutil.QuoteIdents(names) + ") VALUES "
+	row := "(" + dbutil.Placeholders(len(cols)) + ")"
+	inKey := map[string]bool{}
+	for _, n := range key.Names() {
+		inKey[n] = true
+	}
+	var upd []string
+	for _, n := range names {
+		if !inKey[n] {
+			upd = append(upd, dbutil.QuoteIdent(n)+" = VALUES("+dbutil.QuoteIdent(n)+")")
+		}
+	}
+	if len(upd) == 0 { // every column is in the key: nothing to update, but the clause keeps re-copies quiet
+		k := dbutil.QuoteIdent(names[0])
+		upd = []string{k + " = " + k}
+	}
+	tail := " ON DUPLICATE KEY UPDATE " + strings.Join(upd, ", ")
+	return func(n int) string {
+		var b strings.Builder
+		b.Grow(len(head) + n*(len(row)+1) + len(tail))
+		b.WriteString(head)
+		for i := range n {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(row)
+		}
+		b.WriteString(tail)
+		return b.String()
+	}
+}
+
+// write is one writer: it takes chunks off ch and commits each on its own
+// target session until ch closes or ctx is cancelled.
+func (c *Copier) write(ctx context.Context, ch <-chan batch, ins func(int) string, ncols int, tr *tracker) error {
+	conn, err := chunk.Session(ctx, c.Target, writerSetup...)
+	if err != nil {
+		return err
+	}
+	defer chunk.Release(conn)
+	stmts := &stmtCache{conn: conn, text: ins}
+	defer stmts.close()
+	for {
+		var b batch
+		var ok bool
+		select {
+		case b, ok = <-ch:
+			if !ok {
+				return nil
+			}
+		case <-ctx.Done():
+			return nil
+		}
+		for attempt := 0; ; attempt++ {
+			err = writeChunk(ctx, conn, stmts, b, ncols)
+			if err == nil || attempt >= lockRetries || !dbutil.IsRetryableLockErr(err) {
+				break
+			}
+			select {
+			case <-time.After(time.Duration(attempt+1) * 50 * time.Millisecond):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("chunk ending at key %q: %w", b.last, err)
+		}
+		if err := tr.committed(b); err != nil {
+			return err
+		}
+	}
+}
+
+const (
+	// maxParams is the protocol's limit on placeholders in one prepared statement.
+	maxParams = 65535
+	// stmtBytes caps the values one INSERT carries. Fewer, larger statements
+	// cost the target less CPU; a chunk of a sysbench-like table (5000 rows,
+	// about 1.1 MB) goes in one statement.
+	stmtBytes = 2 << 20
+)
+
+// rowsPerStmt is how many rows of b one INSERT carries: the chunk split
+// evenly into as few statements as the limits allow, so full chunks reuse
+// the same prepared statement.
+func rowsPerStmt(b batch, ncols int) int {
+	n := max((b.rows+maxParams/ncols-1)/(maxParams/ncols), int((b.bytes+stmtBytes-1)/stmtBytes), 1)
+	return (b.rows + n - 1) / n
+}
+
+// writeChunk writes one chunk as one transaction: a single prepared multi-row
+// INSERT, or several in a transaction when the chunk is larger than a
+// statement may be. Prepared statements send values in the binary protocol:
+// no escaping on our side and no parsing of literals on the server (measured:
+// less CPU on both sides than interpolated text).
+func writeChunk(ctx context.Context, conn *sql.Conn, stmts *stmtCache, b batch, ncols int) error {
+	per := rowsPerStmt(b, ncols)
+	if b.rows <= per {
+		st, err := stmts.get(ctx, b.rows)
+		if err != nil {
+			return err
+		}
+		_, err = st.ExecContext(ctx, b.args...)
+		return err
+	}
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	for done := 0; done < b.rows; done += per {
+		n := min(per, b.rows-done)
+		st, err := stmts.get(ctx, n)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.StmtContext(ctx, st).ExecContext(ctx, b.args[done*ncols:(done+n)*ncols]...); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// stmtCache holds a writer's prepared INSERTs by row count; chunks are
+// mostly full, so a few entries suffice and the server keeps few statements.
+type stmtCache struct {
+	conn  *sql.Conn
+	text  func(int) string
+	rows  []int
+	stmts []*sql.Stmt
+}
+
+const stmtCacheSize = 4
+
+func (s *stmtCache) get(ctx context.Context, n int) (*sql.Stmt, error) {
+	for i, r := range s.rows {
+		if r == n {
+			return s.stmts[i], nil
+		}
+	}
+	st, err := s.conn.PrepareContext(ctx, s.text(n))
+	if err != nil {
+		return nil, err
+	}
+	if len(s.rows) == stmtCacheSize { // drop the oldest
+		_ = s.stmts[0].Close()
+		s.rows, s.stmts = s.rows[1:], s.stmts[1:]
+	}
+	s.rows, s.stmts = append(s.rows, n), append(s.stmts, st)
+	return st, nil
+}
+
+func (s *stmtCache) close() {
+	for _, st := range s.stmts {
+		_ = st.Close()
+	}
+}
+
+// reader reads a table's chunks from the source in key order.
+type reader struct {
+	c         *Copier
+	t         tables.Table
+	conn      *sql.Conn
+	cols      []chunk.Column // read; the first `written` are written
+	written   int
+	key       chunk.Key
+	keyPos    []int
+	budget    int64 // bytes of values per chunk
+	limit     int   // rows asked for by the next read
+	query     string
+	where     string
+	whereArgs []any
+}
+
+func (r *reader) run(ctx context.Context, after []string, ch chan<- batch) error {
+	full := r.c.chunkRows()
+	for seq := 0; ; seq++ {
+		if err := ctx.Err(); err != nil {
+			return nil // the canceller reports why
+		}
+		if r.c.Throttle != nil {
+			if err := r.c.Throttle(ctx); err != nil {
+				return fmt.Errorf("throttle: %w", err)
+			}
+		}
+		b, cut, err := r.read(ctx, after)
+		if err != nil {
+			return err
+		}
+		if b.rows == 0 {
+			return nil
+		}
+		b.seq = seq
+		select {
+		case ch <- b:
+		case <-ctx.Done():
+			return nil
+		}
+		after = b.last
+		switch {
+		case cut: // rows are big: ask for no more than fitted this time
+			r.limit = b.rows
+		case b.rows < r.limit:
+			return nil // the scope is exhausted; later rows are the binlog tail's
+		default:
+			r.limit = min(full, r.limit*2)
+		}
+	}
+}
+
+// read reads one chunk after `after`. cut reports that it stopped early
+// because the chunk reached its byte budget.
+func (r *reader) read(ctx context.Context, after []string) (b batch, cut bool, err error) {
+	rng, args, err := r.key.Range(after, nil)
+	if err != nil {
+		return b, false, err
+	}
+	q := r.query + rng + " AND " + r.where + " ORDER BY " + r.key.OrderBy() + " LIMIT ?"
+	args = append(append(args, r.whereArgs...), r.limit)
+	rows, err := r.conn.QueryContext(ctx, q, args...)
+	if err != nil {
+		return b, false, fmt.Errorf("after key %q: %w", after, err)
+	}
+	defer rows.Close()
+	raw := make([]sql.RawBytes, len(r.cols))
+	dest := make([]any, len(raw))
+	for i := range raw {
+		dest[i] = &raw[i]
+	}
+	lastKey := make([][]byte, len(r.keyPos))
+	b.args = make([]any, 0, r.limit*r.written)
+	var size int64
+	var mem arena
+	for rows.Next() {
+		if err := rows.Scan(dest...); err != nil {
+			return b, false, err
+		}
+		for _, v := range raw[:r.written] {
+			if v == nil {
+				b.args = append(b.args, nil)
+			} else {
+				b.args = append(b.args, mem.copy(v))
+			}
+			size += int64(len(v)) + valueOverhead
+		}
+		for i, p := range r.keyPos {
+			lastKey[i] = append(lastKey[i][:0], raw[p]...)
+		}
+		b.rows++
+		if size >= r.budget && b.rows < r.limit {
+			cut = true
+			break
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return b, false, fmt.Errorf("after key %q: %w", after, err)
+	}
+	b.bytes = size
+	if b.rows > 0 {
+		b.last = r.key.Text(lastKey)
+	}
+	return b, cut, nil
+}
+
+// arena copies a chunk's values into a few large blocks instead of one
+// allocation per value. Values are written as []byte through prepared
+// statements, which send them as strings in the connection's character set:
+// the server converts them to each column's charset (an interpolated
+// _binary literal would not be converted, and a latin1 column would store
+// the UTF-8 bytes).
+type arena struct{ buf []byte }
+
+const arenaBlock = 64 << 10
+
+// copy returns a copy of raw; an empty value stays non-nil (nil is NULL).
+func (a *arena) copy(raw []byte) []byte {
+	if a.buf == nil || len(raw) > cap(a.buf)-len(a.buf) {
+		a.buf = make([]byte, 0, max(arenaBlock, len(raw)))
+	}
+	off := len(a.buf)
+	a.buf = append(a.buf, raw...)
+	return a.buf[off:len(a.buf):len(a.buf)]
+}
+
+// tracker turns chunk commits, which arrive in any order, into the watermark
+// of the longest committed prefix.
+type tracker struct {
+	mu       sync.Mutex
+	wm       Watermark     // progress: the committed prefix
+	saved    Watermark     // the last watermark save accepted
+	next     int           // lowest sequence number not yet committed
+	pending  map[int]batch // committed chunks after a gap (args dropped)
+	save     func(Watermark) error
+	table    string
+	progress func(string, int64)
+}
+
+func newTracker(from Watermark, table string, save func(Watermark) error, progress func(string, int64)) *tracker {
+	return &tracker{wm: from, saved: from, pending: map[int]batch{}, save: save, table: table, progress: progress}
+}
+
+func (tr *tracker) committed(b batch) error {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if tr.progress != nil {
+		tr.progress(tr.table, int64(b.rows))
+	}
+	b.args = nil
+	tr.pending[b.seq] = b
+	advanced := false
+	for {
+		p, ok := tr.pending[tr.next]
+		if !ok {
+			break
+		}
+		delete(tr.pending, tr.next)
+		tr.next++
+		tr.wm.After = p.last
+		tr.wm.Rows += int64(p.rows)
+		advanced = true
+	}
+	if advanced {
+		return tr.store()
+	}
+	return nil
+}
+
+// store saves the progress; a failed save leaves the last saved watermark
+// in place and the next one saves the whole prefix again.
+func (tr *tracker) store() error {
+	if tr.save != nil {
+		if err := tr.save(tr.wm); err != nil {
+			return fmt.Errorf("save watermark: %w", err)
+		}
+	}
+	tr.saved = tr.wm
+	return nil
+}
+
+func (tr *tracker) finish() error {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	tr.wm.Done = true
+	return tr.store()
+}
+
+// lastSaved is the watermark a resume would start from.
+func (tr *tracker) lastSaved() Watermark {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return tr.saved
+}
