@@ -98,7 +98,7 @@ func TestMoveCrashMatrix(t *testing.T) {
 		t.Run(strings.ReplaceAll(point, ":", "_"), func(t *testing.T) {
 			c := newCluster(t, fmt.Sprintf("e2e_crash%d", i), []int{1, 1}, []int{seeded, 500})
 			before := tableSums(t, c.db(1), c.shards[0].Schema, c.untouchedBelow(1, seeded))
-			lp := c.startLoad(200, c.keys("moving", 1, 1000), c.keys("staying", 2, 500))
+			lp := c.startLoad(200, c.keys("moving", 1, seeded), c.keys("staying", 2, 500))
 			r := c.run([]string{"SHARDCTL_FAULT=" + point}, "move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes",
 				"--chunk-rows", "1000", "--prune-chunk-rows", "500")
 			if !r.killed {

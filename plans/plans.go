@@ -276,6 +276,13 @@ func Unmarshal(b []byte) (*Plan, error) {
 	if p.FormatVersion != FormatVersion {
 		return nil, fmt.Errorf("plan format %d: this shardctl reads format %d; use the shardctl version that wrote it", p.FormatVersion, FormatVersion)
 	}
+	// Empty checkpoint maps are omitted from the file; a resumed run writes to them.
+	if p.Checkpoints.Copy == nil {
+		p.Checkpoints.Copy = map[string]CopyMark{}
+	}
+	if p.Checkpoints.Prune == nil {
+		p.Checkpoints.Prune = map[string]PruneMark{}
+	}
 	return &p, nil
 }
 

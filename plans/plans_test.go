@@ -43,6 +43,14 @@ func TestSaveLoadRoundTripAndMode(t *testing.T) {
 	if !bytes.Equal(a, b) {
 		t.Fatalf("round trip differs:\n%s\n%s", a, b)
 	}
+	// A fresh plan has empty checkpoint maps, which the file omits: they come back usable.
+	fresh := New("move", "x")
+	_ = Save(Path(dir, "fresh"), fresh)
+	back, err := Load(Path(dir, "fresh"))
+	if err != nil || back.Checkpoints.Prune == nil || back.Checkpoints.Copy == nil {
+		t.Fatalf("checkpoint maps after load: %+v %v", back.Checkpoints, err)
+	}
+	os.Remove(Path(dir, "fresh"))
 	if left, _ := filepath.Glob(filepath.Join(dir, ".plan-*")); len(left) != 0 {
 		t.Fatalf("temp files left: %v", left)
 	}
