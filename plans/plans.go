@@ -189,12 +189,12 @@ type Plan struct {
 	DropSourceSchema bool              `json:"drop_source_schema"`
 	AfterCleanup     []shardmap.Change `json:"after_cleanup,omitempty"`
 	KeepSource       bool              `json:"keep_source"`
-	Abort            []shardmap.Change `json:"abort,omitempty"`         // undo of prepare/offline before cutover
-	AbortTarget      []tables.Table    `json:"abort_target,omitempty"`  // rows removed from the target on abort (merge)
-	DropTargetSchema bool              `json:"drop_target_schema"`      // on abort (move, split)
+	Abort            []shardmap.Change `json:"abort,omitempty"`        // undo of prepare/offline before cutover
+	AbortTarget      []tables.Table    `json:"abort_target,omitempty"` // rows removed from the target on abort (merge)
+	DropTargetSchema bool              `json:"drop_target_schema"`     // on abort (move, split)
 	Options          Options           `json:"options"`
-	Warnings         []string          `json:"warnings,omitempty"`      // found at planning, shown in dry runs
-	SQLPreview       []string          `json:"shardmap_sql,omitempty"`  // the statements run against the shard map, for review
+	Warnings         []string          `json:"warnings,omitempty"`     // found at planning, shown in dry runs
+	SQLPreview       []string          `json:"shardmap_sql,omitempty"` // the statements run against the shard map, for review
 
 	Steps       []StepRecord `json:"steps"`
 	Checkpoints Checkpoints  `json:"checkpoints"`

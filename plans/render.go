@@ -125,4 +125,3 @@ func describeStep(p *Plan, step string) string {
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
-

@@ -516,9 +516,13 @@ func TestRowsPerStmt(t *testing.T) {
 		{16383, 4, 100, 16383},     // 65532 placeholders: one statement
 		{16384, 4, 100, 8192},      // one more row: two
 	} {
-		got := rowsPerStmt(batch{rows: c.rows, bytes: c.bytes}, c.ncols)
+		got := rowsPerStmt(batch{rows: c.rows, bytes: c.bytes}, c.ncols, stmtBytes)
 		if got != c.want {
 			t.Errorf("rowsPerStmt(%d rows, %d cols, %d bytes) = %d, want %d", c.rows, c.ncols, c.bytes, got, c.want)
 		}
+	}
+	// A small max_allowed_packet makes statements smaller.
+	if got := rowsPerStmt(batch{rows: 5000, bytes: 1_100_000}, 4, 512<<10); got != 1667 {
+		t.Errorf("with a 1 MiB packet: %d rows per statement, want 1667", got)
 	}
 }
