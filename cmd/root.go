@@ -59,10 +59,11 @@ func badInput(format string, a ...any) error {
 
 // app is the state shared by the commands of one run.
 type app struct {
-	v      *viper.Viper
-	out    io.Writer
-	errOut io.Writer
-	log    *slog.Logger
+	v       *viper.Viper
+	emitted bool // a JSON document went to stdout already
+	out     io.Writer
+	errOut  io.Writer
+	log     *slog.Logger
 }
 
 func (a *app) jsonOut() bool { return a.v.GetString("output") == "json" }
@@ -70,6 +71,7 @@ func (a *app) jsonOut() bool { return a.v.GetString("output") == "json" }
 // emit prints v as JSON with --output json, else runs text.
 func (a *app) emit(v any, text func(w io.Writer)) error {
 	if a.jsonOut() {
+		a.emitted = true
 		enc := json.NewEncoder(a.out)
 		enc.SetIndent("", "  ")
 		return enc.Encode(v)
@@ -106,7 +108,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		msg = strings.ReplaceAll(msg, pw, "*****")
 	}
 	fmt.Fprintln(stderr, "shardctl: "+msg)
-	if a.jsonOut() {
+	if a.jsonOut() && !a.emitted {
+		// stdout carries exactly one JSON document: the result, or this error.
 		_ = json.NewEncoder(stdout).Encode(map[string]any{"error": msg, "exit_code": code})
 	}
 	return code
@@ -157,7 +160,7 @@ never from the command line.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return withCode(ExitBadInput, fmt.Errorf("%w (see --help)", err))
 	})
-	root.AddCommand(a.versionCmd(), a.shardmapCmd(), a.sandboxCmd(), a.statusCmd(), a.moveCmd(), a.splitCmd(), a.mergeCmd(), a.planCmd(), a.loadCmd())
+	root.AddCommand(a.versionCmd(), a.shardmapCmd(), a.sandboxCmd(), a.statusCmd(), a.moveCmd(), a.splitCmd(), a.mergeCmd(), a.planCmd(), a.loadCmd(), a.verifyCmd(), a.pruneCmd())
 	return root
 }
 

@@ -269,3 +269,62 @@ func readAll(t *testing.T, paths ...string) string {
 	}
 	return b.String()
 }
+
+// fleetSums is, per sharded table, the row count and XOR checksum over every
+// shard in the shard map together, leaving out employees keys in the load's
+// groups (NAME=LO-HI). Moving rows between shards does not change it.
+func (c *cluster) fleetSums(groups []string) map[string]string {
+	c.t.Helper()
+	m, err := c.store.Load(ctx)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var skip []string
+	var skipArgs []any
+	for _, g := range groups {
+		var lo, hi int64
+		if _, err := fmt.Sscanf(g[strings.IndexByte(g, '=')+1:], "%d-%d", &lo, &hi); err != nil {
+			c.t.Fatalf("group %q: %v", g, err)
+		}
+		skip = append(skip, "emp_no NOT BETWEEN ? AND ?")
+		skipArgs = append(skipArgs, lo, hi-1)
+	}
+	count := map[string]int64{}
+	sum := map[string]uint64{}
+	for _, l := range m.Locations {
+		db := c.env.DB(c.t, c.serverIndex(l.Addr().String()), "")
+		for _, tb := range sandbox.ShardedTables {
+			rows, err := db.Query("SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION", l.Schema, tb)
+			if err != nil {
+				c.t.Fatal(err)
+			}
+			var cols []string
+			for rows.Next() {
+				var col string
+				rows.Scan(&col)
+				cols = append(cols, "COALESCE("+dbutil.QuoteIdent(col)+", '<null>')")
+			}
+			rows.Close()
+			if len(cols) == 0 {
+				continue // an emptied, dropped shard
+			}
+			where, args := "", []any(nil)
+			if tb == "employees" && len(skip) > 0 {
+				where, args = " WHERE "+strings.Join(skip, " AND "), skipArgs
+			}
+			var n int64
+			var x uint64
+			q := "SELECT COUNT(*), COALESCE(BIT_XOR(CAST(CONV(SUBSTRING(MD5(CONCAT_WS('#', " + strings.Join(cols, ", ") + ")), 1, 16), 16, 10) AS UNSIGNED)), 0) FROM " + dbutil.Table(l.Schema, tb) + where
+			if err := db.QueryRow(q, args...).Scan(&n, &x); err != nil {
+				c.t.Fatalf("checksum %s.%s: %v", l.Schema, tb, err)
+			}
+			count[tb] += n
+			sum[tb] ^= x
+		}
+	}
+	out := map[string]string{}
+	for tb := range count {
+		out[tb] = fmt.Sprintf("%d/%x", count[tb], sum[tb])
+	}
+	return out
+}

@@ -88,46 +88,76 @@ func TestMoveUnderLoad(t *testing.T) {
 	}
 }
 
+// crashCase is one operation of the crash matrix.
+type crashCase struct {
+	name    string
+	servers []int
+	sizes   []int
+	args    func(c *cluster) []string
+	groups  func(c *cluster) []string // load groups NAME=LO-HI
+}
+
+var crashPoints = []string{"after:preflight", "after:create", "during:copy", "after:copy", "during:catchup", "after:catchup",
+	"after:verify", "after:fence", "after:cutover", "during:cleanup", "after:cleanup"}
+
 // Crash safety: kill -9 after every step and in the middle of copy, catch-up
-// and cleanup, then 'plan resume'. The ledger and the checksums must pass.
-func TestMoveCrashMatrix(t *testing.T) {
-	points := []string{"after:preflight", "after:create", "during:copy", "after:copy", "during:catchup", "after:catchup",
-		"after:verify", "after:fence", "after:cutover", "during:cleanup", "after:cleanup"}
+// and cleanup, then 'plan resume'. The ledger, the fleet-wide checksums and
+// the ownership of every row must pass.
+func TestCrashMatrix(t *testing.T) {
 	const seeded = 3000
-	for i, point := range points {
-		t.Run(strings.ReplaceAll(point, ":", "_"), func(t *testing.T) {
-			c := newCluster(t, fmt.Sprintf("e2e_crash%d", i), []int{1, 1}, []int{seeded, 500})
-			before := tableSums(t, c.db(1), c.shards[0].Schema, c.untouchedBelow(1, seeded))
-			lp := c.startLoad(200, c.keys("moving", 1, seeded), c.keys("staying", 2, 500))
-			r := c.run([]string{"SHARDCTL_FAULT=" + point}, "move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes",
-				"--chunk-rows", "1000", "--prune-chunk-rows", "500")
-			if !r.killed {
-				t.Fatalf("fault %s did not kill the process: exit %d\n%s", point, r.code, r.stderr)
-			}
-			files := planFiles(t, c.planDir)
-			if len(files) != 1 {
-				t.Fatalf("plan files: %v", files)
-			}
-			id := strings.TrimSuffix(files[0][strings.LastIndex(files[0], "/")+1:], ".json")
-			res := c.run(nil, "plan", "resume", id, "-o", "json")
-			if res.code != 0 {
-				t.Fatalf("resume after %s: exit %d\n%s\n%s", point, res.code, res.stdout, res.stderr)
-			}
-			st := lp.stop(t)
-			if g := st.Groups["staying"]; g.Errors != 0 {
-				t.Errorf("other shard errors: %+v", g)
-			}
-			c.checkLedger(lp)
-			after := tableSums(t, c.db(3), c.shards[0].Schema, c.untouchedBelow(1, seeded))
-			for tb, s := range before {
-				if after[tb] != s {
-					t.Errorf("after %s: table %s differs: %s before, %s after", point, tb, s, after[tb])
+	cases := []crashCase{
+		{name: "move", servers: []int{1, 1}, sizes: []int{seeded, 500},
+			args: func(c *cluster) []string { return []string{"move", "--shard", "1", "--to", c.env.Addr(3).String()} },
+			groups: func(c *cluster) []string {
+				return []string{c.keys("moving", 1, seeded), c.keys("staying", 2, 500)}
+			}},
+		{name: "split", servers: []int{1, 1}, sizes: []int{seeded, 500},
+			args: func(c *cluster) []string {
+				return []string{"split", "--shard", "1", "--at", fmt.Sprint(c.shards[0].Lower + 1 + seeded/2), "--to", c.env.Addr(3).String()}
+			},
+			groups: func(c *cluster) []string {
+				lo := c.shards[0].Lower
+				return []string{fmt.Sprintf("staying=%d-%d", lo+1001, lo+1+seeded/2), fmt.Sprintf("moving=%d-%d", lo+1+seeded/2, lo+2*seeded), c.keys("other", 2, 500)}
+			}},
+		{name: "merge", servers: []int{1, 2, 1}, sizes: []int{seeded / 2, seeded / 2, 500},
+			args: func(c *cluster) []string { return []string{"merge", "--shard", "2", "--into", "1"} },
+			groups: func(c *cluster) []string {
+				return []string{c.keys("moving", 2, seeded/2), c.keys("staying", 1, seeded/2), c.keys("other", 3, 500)}
+			}},
+	}
+	for ci, cc := range cases {
+		for pi, point := range crashPoints {
+			t.Run(cc.name+"/"+strings.ReplaceAll(point, ":", "_"), func(t *testing.T) {
+				c := newCluster(t, fmt.Sprintf("e2e_crash%d_%d", ci, pi), cc.servers, cc.sizes)
+				groups := cc.groups(c)
+				before := c.fleetSums(groups)
+				lp := c.startLoad(200, groups...)
+				r := c.run([]string{"SHARDCTL_FAULT=" + point}, append(cc.args(c), "--yes", "--chunk-rows", "1000", "--prune-chunk-rows", "500")...)
+				if !r.killed {
+					t.Fatalf("fault %s did not kill the process: exit %d\n%s", point, r.code, r.stderr)
 				}
-			}
-			if schemaExists(t, c.db(1), c.shards[0].Schema) {
-				t.Errorf("source schema left behind")
-			}
-		})
+				files := planFiles(t, c.planDir)
+				if len(files) != 1 {
+					t.Fatalf("plan files: %v", files)
+				}
+				id := strings.TrimSuffix(files[0][strings.LastIndex(files[0], "/")+1:], ".json")
+				res := c.run(nil, "plan", "resume", id, "-o", "json")
+				if res.code != 0 {
+					t.Fatalf("resume after %s: exit %d\n%s\n%s", point, res.code, res.stdout, res.stderr)
+				}
+				st := lp.stop(t)
+				for name, g := range st.Groups {
+					if g.Errors != 0 {
+						t.Errorf("group %s saw errors: %+v", name, g)
+					}
+				}
+				c.checkLedger(lp)
+				if after := c.fleetSums(groups); fmt.Sprint(after) != fmt.Sprint(before) {
+					t.Errorf("after %s the fleet's rows differ:\nbefore %v\nafter  %v", point, before, after)
+				}
+				c.ownership()
+			})
+		}
 	}
 }
 

@@ -420,21 +420,8 @@ func (r *runner) cleanup(ctx context.Context) error {
 	if r.p.KeepSource {
 		return errSkipped
 	}
-	var sleep func(context.Context) error
-	if ms := r.p.Options.PruneSleepMS; ms > 0 {
-		sleep = func(ctx context.Context) error {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(time.Duration(ms) * time.Millisecond):
-				return nil
-			}
-		}
-	}
-	if rl := rateLimit(r.p.Options.MaxRate, r.p.Options.PruneChunkRows); rl != nil {
-		sleep = rl
-	}
-	pr := &prune.Pruner{DB: r.src, Schema: r.p.Source.Schema, ChunkRows: r.p.Options.PruneChunkRows, Throttle: sleep}
+	pr := &prune.Pruner{DB: r.src, Schema: r.p.Source.Schema, ChunkRows: r.p.Options.PruneChunkRows,
+		Throttle: Throttle(r.p.Options.MaxRate, r.p.Options.PruneChunkRows, r.p.Options.PruneSleepMS)}
 	var deleted int64
 	saves := 0
 	pr.Progress = func(_ string, n int64) {
@@ -481,6 +468,29 @@ func (r *runner) cleanup(ctx context.Context) error {
 		return err
 	}
 	return r.env.Store.Apply(ctx, "after cleanup", r.p.AfterCleanup)
+}
+
+// Throttle paces chunked work: at most rate rows/s (chunks of chunk rows), and
+// at least sleepMS between chunks. It returns nil when neither is set.
+func Throttle(rate int64, chunk, sleepMS int) func(context.Context) error {
+	rl := rateLimit(rate, chunk)
+	if sleepMS <= 0 {
+		return rl
+	}
+	pause := time.Duration(sleepMS) * time.Millisecond
+	return func(ctx context.Context) error {
+		if rl != nil {
+			if err := rl(ctx); err != nil {
+				return err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(pause):
+			return nil
+		}
+	}
 }
 
 // rateLimit returns a throttle that spaces chunks of chunk rows to at most rate rows/s.

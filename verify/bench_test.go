@@ -1,0 +1,41 @@
+package verify
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/shardctl/shardctl/dbutil"
+)
+
+// TestBenchVerifySysbench1M verifies a 1M-row sysbench-like table held by
+// servers 1 and 2 and reports rows/s. It runs only with SHARDCTL_BENCH=1
+// (SHARDCTL_BENCH_ROWS changes the size).
+func TestBenchVerifySysbench1M(t *testing.T) {
+	if os.Getenv("SHARDCTL_BENCH") != "1" {
+		t.Skip("set SHARDCTL_BENCH=1 to run the verify benchmark")
+	}
+	rows := 1000000
+	if n, err := strconv.Atoi(os.Getenv("SHARDCTL_BENCH_ROWS")); err == nil && n > 0 {
+		rows = n
+	}
+	p := newPair(t,
+		"CREATE TABLE sbtest1 (id INT NOT NULL, k INT NOT NULL DEFAULT 0, c CHAR(120) NOT NULL DEFAULT '', pad CHAR(60) NOT NULL DEFAULT '', PRIMARY KEY (id), KEY k_1 (k)) ENGINE=InnoDB",
+		"INSERT INTO sbtest1 SELECT seq, FLOOR(RAND(seq) * "+strconv.Itoa(rows)+"), SUBSTRING(REPEAT(CONCAT(LPAD(seq * 7919 % 99999999999, 11, '0'), '-'), 10), 1, 119),"+
+			" SUBSTRING(REPEAT(CONCAT(LPAD(seq * 104729 % 99999999999, 11, '0'), '-'), 5), 1, 59) FROM seq_1_to_"+strconv.Itoa(rows),
+	)
+	run(t, p.dst, "UPDATE "+dbutil.Table(p.tname, "sbtest1")+" SET pad = 'x' WHERE id = ?", rows/2)
+	v := p.verifier(0)
+	start := time.Now()
+	res, err := v.Table(context.Background(), p.table(t, "sbtest1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	el := time.Since(start)
+	if res.Rows != int64(rows) || len(res.Mismatches) != 1 {
+		t.Fatalf("result %+v", res)
+	}
+	t.Logf("verify %d rows, chunk %d: %s, %.0f rows/s, %d chunks", rows, defaultChunkRows, el.Round(time.Millisecond), float64(rows)/el.Seconds(), res.Chunks)
+}
