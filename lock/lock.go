@@ -47,8 +47,13 @@ func Holder(planID string) string {
 	return fmt.Sprintf("%s (pid %d on %s)", planID, os.Getpid(), host)
 }
 
+// Wait is how long Acquire waits for a held lock. A process killed a moment
+// ago still holds its lock until the server notices the closed connection;
+// a live holder is still refused, a few seconds later.
+const Wait = 3 * time.Second
+
 // Acquire takes every lock in names (in a fixed order, so two operations
-// wanting overlapping sets cannot deadlock) without waiting.
+// wanting overlapping sets cannot deadlock), waiting at most Wait for each.
 func Acquire(ctx context.Context, db *sql.DB, schema string, names []string, holder string) (*Lock, error) {
 	names = append([]string(nil), names...)
 	sort.Strings(names)
@@ -59,7 +64,7 @@ func Acquire(ctx context.Context, db *sql.DB, schema string, names []string, hol
 	l := &Lock{conn: conn, schema: schema, names: names, lost: make(chan struct{}), stop: make(chan struct{})}
 	for i, n := range names {
 		var got sql.NullInt64
-		if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 0)", n).Scan(&got); err != nil {
+		if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", n, int(Wait.Seconds())).Scan(&got); err != nil {
 			l.release(context.Background(), names[:i])
 			return nil, fmt.Errorf("lock %s: %w", n, err)
 		}
