@@ -45,6 +45,9 @@ type Config struct {
 	// position for (a new file's header, CREATE TRIGGER): the rotation gives
 	// a position past them. Needs the RELOAD privilege.
 	NoFlushBinlog bool
+	// Throttle, if set, is called before each target transaction and may
+	// sleep (it slows the apply under load on the target or its replicas).
+	Throttle func(ctx context.Context) error
 }
 
 // Stats are counters of a running tail.
@@ -757,6 +760,11 @@ func (t *Tailer) commitCovered(b *batch) error {
 // commit applies acts in one target transaction, retrying lock timeouts,
 // deadlocks and lost connections (every statement is idempotent).
 func (t *Tailer) commit(acts []action) error {
+	if t.cfg.Throttle != nil {
+		if err := t.cfg.Throttle(t.ctx); err != nil {
+			return err
+		}
+	}
 	stmts := buildStatements(acts, t.lim)
 	var err error
 	for attempt := 0; ; attempt++ {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -39,9 +40,10 @@ func (a *app) planDir() string {
 
 // opFlags are the flags every operation (move, split, merge) shares.
 type opFlags struct {
-	dryRun, yes, noVerify, keepSource bool
-	planOut                           string
-	opts                              plans.Options
+	dryRun, yes, noVerify, keepSource       bool
+	planOut                                 string
+	opts                                    plans.Options
+	maxBlackout, backoff, maxLag, chunkTime time.Duration
 }
 
 func (f *opFlags) register(c *cobra.Command) {
@@ -57,12 +59,24 @@ func (f *opFlags) register(c *cobra.Command) {
 	fl.IntVar(&f.opts.Parallel, "parallel", d.Parallel, "tables copied at once")
 	fl.Int64Var(&f.opts.MaxRate, "max-rate", 0, "copy and cleanup rows per second at most (0: no limit)")
 	fl.IntVar(&f.opts.PruneSleepMS, "prune-sleep-ms", 0, "pause between cleanup chunks")
-	fl.IntVar(&f.opts.FinalWaitMS, "final-wait-ms", d.FinalWaitMS, "longest write blackout: wait this long for the final catch-up behind the fence before backing off")
+	fl.DurationVar(&f.maxBlackout, "max-blackout", time.Duration(d.MaxBlackoutMS)*time.Millisecond, "write blackout budget: a cutover that cannot fence and catch up within it backs off, puts the shard back online, and retries")
+	fl.IntVar(&f.opts.FenceAttempts, "cutover-attempts", d.FenceAttempts, "cutover attempts before the fence step gives up (the shard stays online at the source)")
+	fl.DurationVar(&f.backoff, "cutover-backoff", time.Duration(d.BackoffMS)*time.Millisecond, "pause after a backed-off cutover attempt (doubles each time)")
+	fl.IntVar(&f.opts.MaxThreadsRunning, "max-threads-running", 0, "throttle copy, apply and cleanup while the source's Threads_running is above this (0: off)")
+	fl.DurationVar(&f.maxLag, "max-lag", 0, "throttle while a --replica lags more than this (0: off)")
+	fl.StringArrayVar(&f.opts.Replicas, "replica", nil, "a replica HOST:PORT whose lag --max-lag watches (repeat for several)")
+	fl.DurationVar(&f.chunkTime, "chunk-time", 0, "copy: shrink chunks whose read takes longer than this (0: fixed --chunk-rows)")
+	fl.StringVar(&f.opts.PostponeFile, "postpone-cutover-file", "", "hold the cutover while this file exists (create it before starting; delete it to cut over)")
+	fl.StringVar(&f.opts.ControlFile, "control-file", "", "re-read every 2 s while running: 'max-rate = N', 'max-threads-running = N', 'pause = true'")
 }
 
 func (f *opFlags) options() plans.Options {
 	o := f.opts
 	o.Verify = !f.noVerify
+	o.MaxBlackoutMS = int(f.maxBlackout.Milliseconds())
+	o.BackoffMS = int(f.backoff.Milliseconds())
+	o.MaxLagMS = int(f.maxLag.Milliseconds())
+	o.ChunkTimeMS = int(f.chunkTime.Milliseconds())
 	return o
 }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -131,7 +132,7 @@ replication link is needed; each chunk is one short statement per side.`,
 }
 
 func (a *app) pruneCmd() *cobra.Command {
-	var shard, chunkRows, sleepMS int
+	var shard, chunkRows, sleepMS, maxThreads int
 	var maxRate int64
 	var dryRun bool
 	c := &cobra.Command{
@@ -166,10 +167,14 @@ table and changes nothing.`,
 					}
 					defer l.Release()
 				}
-				pr := &prune.Pruner{DB: db, Schema: loc.Schema, ChunkRows: chunkRows}
-				if maxRate > 0 || sleepMS > 0 {
-					pr.Throttle = pipeline.Throttle(maxRate, chunkRows, sleepMS)
+				thr, err := pipeline.NewThrottler(ctx, db, plans.Options{MaxRate: maxRate, MaxThreadsRunning: maxThreads}, a.shardCreds())
+				if err != nil {
+					return err
 				}
+				defer thr.Close()
+				pause := time.Duration(sleepMS) * time.Millisecond
+				pr := &prune.Pruner{DB: db, Schema: loc.Schema, ChunkRows: chunkRows,
+					Throttle: func(ctx context.Context) error { return thr.Pause(ctx, chunkRows, pause) }}
 				type row struct {
 					Table   string `json:"table"`
 					Rows    int64  `json:"rows"`
@@ -216,6 +221,7 @@ table and changes nothing.`,
 	c.Flags().IntVar(&chunkRows, "chunk-rows", 1000, "rows per DELETE")
 	c.Flags().Int64Var(&maxRate, "max-rate", 0, "rows per second at most (0: no limit)")
 	c.Flags().IntVar(&sleepMS, "sleep-ms", 0, "pause between chunks")
+	c.Flags().IntVar(&maxThreads, "max-threads-running", 0, "pause while the server's Threads_running is above this (0: off)")
 	return c
 }
 

@@ -3,6 +3,7 @@ package fence
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"strings"
 	"time"
@@ -15,6 +16,16 @@ import (
 type Table struct {
 	Name   string
 	Filter keyspace.Filter
+}
+
+// IsTimeout reports a fence statement that gave up waiting for a table's
+// metadata lock (a transaction on the table is still open).
+func IsTimeout(err error) bool {
+	switch dbutil.ErrNumber(err) {
+	case 1205, 1969, 3024: // lock wait timeout, max_statement_time (MariaDB), max_execution_time (MySQL)
+		return true
+	}
+	return false
 }
 
 // ErrNumber is what a fenced write fails with: MySQL's ER_OPTION_PREVENTS_STATEMENT,
@@ -89,9 +100,13 @@ func session(ctx context.Context, db *sql.DB, lockWait time.Duration, fn func(*s
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	secs := max(1, int(lockWait.Seconds()))
-	for _, s := range []string{"SET SESSION sql_log_bin = 0", fmt.Sprintf("SET SESSION lock_wait_timeout = %d", secs)} {
+	// Session settings must not leak into the pool.
+	defer func() { _ = conn.Raw(func(any) error { return driver.ErrBadConn }); conn.Close() }()
+	secs := max(1, int(lockWait.Seconds()+0.999))
+	// lock_wait_timeout counts whole seconds; max_statement_time (MariaDB,
+	// fractional) bounds the metadata-lock wait of each DDL to lockWait exactly.
+	for _, s := range []string{"SET SESSION sql_log_bin = 0", fmt.Sprintf("SET SESSION lock_wait_timeout = %d", secs),
+		fmt.Sprintf("SET SESSION max_statement_time = %.3f", max(lockWait.Seconds(), 0.001))} {
 		if _, err := conn.ExecContext(ctx, s); err != nil {
 			return err
 		}

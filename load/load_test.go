@@ -331,11 +331,11 @@ func TestKilledConnectionsLeaveACheckableLedger(t *testing.T) {
 	if err != nil || int64(len(entries)) != st.Acked+g.Ambiguous {
 		t.Fatalf("ledger has %d entries for %d acks and %d ambiguous writes: %v", len(entries), st.Acked, g.Ambiguous, err)
 	}
-	if killed >= 20 && g.Ambiguous == 0 {
-		t.Fatalf("%d connections killed mid-statement yet no write was logged ambiguous", killed)
-	}
-	if killed >= 20 && g.Ambiguous == 0 {
-		t.Fatalf("%d connections killed mid-statement yet no write was logged ambiguous", killed)
+	// The router retries a write whose connection died mid-statement (the
+	// upsert is idempotent); what it cannot retry is logged ambiguous. Either
+	// way the killed statements must show up.
+	if killed >= 20 && g.Ambiguous == 0 && g.Retries == 0 {
+		t.Fatalf("%d connections killed mid-statement yet no write was retried or logged ambiguous", killed)
 	}
 	if rep := f.check(t, ledger); !rep.OK() {
 		t.Fatalf("problems: %v", rep.Problems)

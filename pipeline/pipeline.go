@@ -64,6 +64,7 @@ type runner struct {
 	mu       sync.Mutex // guards p while copy/tail goroutines update checkpoints
 	lastSave time.Time
 	tail     *binlog.Tailer
+	thr      *Throttler
 }
 
 // Run executes the plan's remaining steps. It holds the plan's locks for the
@@ -99,6 +100,9 @@ func Run(ctx context.Context, env Env, p *plans.Plan) error {
 	r := &runner{env: env, p: p}
 	defer r.close()
 	if err := r.open(ctx); err != nil {
+		return r.fail(plans.StepPreflight, err)
+	}
+	if r.thr, err = NewThrottler(ctx, r.src, p.Options, env.Creds); err != nil {
 		return r.fail(plans.StepPreflight, err)
 	}
 	p.State = plans.StateRunning
@@ -208,6 +212,9 @@ func (r *runner) close() {
 	if r.tail != nil {
 		_ = r.stopTail()
 	}
+	if r.thr != nil {
+		r.thr.Close()
+	}
 	if r.src != nil {
 		r.src.Close()
 	}
@@ -257,7 +264,8 @@ func (r *runner) ensureTail(ctx context.Context) error {
 			r.mu.Unlock()
 			return r.save(false)
 		},
-		Logger: r.env.Log,
+		Logger:   r.env.Log,
+		Throttle: func(ctx context.Context) error { return r.thr.Wait(ctx, 0) },
 	})
 	if err != nil {
 		return fmt.Errorf("start binlog tail from %s: %w", from, err)

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -155,7 +156,8 @@ func (r *runner) copier() *snapshot.Copier {
 		Source: r.src, Target: r.dst,
 		SourceSchema: r.p.Source.Schema, TargetSchema: r.p.Target.Schema,
 		ChunkRows: r.p.Options.ChunkRows,
-		Throttle:  rateLimit(r.p.Options.MaxRate, r.p.Options.ChunkRows),
+		ChunkTime: time.Duration(r.p.Options.ChunkTimeMS) * time.Millisecond,
+		Throttle:  func(ctx context.Context) error { return r.thr.Wait(ctx, r.p.Options.ChunkRows) },
 	}
 }
 
@@ -178,7 +180,7 @@ func (r *runner) copy(ctx context.Context) error {
 		done += rows
 		d := done
 		pmu.Unlock()
-		r.env.Observer.Progress(plans.StepCopy, d, max(total, d), "")
+		r.env.Observer.Progress(plans.StepCopy, d, max(total, d), r.thr.Reason())
 	}
 	err := c.CopyAll(ctx, r.p.Copy, marks, r.p.Options.Parallel, func(table string, w snapshot.Watermark) error {
 		r.mu.Lock()
@@ -276,51 +278,147 @@ func (r *runner) verify(ctx context.Context) error {
 // fence takes the moving rows offline: mark the mappings offline, install
 // the fence on the source, and only then read the source's final position
 // (reading it before the fence holds lets writes slip in: vitess #16563),
-// then wait for the target to apply exactly that much. If the fence cannot be
-// installed or the final wait overruns, the mappings go back online and the
-// step fails: the plan resumes from here.
+// then wait for the target to apply exactly that much. The whole blackout has
+// a budget (MaxBlackoutMS): an attempt that cannot fence within it (a
+// transaction holds a table) or cannot finish the final catch-up within it
+// lifts the fence, puts the mappings back online, and is retried after a
+// back-off; the tail keeps running in between. Before each attempt it checks
+// what would make it fail (lag, long transactions: vitess #9525), and waits
+// while the postpone file exists.
 func (r *runner) fence(ctx context.Context) error {
-	if _, err := r.waitCaughtUp(ctx, 0); err != nil {
-		return err
+	budget := time.Duration(r.p.Options.MaxBlackoutMS) * time.Millisecond
+	backoff := time.Duration(max(r.p.Options.BackoffMS, 1)) * time.Millisecond
+	var last error
+	for i := 0; i < max(1, r.p.Options.FenceAttempts); i++ {
+		if i > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 30*time.Second)
+		}
+		if err := r.waitPostpone(ctx); err != nil {
+			return err
+		}
+		why, err := r.notReady(ctx, budget)
+		if err != nil {
+			return err
+		}
+		if why != "" {
+			r.recordAttempt(plans.Attempt{Started: time.Now().UTC(), Result: "postponed: " + why})
+			last = errors.New(why)
+			continue
+		}
+		err = r.tryFence(ctx, budget)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, errBackedOff) {
+			return err
+		}
+		last = err
 	}
-	attempt := plans.Attempt{Started: time.Now().UTC(), Phases: map[string]float64{}}
+	return fmt.Errorf("no cutover fitted the %s blackout budget in %d attempts (last: %v); the shard stays online at the source; resume to try again, or raise --max-blackout", budget, r.p.Options.FenceAttempts, last)
+}
+
+var errBackedOff = errors.New("backed off")
+
+func (r *runner) recordAttempt(a plans.Attempt) int {
 	r.mu.Lock()
-	r.p.Attempts = append(r.p.Attempts, attempt)
-	idx := len(r.p.Attempts) - 1
-	r.mu.Unlock()
-	mark := time.Now()
+	defer r.mu.Unlock()
+	r.p.Attempts = append(r.p.Attempts, a)
+	r.env.Log.Info("cutover attempt", "attempt", len(r.p.Attempts), "result", a.Result)
+	return len(r.p.Attempts) - 1
+}
+
+// waitPostpone holds the cutover while the postpone file exists; the tail keeps the target close behind.
+func (r *runner) waitPostpone(ctx context.Context) error {
+	f := r.p.Options.PostponeFile
+	logged := false
+	for f != "" {
+		if _, err := os.Stat(f); err != nil {
+			return nil
+		}
+		if !logged {
+			r.env.Log.Info("cutover postponed while the postpone file exists", "file", f)
+			r.env.Observer.Progress(plans.StepFence, 0, 0, "postponed: remove "+f+" to cut over")
+			logged = true
+		}
+		if _, err := r.waitCaughtUp(ctx, 0); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// notReady says why fencing now would likely overrun the budget: the
+// target takes too long to reach a fresh source position (the final
+// catch-up would too), or a transaction older than the budget is open on the
+// source (it may hold a fenced table's metadata lock).
+func (r *runner) notReady(ctx context.Context, budget time.Duration) (string, error) {
+	took, err := r.waitCaughtUp(ctx, 0)
+	if err != nil {
+		return "", err
+	}
+	if took > budget/2 {
+		return fmt.Sprintf("the target needed %s to catch up, over half the %s budget", took.Round(time.Millisecond), budget), nil
+	}
+	var id, thread, age int64
+	err = r.src.QueryRowContext(ctx, `SELECT trx_id, trx_mysql_thread_id, TIMESTAMPDIFF(MICROSECOND, trx_started, NOW(6)) FROM information_schema.INNODB_TRX
+		WHERE trx_started < NOW(6) - INTERVAL ? MICROSECOND AND (trx_rows_modified > 0 OR trx_tables_locked > 0 OR trx_lock_structs > 0)
+		ORDER BY trx_started LIMIT 1`, budget.Microseconds()).Scan(&id, &thread, &age)
+	if err == sql.ErrNoRows {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("look for long transactions: %w", err)
+	}
+	return fmt.Sprintf("transaction %d (connection %d) has been open %s on the source", id, thread, (time.Duration(age) * time.Microsecond).Round(time.Millisecond)), nil
+}
+
+// tryFence is one cutover attempt within the budget.
+func (r *runner) tryFence(ctx context.Context, budget time.Duration) error {
+	start := time.Now()
+	idx := r.recordAttempt(plans.Attempt{Started: start.UTC(), Phases: map[string]float64{}, Result: "fencing"})
+	mark := start
 	phase := func(name string) {
 		r.mu.Lock()
 		r.p.Attempts[idx].Phases[name] = msSince(mark)
 		r.mu.Unlock()
 		mark = time.Now()
 	}
+	left := func() time.Duration { return max(budget-time.Since(start), 10*time.Millisecond) }
 	if err := r.env.Store.Apply(ctx, "take the moving mappings offline", r.p.Offline); err != nil {
 		return err
 	}
 	phase("offline")
 	undo := func(reason error) error {
-		_ = fence.Remove(context.WithoutCancel(ctx), r.src, r.p.Source.Schema, fenceNames(r.p), time.Duration(r.p.Options.LockWaitMS)*time.Millisecond)
-		if err := r.env.Store.Apply(context.WithoutCancel(ctx), "put the mappings back online", onlineAgain(r.p.Offline)); err != nil {
-			reason = errors.Join(reason, err)
+		bg := context.WithoutCancel(ctx)
+		err := fence.Remove(bg, r.src, r.p.Source.Schema, fenceNames(r.p), time.Duration(r.p.Options.LockWaitMS)*time.Millisecond)
+		if aerr := r.env.Store.Apply(bg, "put the mappings back online", onlineAgain(r.p.Offline)); aerr != nil {
+			err = errors.Join(err, aerr)
 		}
 		r.mu.Lock()
 		r.p.Attempts[idx].Result = "backed off: " + reason.Error()
-		r.p.Attempts[idx].BlackoutM = msSince(attempt.Started)
+		r.p.Attempts[idx].BlackoutM = msSince(start)
 		r.mu.Unlock()
-		return reason
-	}
-	var ferr error
-	for i := 0; i < max(1, r.p.Options.FenceAttempts); i++ {
-		if ferr = fence.Install(ctx, r.src, r.p.Source.Schema, fenceTables(r.p), time.Duration(r.p.Options.LockWaitMS)*time.Millisecond); ferr == nil {
-			break
+		_ = r.save(true)
+		if err != nil {
+			return fmt.Errorf("%v; and undoing the attempt failed: %w", reason, err)
 		}
-		if !isLockWait(ferr) {
-			break
-		}
+		return fmt.Errorf("%w: %v", errBackedOff, reason)
 	}
-	if ferr != nil {
-		return undo(fmt.Errorf("install fence: %w", ferr))
+	if err := fence.Install(ctx, r.src, r.p.Source.Schema, fenceTables(r.p), left()); err != nil {
+		if fence.IsTimeout(err) || dbutil.IsRetryableLockErr(err) {
+			return undo(fmt.Errorf("a transaction held a fenced table beyond the budget: %w", err))
+		}
+		return undo(err)
 	}
 	phase("fence")
 	final, err := binlog.MasterStatus(ctx, r.src)
@@ -333,18 +431,17 @@ func (r *runner) fence(ctx context.Context) error {
 	if err := r.save(true); err != nil {
 		return undo(err)
 	}
-	wctx, cancel := context.WithTimeout(ctx, time.Duration(r.p.Options.FinalWaitMS)*time.Millisecond)
+	wctx, cancel := context.WithTimeout(ctx, left())
 	defer cancel()
 	if err := r.tail.WaitFor(wctx, final); err != nil {
+		if ctx.Err() == nil && wctx.Err() != nil {
+			return undo(fmt.Errorf("the final catch-up to %s did not finish within the budget", final))
+		}
 		return undo(fmt.Errorf("final catch-up to %s: %w", final, err))
 	}
 	phase("final")
 	// The tail keeps running into the cutover: stopping it is not part of the blackout.
 	return nil
-}
-
-func isLockWait(err error) bool {
-	return dbutil.ErrNumber(err) == 1205 || dbutil.IsRetryableLockErr(err)
 }
 
 func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }
@@ -420,13 +517,14 @@ func (r *runner) cleanup(ctx context.Context) error {
 	if r.p.KeepSource {
 		return errSkipped
 	}
+	pause := time.Duration(r.p.Options.PruneSleepMS) * time.Millisecond
 	pr := &prune.Pruner{DB: r.src, Schema: r.p.Source.Schema, ChunkRows: r.p.Options.PruneChunkRows,
-		Throttle: Throttle(r.p.Options.MaxRate, r.p.Options.PruneChunkRows, r.p.Options.PruneSleepMS)}
+		Throttle: func(ctx context.Context) error { return r.thr.Pause(ctx, r.p.Options.PruneChunkRows, pause) }}
 	var deleted int64
 	saves := 0
 	pr.Progress = func(_ string, n int64) {
 		deleted += n
-		r.env.Observer.Progress(plans.StepCleanup, deleted, deleted, "")
+		r.env.Observer.Progress(plans.StepCleanup, deleted, deleted, r.thr.Reason())
 	}
 	for _, t := range r.p.Cleanup {
 		r.mu.Lock()
@@ -468,53 +566,4 @@ func (r *runner) cleanup(ctx context.Context) error {
 		return err
 	}
 	return r.env.Store.Apply(ctx, "after cleanup", r.p.AfterCleanup)
-}
-
-// Throttle paces chunked work: at most rate rows/s (chunks of chunk rows), and
-// at least sleepMS between chunks. It returns nil when neither is set.
-func Throttle(rate int64, chunk, sleepMS int) func(context.Context) error {
-	rl := rateLimit(rate, chunk)
-	if sleepMS <= 0 {
-		return rl
-	}
-	pause := time.Duration(sleepMS) * time.Millisecond
-	return func(ctx context.Context) error {
-		if rl != nil {
-			if err := rl(ctx); err != nil {
-				return err
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(pause):
-			return nil
-		}
-	}
-}
-
-// rateLimit returns a throttle that spaces chunks of chunk rows to at most rate rows/s.
-func rateLimit(rate int64, chunk int) func(context.Context) error {
-	if rate <= 0 || chunk <= 0 {
-		return nil
-	}
-	var mu sync.Mutex
-	next := time.Now()
-	per := time.Duration(float64(time.Second) * float64(chunk) / float64(rate))
-	return func(ctx context.Context) error {
-		mu.Lock()
-		now := time.Now()
-		if next.Before(now) {
-			next = now
-		}
-		wait := next.Sub(now)
-		next = next.Add(per)
-		mu.Unlock()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait):
-			return nil
-		}
-	}
 }

@@ -107,16 +107,25 @@ type Options struct {
 	Parallel       int   `json:"parallel"`         // tables copied at once
 	Verify         bool  `json:"verify"`           // chunked checksums before the fence
 	LockWaitMS     int   `json:"lock_wait_ms"`     // fence: how long CREATE TRIGGER may wait for a table's metadata lock
-	FenceAttempts  int   `json:"fence_attempts"`   // fence: tries before giving up and leaving the shard online
+	FenceAttempts  int   `json:"fence_attempts"`   // cutover attempts (each within the blackout budget) before the step gives up
 	CatchupMS      int   `json:"catchup_ms"`       // catch-up is done when the target reaches a fresh source position within this
-	FinalWaitMS    int   `json:"final_wait_ms"`    // fence: longest wait for the final position before lifting the fence and retrying
 	PruneSleepMS   int   `json:"prune_sleep_ms"`   // cleanup: pause between chunks
 	MaxRate        int64 `json:"max_rate"`         // copy and cleanup rows/s cap (0 = none)
+
+	MaxBlackoutMS     int      `json:"max_blackout_ms"`               // cutover budget: fence + final catch-up must fit, else back off and retry
+	BackoffMS         int      `json:"backoff_ms"`                    // first pause after a backed-off cutover attempt (doubles, up to 30 s)
+	MaxThreadsRunning int      `json:"max_threads_running,omitempty"` // throttle copy, apply and cleanup while the source runs more threads
+	MaxLagMS          int      `json:"max_lag_ms,omitempty"`          // throttle while a replica lags more
+	Replicas          []string `json:"replicas,omitempty"`            // replicas (HOST:PORT) whose lag --max-lag watches
+	ChunkTimeMS       int      `json:"chunk_time_ms,omitempty"`       // copy: shrink chunks that take longer to read than this
+	PostponeFile      string   `json:"postpone_file,omitempty"`       // the cutover waits while this file exists
+	ControlFile       string   `json:"control_file,omitempty"`        // re-read every 2 s: max-rate, max-threads-running, pause
 }
 
 // DefaultOptions are the settings a plan starts with.
 func DefaultOptions() Options {
-	return Options{ChunkRows: 5000, PruneChunkRows: 1000, Parallel: 4, Verify: true, LockWaitMS: 1000, FenceAttempts: 5, CatchupMS: 500, FinalWaitMS: 10000}
+	return Options{ChunkRows: 5000, PruneChunkRows: 1000, Parallel: 4, Verify: true, LockWaitMS: 1000, FenceAttempts: 10, CatchupMS: 500,
+		MaxBlackoutMS: 1000, BackoffMS: 500}
 }
 
 // FenceTable is a source table whose moving rows are fenced at cutover.

@@ -37,6 +37,7 @@ type Copier struct {
 	ChunkRows                  int                             // rows per chunk, default 5000
 	Writers                    int                             // writer goroutines per table, default 3
 	Throttle                   func(ctx context.Context) error // optional, called before each chunk is read (may sleep)
+	ChunkTime                  time.Duration                   // optional: a chunk whose read takes longer is followed by a smaller one
 	Progress                   func(table string, rows int64)  // optional, rows added by each chunk; called from several goroutines
 }
 
@@ -506,10 +507,12 @@ func (r *reader) run(ctx context.Context, after []string, ch chan<- batch) error
 				return fmt.Errorf("throttle: %w", err)
 			}
 		}
+		began := time.Now()
 		b, cut, err := r.read(ctx, after)
 		if err != nil {
 			return err
 		}
+		took := time.Since(began)
 		if b.rows == 0 {
 			return nil
 		}
@@ -525,6 +528,8 @@ func (r *reader) run(ctx context.Context, after []string, ch chan<- batch) error
 			r.limit = b.rows
 		case b.rows < r.limit:
 			return nil // the scope is exhausted; later rows are the binlog tail's
+		case r.c.ChunkTime > 0 && took > r.c.ChunkTime: // a loaded source: smaller chunks, shorter reads
+			r.limit = max(100, int(float64(r.limit)*float64(r.c.ChunkTime)/float64(took)))
 		default:
 			r.limit = min(full, r.limit*2)
 		}
