@@ -289,6 +289,7 @@ func (r *runner) fence(ctx context.Context) error {
 	budget := time.Duration(r.p.Options.MaxBlackoutMS) * time.Millisecond
 	backoff := time.Duration(max(r.p.Options.BackoffMS, 1)) * time.Millisecond
 	var last error
+	postponed := 0
 	for i := 0; i < max(1, r.p.Options.FenceAttempts); i++ {
 		if i > 0 {
 			select {
@@ -301,15 +302,22 @@ func (r *runner) fence(ctx context.Context) error {
 		if err := r.waitPostpone(ctx); err != nil {
 			return err
 		}
-		why, err := r.notReady(ctx, budget)
+		why, longTrx, err := r.notReady(ctx, budget)
 		if err != nil {
 			return err
 		}
-		if why != "" {
+		// InnoDB cannot tell which tables an idle transaction touched: a long
+		// transaction postpones at most three attempts in a row, then the fence
+		// itself finds out (its metadata-lock wait is bounded by the budget).
+		if longTrx {
+			postponed++
+		}
+		if why != "" && (!longTrx || postponed <= 3) {
 			r.recordAttempt(plans.Attempt{Started: time.Now().UTC(), Result: "postponed: " + why})
 			last = errors.New(why)
 			continue
 		}
+		postponed = 0
 		err = r.tryFence(ctx, budget)
 		if err == nil {
 			return nil
@@ -326,10 +334,12 @@ var errBackedOff = errors.New("backed off")
 
 func (r *runner) recordAttempt(a plans.Attempt) int {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.p.Attempts = append(r.p.Attempts, a)
-	r.env.Log.Info("cutover attempt", "attempt", len(r.p.Attempts), "result", a.Result)
-	return len(r.p.Attempts) - 1
+	idx := len(r.p.Attempts) - 1
+	r.mu.Unlock()
+	r.env.Log.Info("cutover attempt", "attempt", idx+1, "result", a.Result)
+	_ = r.save(true) // every attempt is on record, for 'plan show'
+	return idx
 }
 
 // waitPostpone holds the cutover while the postpone file exists; the tail keeps the target close behind.
@@ -361,25 +371,25 @@ func (r *runner) waitPostpone(ctx context.Context) error {
 // target takes too long to reach a fresh source position (the final
 // catch-up would too), or a transaction older than the budget is open on the
 // source (it may hold a fenced table's metadata lock).
-func (r *runner) notReady(ctx context.Context, budget time.Duration) (string, error) {
+func (r *runner) notReady(ctx context.Context, budget time.Duration) (why string, longTrx bool, err error) {
 	took, err := r.waitCaughtUp(ctx, 0)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	if took > budget/2 {
-		return fmt.Sprintf("the target needed %s to catch up, over half the %s budget", took.Round(time.Millisecond), budget), nil
+		return fmt.Sprintf("the target needed %s to catch up, over half the %s budget", took.Round(time.Millisecond), budget), false, nil
 	}
 	var id, thread, age int64
 	err = r.src.QueryRowContext(ctx, `SELECT trx_id, trx_mysql_thread_id, TIMESTAMPDIFF(MICROSECOND, trx_started, NOW(6)) FROM information_schema.INNODB_TRX
 		WHERE trx_started < NOW(6) - INTERVAL ? MICROSECOND AND (trx_rows_modified > 0 OR trx_tables_locked > 0 OR trx_lock_structs > 0)
 		ORDER BY trx_started LIMIT 1`, budget.Microseconds()).Scan(&id, &thread, &age)
 	if err == sql.ErrNoRows {
-		return "", nil
+		return "", false, nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("look for long transactions: %w", err)
+		return "", false, fmt.Errorf("look for long transactions: %w", err)
 	}
-	return fmt.Sprintf("transaction %d (connection %d) has been open %s on the source", id, thread, (time.Duration(age) * time.Microsecond).Round(time.Millisecond)), nil
+	return fmt.Sprintf("transaction %d (connection %d) has been open %s on the source", id, thread, (time.Duration(age) * time.Microsecond).Round(time.Millisecond)), true, nil
 }
 
 // tryFence is one cutover attempt within the budget.

@@ -1,0 +1,187 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/plans"
+)
+
+// background runs shardctl without waiting; wait() returns its result.
+type background struct {
+	done chan result
+}
+
+func (c *cluster) start(args ...string) *background {
+	cmd := c.command(nil, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	b := &background{done: make(chan result, 1)}
+	go func() {
+		err := cmd.Wait()
+		r := result{stdout: out.String(), stderr: errb.String()}
+		if cmd.ProcessState != nil {
+			r.code = cmd.ProcessState.ExitCode()
+		}
+		_ = err
+		b.done <- r
+	}()
+	c.t.Cleanup(func() { _ = cmd.Process.Kill() })
+	return b
+}
+
+func (b *background) wait(t *testing.T, limit time.Duration) result {
+	t.Helper()
+	select {
+	case r := <-b.done:
+		return r
+	case <-time.After(limit):
+		t.Fatalf("shardctl still running after %s", limit)
+	}
+	return result{}
+}
+
+// currentPlan reads the one plan in the plan directory (nil while none is written).
+func (c *cluster) currentPlan() *plans.Plan {
+	files := planFiles(c.t, c.planDir)
+	if len(files) != 1 {
+		return nil
+	}
+	p, err := plans.Load(files[0])
+	if err != nil {
+		return nil // being replaced: read again
+	}
+	return p
+}
+
+func (c *cluster) waitPlan(t *testing.T, what string, ok func(*plans.Plan) bool) *plans.Plan {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if p := c.currentPlan(); p != nil && ok(p) {
+			return p
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("plan never reached: %s", what)
+	return nil
+}
+
+// A writer holding a transaction on the shard: the cutover cannot fit its
+// budget, backs off and leaves the shard online; once the transaction ends it succeeds.
+func TestCutoverBacksOffBehindALongTransaction(t *testing.T) {
+	c := newCluster(t, "e2e_budget", []int{1, 1}, []int{500, 200})
+	tx, err := c.db(1).Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback() })
+	key := c.shards[0].Lower + 10
+	if _, err := tx.Exec("UPDATE "+dbutil.Table(c.shards[0].Schema, "employees")+" SET last_name = 'LongTrx' WHERE emp_no = ?", key); err != nil {
+		t.Fatal(err)
+	}
+	bg := c.start("move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "--max-blackout", "300ms",
+		"--cutover-backoff", "200ms", "--cutover-attempts", "40", "-o", "json")
+	p := c.waitPlan(t, "a backed-off cutover attempt", func(p *plans.Plan) bool {
+		for _, a := range p.Attempts {
+			if strings.HasPrefix(a.Result, "backed off") {
+				return true
+			}
+		}
+		return false
+	})
+	for _, a := range p.Attempts {
+		if !strings.HasPrefix(a.Result, "postponed") && !strings.HasPrefix(a.Result, "backed off") && a.Result != "fencing" {
+			t.Fatalf("attempt while the transaction is open: %+v", a)
+		}
+		if a.BlackoutM > 1000 {
+			t.Errorf("an attempt blacked out %.0f ms, over the 300 ms budget (with slack)", a.BlackoutM)
+		}
+	}
+	// Between attempts the shard is online at the source: another key is writable.
+	m, _ := c.store.Load(ctx)
+	if l, _ := m.Location(1); l.Addr() != c.env.Addr(1) {
+		t.Fatalf("shard moved while the transaction is open")
+	}
+	if _, err := c.db(1).Exec("UPDATE " + dbutil.Table(c.shards[0].Schema, "departments") + " SET dept_name = dept_name WHERE dept_no = 'd001'"); err != nil {
+		t.Logf("note: %v", err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	r := bg.wait(t, 90*time.Second)
+	if r.code != 0 {
+		t.Fatalf("move after the transaction ended: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	var sum struct {
+		State    string          `json:"state"`
+		Attempts []plans.Attempt `json:"cutover_attempts"`
+	}
+	json.Unmarshal([]byte(r.stdout), &sum)
+	if sum.State != "done" || len(sum.Attempts) < 2 || sum.Attempts[len(sum.Attempts)-1].Result != "cut over" {
+		t.Fatalf("summary: %s", r.stdout)
+	}
+	// The transaction's write reached the target.
+	var ln string
+	c.db(3).QueryRow("SELECT last_name FROM "+dbutil.Table(c.shards[0].Schema, "employees")+" WHERE emp_no = ?", key).Scan(&ln)
+	if ln != "LongTrx" {
+		t.Fatalf("the long transaction's write is not on the target: %q", ln)
+	}
+	r2 := c.mustRun("plan", "show", planFiles(t, c.planDir)[0])
+	if !strings.Contains(r2.stdout, "cutover attempts:") {
+		t.Errorf("plan show lacks the attempts:\n%s", r2.stdout)
+	}
+}
+
+// A throttled copy goes at the set rate (rows over time, generous bounds).
+func TestThrottledCopy(t *testing.T) {
+	c := newCluster(t, "e2e_throttle", []int{1}, []int{1000}) // about 9,000 rows
+	rows := c.shards[0].Rows
+	r := c.mustRun("move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "--max-rate", "3000", "--chunk-rows", "300", "--no-verify", "-o", "json")
+	var sum struct {
+		Result plans.Result `json:"result"`
+	}
+	json.Unmarshal([]byte(r.stdout), &sum)
+	secs := sum.Result.StepSeconds["copy"]
+	rate := float64(sum.Result.RowsCopied) / secs
+	t.Logf("%d rows copied in %.2f s: %.0f rows/s (cap 3000)", sum.Result.RowsCopied, secs, rate)
+	if sum.Result.RowsCopied < rows || rate > 3000*1.5 || rate < 300 {
+		t.Fatalf("throttled copy: %d of %d rows at %.0f rows/s", sum.Result.RowsCopied, rows, rate)
+	}
+}
+
+// The postpone file holds the cutover; deleting it releases it.
+func TestPostponeFileHoldsTheCutover(t *testing.T) {
+	c := newCluster(t, "e2e_postpone", []int{1}, []int{300})
+	flag := filepath.Join(c.dir, "postpone")
+	os.WriteFile(flag, nil, 0o600)
+	bg := c.start("move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "--postpone-cutover-file", flag)
+	c.waitPlan(t, "fence step running", func(p *plans.Plan) bool { return p.Step(plans.StepFence).State == plans.Running })
+	time.Sleep(1500 * time.Millisecond)
+	p := c.currentPlan()
+	if p == nil || len(p.Attempts) != 0 || p.CutOver() {
+		t.Fatalf("cutover went ahead while the postpone file exists: %+v", p)
+	}
+	m, _ := c.store.Load(ctx)
+	if mp := m.ShardMappings(1)[0]; mp.Status != "online" {
+		t.Fatal("mapping offline while postponed")
+	}
+	os.Remove(flag)
+	r := bg.wait(t, 60*time.Second)
+	if r.code != 0 {
+		t.Fatalf("after removing the postpone file: exit %d %s", r.code, r.stderr)
+	}
+	m, _ = c.store.Load(ctx)
+	if l, _ := m.Location(1); l.Addr() != c.env.Addr(3) {
+		t.Fatal("not moved")
+	}
+}
