@@ -103,8 +103,21 @@ func Seed(ctx context.Context, store *shardmap.Store, c SeedConfig) ([]SeededSha
 	for k := range points {
 		points[k] = RingPoint(k, c.Shards)
 	}
+	m, err := store.Load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	f, _ := m.Function(c.Function)
 	var out []SeededShard
 	for k := 1; k <= c.Shards; k++ {
+		// A shard already in the shard map is left where it lives now (it may
+		// have been moved, split or merged since it was seeded).
+		if sh, ok, err := existing(ctx, m, f, c, k, points, pools); err != nil {
+			return nil, err
+		} else if ok {
+			out = append(out, sh)
+			continue
+		}
 		addr := c.Servers[(k-1)%len(c.Servers)]
 		db := pools[addr.String()]
 		if db == nil {
@@ -162,6 +175,37 @@ func Seed(ctx context.Context, store *shardmap.Store, c SeedConfig) ([]SeededSha
 		out = append(out, sh)
 	}
 	return out, nil
+}
+
+// existing returns seeded shard k if the shard map already maps its first key.
+func existing(ctx context.Context, m *shardmap.Map, f shardmap.Function, c SeedConfig, k int, points []string, pools map[string]*sql.DB) (SeededShard, bool, error) {
+	lower := int64(k-1) * c.RangeWidth
+	for _, mp := range m.MappingsOf(f.ID) {
+		if c.Hash && mp.Hash != points[k-1] || !c.Hash && (mp.Lower == nil || mp.Lower.Int != lower) {
+			continue
+		}
+		loc, err := m.Location(mp.ShardID)
+		if err != nil {
+			return SeededShard{}, false, err
+		}
+		db := pools[loc.Addr().String()]
+		if db == nil {
+			if db, err = dbutil.Open(ctx, loc.Addr(), c.Creds, ""); err != nil {
+				return SeededShard{}, false, err
+			}
+			pools[loc.Addr().String()] = db
+		}
+		rows, err := countRows(ctx, db, loc.Schema)
+		if err != nil {
+			return SeededShard{}, false, fmt.Errorf("seed: shard %d at %s/%s: %w", loc.ShardID, loc.Addr(), loc.Schema, err)
+		}
+		sh := SeededShard{ShardID: loc.ShardID, Server: loc.Addr().String(), Schema: loc.Schema, Lower: lower, Rows: rows}
+		if c.Hash {
+			sh.Lower, sh.Point = 0, mp.Hash
+		}
+		return sh, true, nil
+	}
+	return SeededShard{}, false, nil
 }
 
 // CreateEmployeesSchema creates an empty employees schema with its global departments rows.
