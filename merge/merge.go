@@ -31,17 +31,13 @@ func Plan(ctx context.Context, env pipeline.Env, req Request) (*plans.Plan, erro
 	if req.ShardID == req.Into {
 		return nil, fmt.Errorf("%w: cannot merge shard %d into itself", shardmap.ErrBadInput, req.ShardID)
 	}
-	m, err := env.Store.Load(ctx)
+	m, src, err := pipeline.Shard(ctx, env, req.ShardID)
 	if err != nil {
 		return nil, err
 	}
-	src, err := m.Location(req.ShardID)
+	_, dst, err := pipeline.Shard(ctx, env, req.Into)
 	if err != nil {
-		return nil, fmt.Errorf("%w: unknown shard %d", shardmap.ErrBadInput, req.ShardID)
-	}
-	dst, err := m.Location(req.Into)
-	if err != nil {
-		return nil, fmt.Errorf("%w: unknown shard %d", shardmap.ErrBadInput, req.Into)
+		return nil, err
 	}
 	sm, tm := m.ShardMappings(req.ShardID), m.ShardMappings(req.Into)
 	if len(sm) != 1 || len(tm) != 1 {

@@ -24,13 +24,9 @@ type Request struct {
 
 // Plan builds and preflights the plan. It changes nothing.
 func Plan(ctx context.Context, env pipeline.Env, req Request) (*plans.Plan, error) {
-	m, err := env.Store.Load(ctx)
+	m, loc, err := pipeline.Shard(ctx, env, req.ShardID)
 	if err != nil {
 		return nil, err
-	}
-	loc, err := m.Location(req.ShardID)
-	if err != nil {
-		return nil, fmt.Errorf("%w: unknown shard %d (see 'shardctl shardmap show')", shardmap.ErrBadInput, req.ShardID)
 	}
 	mappings := m.ShardMappings(req.ShardID)
 	if len(mappings) == 0 {

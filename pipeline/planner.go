@@ -69,3 +69,17 @@ func Inspect(ctx context.Context, env Env, m *shardmap.Map, loc shardmap.Locatio
 	}
 	return ts, nil
 }
+
+// Shard loads the shard map and the location of shard id, refusing an unknown
+// shard as bad input; planners start here.
+func Shard(ctx context.Context, env Env, id int) (*shardmap.Map, shardmap.Location, error) {
+	m, err := env.Store.Load(ctx)
+	if err != nil {
+		return nil, shardmap.Location{}, err
+	}
+	loc, err := m.Location(id)
+	if err != nil {
+		return nil, loc, fmt.Errorf("%w: unknown shard %d (see 'shardctl shardmap show')", shardmap.ErrBadInput, id)
+	}
+	return m, loc, nil
+}

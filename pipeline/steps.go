@@ -151,6 +151,27 @@ func resolveNewShard(p *plans.Plan, id int) {
 	}
 }
 
+// checkpoint records a watermark (update runs under the plan's lock), saves
+// the plan (always when done, else at most every 500 ms), and on the third
+// call of a step lets the test fault point "during:<step>" kill the process.
+func (r *runner) checkpoint(point string, calls *int, done bool, update func()) error {
+	r.mu.Lock()
+	update()
+	*calls++
+	n := *calls
+	r.mu.Unlock()
+	if err := r.save(done); err != nil {
+		return err
+	}
+	if n == 3 {
+		if err := r.save(true); err != nil {
+			return err
+		}
+		fault.Hit(point)
+	}
+	return nil
+}
+
 func (r *runner) copier() *snapshot.Copier {
 	return &snapshot.Copier{
 		Source: r.src, Target: r.dst,
@@ -183,19 +204,9 @@ func (r *runner) copy(ctx context.Context) error {
 		r.env.Observer.Progress(plans.StepCopy, d, max(total, d), r.thr.Reason())
 	}
 	err := c.CopyAll(ctx, r.p.Copy, marks, r.p.Options.Parallel, func(table string, w snapshot.Watermark) error {
-		r.mu.Lock()
-		r.p.Checkpoints.Copy[table] = plans.CopyMark{After: w.After, Done: w.Done, Rows: w.Rows}
-		saves++
-		n := saves
-		r.mu.Unlock()
-		if err := r.save(w.Done); err != nil {
-			return err
-		}
-		if n == 3 {
-			_ = r.save(true)
-			fault.Hit("during:copy")
-		}
-		return nil
+		return r.checkpoint("during:copy", &saves, w.Done, func() {
+			r.p.Checkpoints.Copy[table] = plans.CopyMark{After: w.After, Done: w.Done, Rows: w.Rows}
+		})
 	})
 	if err != nil {
 		return err
@@ -544,19 +555,9 @@ func (r *runner) cleanup(ctx context.Context) error {
 			continue
 		}
 		_, err := pr.Table(ctx, t, prune.Watermark{After: m.After, Done: m.Done, Deleted: m.Deleted}, func(w prune.Watermark) error {
-			r.mu.Lock()
-			r.p.Checkpoints.Prune[t.Name] = plans.PruneMark{After: w.After, Done: w.Done, Deleted: w.Deleted}
-			saves++
-			n := saves
-			r.mu.Unlock()
-			if err := r.save(w.Done); err != nil {
-				return err
-			}
-			if n == 3 {
-				_ = r.save(true)
-				fault.Hit("during:cleanup")
-			}
-			return nil
+			return r.checkpoint("during:cleanup", &saves, w.Done, func() {
+				r.p.Checkpoints.Prune[t.Name] = plans.PruneMark{After: w.After, Done: w.Done, Deleted: w.Deleted}
+			})
 		})
 		if err != nil {
 			return err

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -30,13 +32,41 @@ var (
 	servers = 3
 )
 
-// Main wraps testing.M: it runs the tests and then stops the sandbox if one was started.
+// Main wraps testing.M: it runs the tests and then stops the sandbox if one
+// was started. When tests failed, the data directories are kept and the error
+// log of any server that died is printed, so CI shows why.
 func Main(m *testing.M) {
 	code := m.Run()
-	if env != nil && os.Getenv("SHARDCTL_TEST_KEEP") == "" {
-		_ = sandbox.Down(context.Background(), env.Config, true)
+	if env != nil {
+		if code != 0 {
+			reportCrashes(env.Config)
+		}
+		keep := code != 0 || os.Getenv("SHARDCTL_TEST_KEEP") != ""
+		_ = sandbox.Down(context.Background(), env.Config, !keep)
+		if keep {
+			fmt.Fprintf(os.Stderr, "testenv: sandbox data kept in %s\n", env.Config.Dir)
+		}
 	}
 	os.Exit(code)
+}
+
+// reportCrashes prints the end of the error log of every server that is not running.
+func reportCrashes(c sandbox.Config) {
+	st, err := sandbox.Status(context.Background(), c)
+	if err != nil {
+		return
+	}
+	for _, s := range st {
+		if s.Running {
+			continue
+		}
+		b, _ := os.ReadFile(filepath.Join(c.Dir, fmt.Sprintf("s%d", s.Index), "error.log"))
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		if len(lines) > 40 {
+			lines = lines[len(lines)-40:]
+		}
+		fmt.Fprintf(os.Stderr, "testenv: server %d (port %d) died; the end of its error log:\n%s\n", s.Index, s.Port, strings.Join(lines, "\n"))
+	}
 }
 
 // Get returns the package's sandbox, starting it on first use.
@@ -68,6 +98,23 @@ func Get(t testing.TB) *Env {
 		}
 		env = &Env{Config: cfg, Servers: srv}
 	})
+	if envErr == nil && env != nil {
+		// A server that died (a crash in an earlier test) comes back, so one
+		// crash fails one test rather than every test after it.
+		if st, err := sandbox.Status(context.Background(), env.Config); err == nil {
+			for _, s := range st {
+				if !s.Answers {
+					reportCrashes(env.Config)
+					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+					if srv, err := sandbox.Up(ctx, env.Config); err == nil {
+						env.Servers = srv
+					}
+					cancel()
+					break
+				}
+			}
+		}
+	}
 	if envErr != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("MariaDB sandbox unavailable (CI is set, so this is a failure): %v", envErr)
