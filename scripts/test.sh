@@ -21,4 +21,23 @@ build
 log "go test (real MariaDB servers; a missing server fails when CI is set)"
 # The end-to-end tests run the binary built above.
 export SHARDCTL_BIN="$PWD/bin/shardctl"
-go test -count=1 -timeout 14m "${@:-./...}"
+out=$(mktemp)
+set +e
+go test -count=1 -timeout 14m "${@:-./...}" 2>&1 | tee "$out"
+rc=${PIPESTATUS[0]}
+set -e
+# MariaDB 10.11 has been seen to segfault (ha_maria::drop_table) under the
+# crash tests' kill -9 of clients. Only when a sandbox server died, and only
+# once, the failed packages run again; the dead server's error log is above.
+if [ "$rc" -ne 0 ] && grep -q "^testenv: server .* died" "$out"; then
+  pkgs=$(grep -E "^FAIL[[:space:]]+github.com/shardctl/shardctl/" "$out" | awk '{print $2}' | sort -u)
+  if [ -n "$pkgs" ]; then
+    log "a MariaDB server crashed during the tests (see its log above); running the failed packages once more: $pkgs"
+    set +e
+    go test -count=1 -timeout 10m $pkgs
+    rc=$?
+    set -e
+  fi
+fi
+rm -f "$out"
+exit "$rc"
