@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/internal/testenv"
 	"github.com/shardctl/shardctl/lock"
 	"github.com/shardctl/shardctl/sandbox"
+	"github.com/shardctl/shardctl/shardmap"
 )
 
 type moveSummary struct {
@@ -356,5 +358,38 @@ func TestMoveResumeAfterPurgeRefuses(t *testing.T) {
 	}
 	if l, _ := m.Location(1); l.Addr() != c.env.Addr(2) {
 		t.Fatal("shard map changed")
+	}
+}
+
+// A source without a binary log is refused before anything changes.
+func TestMoveRefusesASourceWithoutBinlog(t *testing.T) {
+	env := testenv.Get(t)
+	port, err := testenv.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := sandbox.Config{Dir: t.TempDir(), Servers: 1, BasePort: port, ExtraArgs: []string{"--skip-log-bin"}}
+	if _, err := sandbox.Up(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sandbox.Down(ctx, cfg, true) })
+	nobin := dbutil.Addr{Host: "127.0.0.1", Port: port}
+	c := &cluster{t: t, env: env, name: "e2e_nobinlog", dir: t.TempDir()}
+	c.planDir = c.dir + "/plans"
+	db := env.DB(t, 1, "")
+	db.Exec("DROP DATABASE IF EXISTS e2e_nobinlog")
+	c.store = shardmap.New(db, "e2e_nobinlog")
+	if c.shards, err = sandbox.Seed(ctx, c.store, sandbox.SeedConfig{Servers: []dbutil.Addr{nobin}, Creds: sandbox.Creds(), Shards: 1, Employees: 50, SchemaPrefix: "e2e_nobinlog_s"}); err != nil {
+		t.Fatal(err)
+	}
+	c.config = c.dir + "/shardctl.yaml"
+	os.WriteFile(c.config, []byte(fmt.Sprintf("shardmap: %s/e2e_nobinlog\nuser: %s\npassword: %s\nplan-dir: %s\n", env.Addr(1), sandbox.ToolUser, sandbox.ToolPassword, c.planDir)), 0o600)
+	v0, _ := c.store.Version(ctx)
+	r := c.run(nil, "move", "--shard", "1", "--to", env.Addr(3).String(), "--yes")
+	if r.code != 2 || !strings.Contains(r.stderr, "has no binary log") {
+		t.Fatalf("no binlog: exit %d %q", r.code, r.stderr)
+	}
+	if v1, _ := c.store.Version(ctx); v1 != v0 || schemaExists(t, env.DB(t, 3, ""), c.shards[0].Schema) || len(planFiles(t, c.planDir)) != 0 {
+		t.Fatal("the refused move changed something")
 	}
 }

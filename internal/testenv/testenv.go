@@ -82,7 +82,7 @@ func Get(t testing.TB) *Env {
 			envErr = err
 			return
 		}
-		port, err := freePortRun(servers)
+		port, err := FreePorts(servers)
 		if err != nil {
 			envErr = err
 			return
@@ -138,8 +138,8 @@ func (e *Env) DB(t testing.TB, i int, schema string) *sql.DB {
 	return db
 }
 
-// freePortRun finds n consecutive free loopback ports.
-func freePortRun(n int) (int, error) {
+// FreePorts finds n consecutive free loopback ports and returns the first.
+func FreePorts(n int) (int, error) {
 	for attempt := 0; attempt < 50; attempt++ {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
