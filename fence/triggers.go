@@ -71,21 +71,31 @@ func ddl(schema string, t Table) []string {
 func Install(ctx context.Context, db *sql.DB, schema string, ts []Table, lockWait time.Duration) error {
 	// Each table's triggers go in on their own connection, all tables at once:
 	// every CREATE TRIGGER is a short DDL, and the blackout is their sum otherwise.
-	errs := make(chan error, len(ts))
-	for _, t := range ts {
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = t.Name
+	}
+	return perTable(ctx, db, names, lockWait, func(conn *sql.Conn, i int) error {
+		for _, stmt := range ddl(schema, ts[i]) {
+			if _, err := conn.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("fence %s.%s: %w", schema, ts[i].Name, err)
+			}
+		}
+		return nil
+	})
+}
+
+// perTable runs fn for every table at once, each on its own fence session,
+// and returns the first error.
+func perTable(ctx context.Context, db *sql.DB, names []string, lockWait time.Duration, fn func(conn *sql.Conn, i int) error) error {
+	errs := make(chan error, len(names))
+	for i := range names {
 		go func() {
-			errs <- session(ctx, db, lockWait, func(conn *sql.Conn) error {
-				for _, stmt := range ddl(schema, t) {
-					if _, err := conn.ExecContext(ctx, stmt); err != nil {
-						return fmt.Errorf("fence %s.%s: %w", schema, t.Name, err)
-					}
-				}
-				return nil
-			})
+			errs <- session(ctx, db, lockWait, func(conn *sql.Conn) error { return fn(conn, i) })
 		}()
 	}
 	var first error
-	for range ts {
+	for range names {
 		if err := <-errs; err != nil && first == nil {
 			first = err
 		}
@@ -116,12 +126,11 @@ func session(ctx context.Context, db *sql.DB, lockWait time.Duration, fn func(*s
 
 // Remove drops the fence triggers of every table (idempotent).
 func Remove(ctx context.Context, db *sql.DB, schema string, names []string, lockWait time.Duration) error {
-	return session(ctx, db, lockWait, func(conn *sql.Conn) error {
-		for _, n := range names {
-			for _, ev := range []string{"bi", "bu", "bd"} {
-				if _, err := conn.ExecContext(ctx, "DROP TRIGGER IF EXISTS "+dbutil.Table(schema, triggerName(n, ev))); err != nil {
-					return fmt.Errorf("lift fence on %s.%s: %w", schema, n, err)
-				}
+	// Lifting the fence after a backed-off cutover is part of that attempt's blackout: all tables at once.
+	return perTable(ctx, db, names, lockWait, func(conn *sql.Conn, i int) error {
+		for _, ev := range []string{"bi", "bu", "bd"} {
+			if _, err := conn.ExecContext(ctx, "DROP TRIGGER IF EXISTS "+dbutil.Table(schema, triggerName(names[i], ev))); err != nil {
+				return fmt.Errorf("lift fence on %s.%s: %w", schema, names[i], err)
 			}
 		}
 		return nil
