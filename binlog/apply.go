@@ -269,6 +269,7 @@ type limits struct {
 // upserts (or deletes) of the same table; order between runs is kept, and
 // within a multi-row REPLACE rows are applied in order.
 func buildStatements(acts []action, lim limits) []stmt {
+	acts = compact(acts)
 	var out []stmt
 	for i := 0; i < len(acts); {
 		a := acts[i]
@@ -290,6 +291,103 @@ func buildStatements(acts []action, lim limits) []stmt {
 		i = j
 	}
 	return out
+}
+
+// compact keeps only the last action of each row (table and primary key) and
+// orders the batch as deletes, then upserts, each grouped by table. A batch
+// commits in one target transaction, so only each row's final state matters,
+// and a backlog then applies as a few large statements per table instead of
+// one per row change. REPLACE settles unique values that move between rows
+// of the batch in any order (see newShape).
+func compact(acts []action) []action {
+	if len(acts) < 2 {
+		return acts
+	}
+	type rowKey struct {
+		s *shape
+		k string
+	}
+	last := make(map[rowKey]int, len(acts))
+	keys := make([]rowKey, len(acts))
+	for i, a := range acts {
+		k, ok := a.key()
+		if !ok {
+			return acts // a key we cannot see: keep the source order
+		}
+		keys[i] = rowKey{a.shape, k}
+		last[keys[i]] = i
+	}
+	out := make([]action, 0, len(last))
+	for _, op := range []opKind{opDelete, opUpsert} {
+		var tables []*shape
+		seen := map[*shape]bool{}
+		for _, a := range acts {
+			if a.op == op && !seen[a.shape] {
+				seen[a.shape] = true
+				tables = append(tables, a.shape)
+			}
+		}
+		for _, sh := range tables {
+			for i, a := range acts {
+				if a.op == op && a.shape == sh && last[keys[i]] == i {
+					out = append(out, a)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// key renders the action's primary key values; ok is false when an upsert
+// does not write every key column (a generated key).
+func (a action) key() (string, bool) {
+	idx := a.shape.pkInVals(a.op)
+	if idx == nil {
+		return "", false
+	}
+	var b strings.Builder
+	for _, i := range idx {
+		switch v := a.vals[i].(type) {
+		case []byte:
+			b.Write(v)
+		case string:
+			b.WriteString(v)
+		default:
+			fmt.Fprint(&b, v)
+		}
+		b.WriteByte(0)
+	}
+	return b.String(), true
+}
+
+// pkInVals gives the positions of the primary key values in an action's
+// values: deletes carry exactly the key, upserts the written columns.
+func (s *shape) pkInVals(op opKind) []int {
+	if op == opDelete {
+		idx := make([]int, len(s.pkIdx))
+		for i := range idx {
+			idx[i] = i
+		}
+		return idx
+	}
+	var idx []int
+	for _, p := range s.pkIdx {
+		j := indexOfInt(s.writeIdx, p)
+		if j < 0 {
+			return nil
+		}
+		idx = append(idx, j)
+	}
+	return idx
+}
+
+func indexOfInt(list []int, v int) int {
+	for i, x := range list {
+		if x == v {
+			return i
+		}
+	}
+	return -1
 }
 
 func makeStmt(run []action) stmt {

@@ -156,15 +156,21 @@ func TestBuildStatements(t *testing.T) {
 		a.upsert([]any{int64(4), "w", int64(8)}, true),
 	}
 	got := buildStatements(acts, limits{rows: 2, bytes: 1 << 20})
+	// Compacted: rows 1 and 2 end deleted, so their upserts go; deletes come
+	// first, then the upserts of each table, merged into multi-row statements.
 	want := []stmt{
-		{"a", "REPLACE INTO `dst`.`a` (`id`, `v`) VALUES (?, ?),(?, ?)", []any{int64(1), "x", int64(2), "y"}},
-		{"a", "REPLACE INTO `dst`.`a` (`id`, `v`) VALUES (?, ?)", []any{int64(3), "z"}},
 		{"a", "DELETE FROM `dst`.`a` WHERE `id` IN (?, ?)", []any{int64(1), int64(2)}},
 		{"b", "DELETE FROM `dst`.`b` WHERE (`k1` = ? AND `k2` = ?) OR (`k1` = ? AND `k2` = ?)", []any{int64(1), "k", int64(2), "k"}},
-		{"a", "REPLACE INTO `dst`.`a` (`id`, `v`) VALUES (?, ?)", []any{int64(4), "w"}},
+		{"a", "REPLACE INTO `dst`.`a` (`id`, `v`) VALUES (?, ?),(?, ?)", []any{int64(3), "z", int64(4), "w"}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("statements:\n got %#v\nwant %#v", got, want)
+	}
+	// The last change of a row wins, whatever came before it.
+	got = buildStatements([]action{a.delete([]any{int64(5), "q", nil}, true), a.upsert([]any{int64(5), "r", int64(0)}, true),
+		a.upsert([]any{int64(6), "s", int64(0)}, true), a.upsert([]any{int64(5), "t", int64(0)}, true)}, limits{rows: 100, bytes: 1 << 20})
+	if len(got) != 1 || !reflect.DeepEqual(got[0].args, []any{int64(6), "s", int64(5), "t"}) {
+		t.Fatalf("last change wins: %#v", got)
 	}
 	// The size limit splits runs too, but never below one row.
 	got = buildStatements(acts[:3], limits{rows: 1000, bytes: 1})
