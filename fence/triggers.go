@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -21,6 +22,9 @@ type Table struct {
 // IsTimeout reports a fence statement that gave up waiting for a table's
 // metadata lock (a transaction on the table is still open).
 func IsTimeout(err error) bool {
+	if errors.Is(err, ErrBudget) {
+		return true
+	}
 	switch dbutil.ErrNumber(err) {
 	case 1205, 1969, 3024: // lock wait timeout, max_statement_time (MariaDB), max_execution_time (MySQL)
 		return true
@@ -71,19 +75,30 @@ func ddl(schema string, t Table) []string {
 func Install(ctx context.Context, db *sql.DB, schema string, ts []Table, lockWait time.Duration) error {
 	// Each table's triggers go in on their own connection, all tables at once:
 	// every CREATE TRIGGER is a short DDL, and the blackout is their sum otherwise.
+	// Every statement may wait only for what is left of lockWait, so the whole
+	// install fits in it.
+	deadline := time.Now().Add(lockWait)
 	names := make([]string, len(ts))
 	for i, t := range ts {
 		names[i] = t.Name
 	}
 	return perTable(ctx, db, names, lockWait, func(conn *sql.Conn, i int) error {
 		for _, stmt := range ddl(schema, ts[i]) {
-			if _, err := conn.ExecContext(ctx, stmt); err != nil {
+			left := time.Until(deadline)
+			if left <= 0 {
+				return fmt.Errorf("fence %s.%s: %w", schema, ts[i].Name, ErrBudget)
+			}
+			bounded := fmt.Sprintf("SET STATEMENT max_statement_time = %.3f FOR ", max(left.Seconds(), 0.001)) + stmt
+			if _, err := conn.ExecContext(ctx, bounded); err != nil {
 				return fmt.Errorf("fence %s.%s: %w", schema, ts[i].Name, err)
 			}
 		}
 		return nil
 	})
 }
+
+// ErrBudget is returned when the fence could not be installed in the time it was given.
+var ErrBudget = errors.New("the fence did not go in within its time budget")
 
 // perTable runs fn for every table at once, each on its own fence session,
 // and returns the first error.

@@ -272,6 +272,19 @@ func (r *runner) verify(ctx context.Context) error {
 		return err
 	}
 	r.p.Result.RowsVerified = res.Rows
+	// Chunks that kept changing under writes are compared again behind the fence.
+	var firm []verify.Chunk
+	r.mu.Lock()
+	r.p.Checkpoints.Deferred = nil
+	for _, c := range res.Mismatches {
+		if c.Changing {
+			r.p.Checkpoints.Deferred = append(r.p.Checkpoints.Deferred, plans.ChunkRef{Table: c.Table, Lo: c.Lo, Hi: c.Hi})
+		} else {
+			firm = append(firm, c)
+		}
+	}
+	r.mu.Unlock()
+	res.Mismatches = firm
 	if len(res.Mismatches) > 0 {
 		var b strings.Builder
 		for i, c := range res.Mismatches {
@@ -461,8 +474,56 @@ func (r *runner) tryFence(ctx context.Context, budget time.Duration) error {
 		return undo(fmt.Errorf("final catch-up to %s: %w", final, err))
 	}
 	phase("final")
+	if len(r.p.Checkpoints.Deferred) > 0 {
+		// The source is still and the target has all of it: an exact comparison.
+		vctx, cancel := context.WithTimeout(ctx, left())
+		defer cancel()
+		differ, err := r.recheck(vctx)
+		if err != nil {
+			if ctx.Err() == nil && vctx.Err() != nil {
+				return undo(fmt.Errorf("re-checking %d changing chunks did not fit the budget", len(r.p.Checkpoints.Deferred)))
+			}
+			return undo(err)
+		}
+		if len(differ) > 0 {
+			c := differ[0]
+			err := fmt.Errorf("%w: %s rows (%s]..(%s] differ behind the fence: source %d rows, target %d rows", ErrMismatch, c.Table,
+				strings.Join(c.Lo, ","), strings.Join(c.Hi, ","), c.SourceRows, c.TargetRows)
+			if uerr := undo(err); !errors.Is(uerr, errBackedOff) {
+				return uerr
+			}
+			return err
+		}
+		phase("recheck")
+	}
+	if time.Since(start) > budget {
+		return undo(fmt.Errorf("the attempt took %s, over the %s budget", time.Since(start).Round(time.Millisecond), budget))
+	}
 	// The tail keeps running into the cutover: stopping it is not part of the blackout.
 	return nil
+}
+
+// recheck compares the deferred verify chunks once more.
+func (r *runner) recheck(ctx context.Context) ([]verify.Chunk, error) {
+	v := &verify.Verifier{Source: r.src, Target: r.dst, SourceSchema: r.p.Source.Schema, TargetSchema: r.p.Target.Schema}
+	var differ []verify.Chunk
+	for _, t := range r.p.Copy {
+		var cs []verify.Chunk
+		for _, d := range r.p.Checkpoints.Deferred {
+			if d.Table == t.Name {
+				cs = append(cs, verify.Chunk{Table: d.Table, Lo: d.Lo, Hi: d.Hi})
+			}
+		}
+		if len(cs) == 0 {
+			continue
+		}
+		d, err := v.Recheck(ctx, t, cs)
+		if err != nil {
+			return nil, err
+		}
+		differ = append(differ, d...)
+	}
+	return differ, nil
 }
 
 func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }

@@ -128,6 +128,13 @@ func DefaultOptions() Options {
 		MaxBlackoutMS: 1000, BackoffMS: 500}
 }
 
+// ChunkRef names a table's primary-key range (Lo, Hi]; nil is open.
+type ChunkRef struct {
+	Table string   `json:"table"`
+	Lo    []string `json:"lo,omitempty"`
+	Hi    []string `json:"hi,omitempty"`
+}
+
 // FenceTable is a source table whose moving rows are fenced at cutover.
 type FenceTable struct {
 	Name   string          `json:"name"`
@@ -154,11 +161,14 @@ type Attempt struct {
 
 // Checkpoints are the durable progress marks a resume starts from.
 type Checkpoints struct {
-	Start   Position             `json:"start,omitempty"`   // binlog position recorded before the copy
-	Applied Position             `json:"applied,omitempty"` // last position the target committed
-	Final   Position             `json:"final,omitempty"`   // source position read after the fence held
-	Copy    map[string]CopyMark  `json:"copy,omitempty"`
-	Prune   map[string]PruneMark `json:"prune,omitempty"`
+	Start   Position            `json:"start,omitempty"`   // binlog position recorded before the copy
+	Applied Position            `json:"applied,omitempty"` // last position the target committed
+	Final   Position            `json:"final,omitempty"`   // source position read after the fence held
+	Copy    map[string]CopyMark `json:"copy,omitempty"`
+	// Deferred are verify chunks that kept changing under writes; they are
+	// compared again behind the fence, where the source is still.
+	Deferred []ChunkRef           `json:"deferred_verify,omitempty"`
+	Prune    map[string]PruneMark `json:"prune,omitempty"`
 }
 
 // Result sums up a finished (or stopped) run for people and scripts.

@@ -40,4 +40,9 @@ if [ "$rc" -ne 0 ] && grep -q "^testenv: server .* died" "$out"; then
   fi
 fi
 rm -f "$out"
+# In CI, the benchmark's small mode runs as a smoke test: figures printed, nothing asserted.
+if [ "$rc" -eq 0 ] && { [ -n "${CI:-}" ] || [ -n "${SHARDCTL_BENCH_SMOKE:-}" ]; }; then
+  log "benchmark smoke test (scripts/bench.sh --small)"
+  bash scripts/bench.sh --small
+fi
 exit "$rc"
