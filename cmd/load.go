@@ -60,8 +60,8 @@ its current shard and nowhere else. The demo and the tests run it during moves.`
 		},
 	}
 	c.Flags().StringArrayVar(&groups, "keys", nil, "key group NAME=LO-HI (emp_no range [LO, HI)); repeat for several")
-	c.Flags().IntVar(&rate, "rate", 300, "acknowledged writes per second, all groups together (0: as fast as possible)")
-	c.Flags().IntVar(&conc, "concurrency", 8, "writers")
+	c.Flags().IntVar(&rate, "rate", 300, "acknowledged writes per second, split evenly over the key groups (0: as fast as possible)")
+	c.Flags().IntVar(&conc, "concurrency", 8, "writers per key group (three --keys with --concurrency 4 are 12 writers)")
 	c.Flags().DurationVar(&dur, "duration", 0, "stop after this long (0: until interrupted)")
 	c.Flags().StringVar(&ledger, "ledger", "", "ledger file (JSON lines)")
 	c.Flags().StringVar(&mix, "mix", "40/45/15", "insert/update/delete percentages, for example 40/45/15")

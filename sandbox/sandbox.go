@@ -144,6 +144,11 @@ func (c Config) startOne(ctx context.Context, mariadbd string, i int) error {
 		"--skip-name-resolve",
 		"--server-id=" + strconv.Itoa(i),
 		"--log-bin=" + filepath.Join(dir, "binlog", "mariadb-bin"),
+		// A private tmpdir: at start-up mariadbd deletes every #sql* file in its
+		// tmpdir, which, in a shared /tmp, pulls the internal temporary tables
+		// from under other running servers (errors on delete, and a segfault in
+		// ha_maria::drop_table).
+		"--tmpdir=" + filepath.Join(dir, "tmp"),
 		"--binlog-format=ROW",
 		"--binlog-row-image=FULL",
 		"--binlog-row-metadata=FULL",
@@ -160,8 +165,10 @@ func (c Config) startOne(ctx context.Context, mariadbd string, i int) error {
 		"--skip-log-warnings",
 	}
 	args = append(args, c.ExtraArgs...)
-	if err := os.MkdirAll(filepath.Join(dir, "binlog"), 0o755); err != nil {
-		return err
+	for _, d := range []string{"binlog", "tmp"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return err
+		}
 	}
 	cmd := exec.Command(mariadbd, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
