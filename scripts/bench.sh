@@ -1,0 +1,589 @@
+#!/usr/bin/env bash
+# The benchmarks of the performance issue, side by side with the usual tools,
+# on the same data in the same run:
+#
+#   1. snapshot copy of a 1M-row shard     vs mydumper+myloader and mysqldump | mysql
+#   2. binlog catch-up of T s of sysbench   vs T
+#   3. write blackout at cutover (10 cutovers under a 4-thread writer) vs gh-ost's 3 s
+#   4. prune of 500k rows, chunk 1000      vs pt-archiver --purge (with and without --bulk-delete)
+#   5. peak memory of move                  1M vs 5M rows
+#
+# scripts/bench.sh [--small]     (--small: 10x smaller data, 3 cutovers; about 1 minute)
+#
+# Environment: BENCH_ONLY=copy,memory,catchup,blackout,prune runs only those;
+# BENCH_MAX_BLACKOUT=250ms passes --max-blackout to the cutover moves;
+# SHARDCTL_BENCH_DIR moves the sandbox; BENCH_KEEP_SANDBOX=1 leaves it running.
+#
+# Installs what is missing (Go, MariaDB, sysbench, mydumper, percona-toolkit,
+# time, jq), builds bin/shardctl, starts its own 3 sandbox servers on ports
+# 23406-23408 in $SHARDCTL_BENCH_DIR (default /tmp/shardctl-bench) and removes
+# them at the end. Nothing is asserted: it prints one Markdown table of
+# measured figures, ratios and targets, and exits 0 when everything was
+# measured (1 when a tool, shardctl included, failed). Logs and JSON of each
+# run stay in the work directory it prints.
+set -euo pipefail
+shopt -s inherit_errexit
+cd "$(dirname "$0")/.."
+. scripts/lib.sh
+
+SMALL=""
+for a in "$@"; do
+  case "$a" in
+    --small) SMALL=1 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+    *) echo "usage: scripts/bench.sh [--small]" >&2; exit 2 ;;
+  esac
+done
+
+if [ -n "$SMALL" ]; then
+  COPY_ROWS=100000; CATCHUP_ROWS=20000; CATCHUP_T=5; CUTOVERS=3; EMPLOYEES=2000
+  PRUNE_ROWS=50000; MEM_ROWS_A=100000; MEM_ROWS_B=300000; MODE=small
+else
+  COPY_ROWS=1000000; CATCHUP_ROWS=200000; CATCHUP_T=30; CUTOVERS=10; EMPLOYEES=5000
+  PRUNE_ROWS=500000; MEM_ROWS_A=1000000; MEM_ROWS_B=5000000; MODE=full
+fi
+THREADS=2          # mydumper/myloader threads (shardctl's copy of one table: 1 reader + 3 writers, not a CLI flag)
+PRUNE_CHUNK=1000
+SB_THREADS=4       # sysbench oltp_write_only threads for the catch-up backlog
+LOAD_CONC=4        # shardctl load writers per key group during the cutovers (--concurrency is per group)
+GHOST_LOCK_MS=3000 # gh-ost's cut-over lock timeout (--cut-over-lock-timeout-seconds=3)
+
+BASE=23406
+DBUSER=shardctl
+DBPASS=sandbox-secret-pw # the sandbox's own account (sandbox only)
+DIR="${SHARDCTL_BENCH_DIR:-${TMPDIR:-/tmp}/shardctl-bench}"
+CONF="$DIR/shardctl.yaml"
+START=$(date +%s)
+
+ensure_go
+ensure_mariadb
+ensure_bench_tools
+[ -x /usr/bin/time ] || { log "installing time (for /usr/bin/time -v)"; apt_install time; }
+command -v jq >/dev/null 2>&1 || { log "installing jq"; apt_install jq; }
+build
+S="$PWD/bin/shardctl"
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/shardctl-bench-work.XXXXXX")
+RES="$WORK/results"
+: >"$RES"
+
+# ---------------------------------------------------------------- helpers
+
+port() { echo $((BASE + $1 - 1)); }
+addr() { echo "127.0.0.1:$(port "$1")"; }
+M() { local p; p=$(port "$1"); shift; mariadb --no-defaults -h127.0.0.1 -P"$p" -u"$DBUSER" -p"$DBPASS" "$@"; }
+now() { date +%s.%N; }
+# f EXPR: awk arithmetic, printed with 2 decimals; div A B: A / B ("n/a" when B is 0)
+f() { awk "BEGIN { printf \"%.2f\", ($1) }" 2>/dev/null || echo n/a; }
+div() { awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 == 0 || a == "" || a == "n/a") print "n/a"; else printf "%.2f", a / b }'; }
+# put KEY VALUE / get KEY: results shared between the measurement subshells
+put() { printf '%s=%s\n' "$1" "$2" >>"$RES"; }
+get() { sed -n "s/^$1=//p" "$RES" | tail -n 1; }
+progress() { log "[$(($(date +%s) - START))s] $*"; }
+# fail MESSAGE [FILE]: say why and show the end of FILE, then stop this measurement
+fail() {
+  echo "bench: $1" >&2
+  if [ -n "${2:-}" ] && [ -s "$2" ]; then tail -n 15 "$2" | sed 's/^/    /' >&2; fi
+  return 1
+}
+# use_map NAME: the shard-map schema and plan directory of one measurement
+use_map() {
+  MAP="127.0.0.1:$BASE/$1"
+  PLANS="$WORK/plans-$1"
+  SC=("$S" --config "$CONF" --shardmap "$MAP" --plan-dir "$PLANS")
+}
+# sc OUT ARGS...: run shardctl with -o json, stdout to OUT, stderr to OUT.err
+sc() {
+  local out=$1 rc=0; shift
+  "${SC[@]}" "$@" -o json >"$out" 2>"$out.err" || rc=$?
+  [ $rc -eq 0 ] || fail "shardctl $* exited $rc" "$out.err" || return $rc
+}
+# sb_map: a shard map with the RANGE function "sb" on sbtest1.id
+sb_map() {
+  sc "$WORK/map-$1.json" shardmap init
+  sc "$WORK/map-$1.json" shardmap add-function sb --type RANGE
+  sc "$WORK/map-$1.json" shardmap add-column sbtest1 id --function sb
+}
+# add_shard SERVER SCHEMA: prints the new shard id
+add_shard() {
+  sc "$WORK/shard-$2.json" shardmap add-shard --server "$(addr "$1")" --schema "$2"
+  jq -r .shard_id "$WORK/shard-$2.json"
+}
+add_range() { sc "$WORK/range.json" shardmap add-range --function sb --lower "$1" --shard "$2"; }
+sysbench_args() { # SERVER SCHEMA ROWS
+  echo --mysql-host=127.0.0.1 --mysql-port="$(port "$1")" --mysql-user="$DBUSER" --mysql-password="$DBPASS" \
+    --mysql-db="$2" --tables=1 --table-size="$3"
+}
+prepare() { # SERVER SCHEMA ROWS
+  M "$1" -e "CREATE DATABASE IF NOT EXISTS \`$2\`"
+  # shellcheck disable=SC2046
+  sysbench oltp_read_write $(sysbench_args "$@") prepare >"$WORK/prepare-$2.log" 2>&1 ||
+    fail "sysbench prepare of $3 rows into $2 failed" "$WORK/prepare-$2.log"
+}
+count() { M "$1" -N -e "SELECT COUNT(*) FROM \`$2\`.sbtest1"; }
+# settle SERVER: wait (at most 30 s) for InnoDB's purge of earlier deletes, so it does not slow the next run
+settle() {
+  local i h
+  for i in $(seq 60); do
+    h=$(M "$1" -e "SHOW ENGINE INNODB STATUS\G" | sed -n 's/.*History list length \([0-9]*\).*/\1/p')
+    [ "${h:-0}" -lt 2000 ] && return 0
+    sleep 0.5
+  done
+}
+# cpu_mark NAME / cpu_report NAME: machine CPU use and each server's CPU seconds in between
+CLK=$(getconf CLK_TCK)
+mariadbd_ticks() {
+  local i pid
+  for i in 1 2 3; do
+    pid=$(cat "$DIR/s$i/mariadbd.pid" 2>/dev/null || true)
+    if [ -n "$pid" ] && [ -r "/proc/$pid/stat" ]; then awk '{ printf "%d ", $14 + $15 }' "/proc/$pid/stat"; else printf '0 '; fi
+  done
+}
+cpu_mark() { { head -n 1 /proc/stat; mariadbd_ticks; echo; } >"$WORK/cpu-$1"; }
+cpu_report() {
+  local a b
+  a=$(cat "$WORK/cpu-$1" | tr '\n' ' ')
+  b="$(head -n 1 /proc/stat) $(mariadbd_ticks)"
+  awk -v a="$a" -v b="$b" -v clk="$CLK" -v n="$(nproc)" 'BEGIN {
+    split(a, x, " "); split(b, y, " ")
+    # cpu user nice system idle iowait irq softirq steal ... then 3 mariadbd tick counts
+    tot = 0; for (i = 2; i <= 11; i++) tot += y[i] - x[i]
+    idle = (y[5] - x[5]); wa = (y[6] - x[6])
+    printf "machine CPU %.0f%% busy, %.0f%% iowait of %d cores over %.1f s; mariadbd CPU s1 %.1f s, s2 %.1f s, s3 %.1f s",
+      100 * (tot - idle - wa) / tot, 100 * wa / tot, n, tot / clk / n,
+      (y[12] - x[12]) / clk, (y[13] - x[13]) / clk, (y[14] - x[14]) / clk }'
+}
+rss_mb() { awk '/Maximum resident set size/ { printf "%.1f", $NF / 1024 }' "$1"; }
+cpu_s() { awk '/User time|System time/ { s += $NF } END { printf "%.1f", s }' "$1"; }
+# top_later SECONDS FILE: one 'top -b -n1' snapshot in the background, SECONDS from now
+# (the second of two frames one second apart: the first one's %CPU is not over a short interval)
+top_later() { (sleep "$1"; top -b -n2 -d1 -w 160 2>/dev/null | awk '/^top - / { n++ } n == 2' | head -n 16 >"$2") & }
+
+LOAD_PID_FILE="$WORK/load.pid"
+cleanup() {
+  local rc=$?
+  if [ -s "$LOAD_PID_FILE" ]; then kill -TERM "$(cat "$LOAD_PID_FILE")" 2>/dev/null || true; fi
+  if [ -z "${BENCH_KEEP_SANDBOX:-}" ]; then
+    "$S" sandbox down --sandbox-dir "$DIR" --base-port "$BASE" --servers 3 --purge >/dev/null 2>&1 || true
+  fi
+  rm -rf "$WORK/dump"
+  exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+FAILED=()
+# run_measure NAME FUNCTION: a failing measurement is reported and the others still run
+run_measure() {
+  local name=$1 rc=0; shift
+  if [ -n "${BENCH_ONLY:-}" ] && [[ ",$BENCH_ONLY," != *",$name,"* ]]; then
+    put "failed_$name" "not run (BENCH_ONLY=$BENCH_ONLY)"
+    return 0
+  fi
+  progress "$name (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+  set +e
+  (set -e; "$@")
+  rc=$?
+  set -e
+  if [ $rc -ne 0 ]; then
+    FAILED+=("$name")
+    put "failed_$name" "exit $rc"
+    log "$name: FAILED (exit $rc), see $WORK"
+  fi
+}
+
+# ---------------------------------------------------------------- 1. copy
+
+measure_copy() {
+  local id t0 t1 dump rows
+  use_map bench_copy
+  sb_map copy
+  id=$(add_shard 1 sbcopy)
+  add_range 0 "$id"
+  progress "copy: sysbench prepare $COPY_ROWS rows on server 1"
+  prepare 1 sbcopy "$COPY_ROWS"
+  settle 1
+
+  progress "copy: shardctl move --no-verify --keep-source (server 1 -> 2)"
+  cpu_mark copy
+  top_later "$([ -n "$SMALL" ] && echo 0 || echo 5)" "$WORK/copy-top.txt"
+  t0=$(now)
+  /usr/bin/time -v -o "$WORK/copy.time" "${SC[@]}" move --shard "$id" --to "$(addr 2)" --yes -o json --no-verify --keep-source \
+    >"$WORK/copy.json" 2>"$WORK/copy.json.err" || fail "shardctl move exited $?" "$WORK/copy.json.err"
+  t1=$(now)
+  wait
+  put copy_cpu "$(cpu_report copy)"
+  put copy_shardctl_cpu_s "$(cpu_s "$WORK/copy.time")"
+  rows=$(jq -r .result.rows_copied "$WORK/copy.json")
+  [ "$rows" = "$COPY_ROWS" ] || fail "shardctl copied $rows rows, not $COPY_ROWS"
+  [ "$(count 2 sbcopy)" = "$COPY_ROWS" ] || fail "target row count differs"
+  put copy_move_s "$(f "$t1 - $t0")"
+  put copy_step_s "$(f "$(jq -r '.result.step_seconds.copy' "$WORK/copy.json")")"
+  put copy_create_copy_s "$(f "$(jq -r '.result.step_seconds.create + .result.step_seconds.copy' "$WORK/copy.json")")"
+  put copy_steps "$(jq -c '.result.step_seconds | with_entries(.value |= (. * 100 | round / 100))' "$WORK/copy.json")"
+  put copy_rss_mb "$(rss_mb "$WORK/copy.time")"
+  progress "copy: shardctl $(get copy_move_s) s end to end, copy step $(get copy_step_s) s; $(get copy_cpu)"
+
+  # The source copy is fenced (triggers): the dumps leave triggers out.
+  progress "copy: mysqldump --single-transaction | mysql (server 1 -> 3)"
+  settle 1
+  M 3 -e "DROP DATABASE IF EXISTS ref_dump; CREATE DATABASE ref_dump"
+  cpu_mark dump
+  t0=$(now)
+  mysqldump --no-defaults -h127.0.0.1 -P"$(port 1)" -u"$DBUSER" -p"$DBPASS" --single-transaction --skip-triggers sbcopy sbtest1 2>"$WORK/mysqldump.err" |
+    M 3 ref_dump 2>"$WORK/mysql.err" || fail "mysqldump | mysql failed" "$WORK/mysqldump.err"
+  t1=$(now)
+  put dump_cpu "$(cpu_report dump)"
+  [ "$(count 3 ref_dump)" = "$COPY_ROWS" ] || fail "mysqldump | mysql: row count differs"
+  put dump_s "$(f "$t1 - $t0")"
+  M 3 -e "DROP DATABASE ref_dump"
+  progress "copy: mysqldump | mysql $(get dump_s) s"
+
+  progress "copy: mydumper -t $THREADS + myloader -t $THREADS (server 1 -> 3, binlog on)"
+  settle 3
+  rm -rf "$WORK/dump"
+  cpu_mark mydumper
+  t0=$(now)
+  mydumper -h 127.0.0.1 -P "$(port 1)" -u "$DBUSER" -p "$DBPASS" -B sbcopy -T sbtest1 -t "$THREADS" \
+    -r $((COPY_ROWS / 10)) --trx-consistency-only -o "$WORK/dump" -v 1 >"$WORK/mydumper.log" 2>&1 ||
+    fail "mydumper failed" "$WORK/mydumper.log"
+  dump=$(now)
+  myloader -h 127.0.0.1 -P "$(port 3)" -u "$DBUSER" -p "$DBPASS" -d "$WORK/dump" -s sbcopy -B ref_myd \
+    -t "$THREADS" -e -v 1 >"$WORK/myloader.log" 2>&1 || fail "myloader failed" "$WORK/myloader.log"
+  t1=$(now)
+  put mydumper_cpu "$(cpu_report mydumper)"
+  [ "$(count 3 ref_myd)" = "$COPY_ROWS" ] || fail "mydumper/myloader: row count differs"
+  put mydumper_s "$(f "$t1 - $t0")"
+  put mydumper_dump_s "$(f "$dump - $t0")"
+  put mydumper_load_s "$(f "$t1 - $dump")"
+  rm -rf "$WORK/dump"
+  M 3 -e "DROP DATABASE ref_myd"
+  progress "copy: mydumper $(get mydumper_dump_s) s + myloader $(get mydumper_load_s) s = $(get mydumper_s) s"
+  # Free both servers for the next measurements.
+  M 1 -e "DROP DATABASE sbcopy"
+  M 2 -e "DROP DATABASE sbcopy"
+}
+
+# ---------------------------------------------------------------- 5. memory
+
+measure_memory() {
+  local id rows n
+  use_map bench_memory
+  sb_map memory
+  n=0
+  for rows in "$MEM_ROWS_A" "$MEM_ROWS_B"; do
+    n=$((n + 1))
+    id=$(add_shard 1 "sbmem$n")
+    add_range $(((n - 1) * 100000000)) "$id"
+    progress "memory: sysbench prepare $rows rows on server 1"
+    prepare 1 "sbmem$n" "$rows"
+    settle 1
+    progress "memory: /usr/bin/time -v shardctl move of $rows rows (server 1 -> 2; verify and cleanup on)"
+    /usr/bin/time -v -o "$WORK/mem$n.time" "${SC[@]}" move --shard "$id" --to "$(addr 2)" --yes -o json \
+      >"$WORK/mem$n.json" 2>"$WORK/mem$n.json.err" || fail "shardctl move exited $?" "$WORK/mem$n.json.err"
+    [ "$(jq -r .result.rows_copied "$WORK/mem$n.json")" = "$rows" ] || fail "move of $rows rows copied $(jq -r .result.rows_copied "$WORK/mem$n.json")"
+    put "mem${n}_rows" "$rows"
+    put "mem${n}_rss_mb" "$(rss_mb "$WORK/mem$n.time")"
+    put "mem${n}_wall_s" "$(awk '/Elapsed \(wall clock\)/ { n = split($NF, t, ":"); s = 0; for (i = 1; i <= n; i++) s = s * 60 + t[i]; printf "%.1f", s }' "$WORK/mem$n.time")"
+    put "mem${n}_steps" "$(jq -c '.result.step_seconds | with_entries(.value |= (. * 100 | round / 100))' "$WORK/mem$n.json")"
+    progress "memory: $rows rows: max RSS $(get "mem${n}_rss_mb") MB, $(get "mem${n}_wall_s") s"
+    M 2 -e "DROP DATABASE \`sbmem$n\`"
+  done
+}
+
+# ---------------------------------------------------------------- 2. catch-up
+
+measure_catchup() {
+  local id rc plan t0 t1 sbargs
+  use_map bench_catchup
+  sb_map catchup
+  id=$(add_shard 1 sbcatchup)
+  add_range 0 "$id"
+  progress "catch-up: sysbench prepare $CATCHUP_ROWS rows on server 1"
+  prepare 1 sbcatchup "$CATCHUP_ROWS"
+  progress "catch-up: SHARDCTL_FAULT=after:copy shardctl move (expect exit 137)"
+  rc=0
+  # (in a subshell whose stderr is /dev/null: bash reports the SIGKILL there, not on the terminal)
+  (SHARDCTL_FAULT=after:copy "${SC[@]}" move --shard "$id" --to "$(addr 2)" --yes -o json --no-verify --keep-source \
+    >"$WORK/catchup1.json" 2>"$WORK/catchup1.json.err"; exit $?) 2>/dev/null || rc=$?
+  [ $rc -eq 137 ] || fail "the move exited $rc, not 137 (killed after the copy)" "$WORK/catchup1.json.err"
+  sc "$WORK/catchup-plans.json" plan list
+  plan=$(jq -r '.[0].id' "$WORK/catchup-plans.json")
+  [ "$(jq -r '.[0].step' "$WORK/catchup-plans.json")" = catchup ] || fail "plan $plan is not stopped before the catch-up" "$WORK/catchup-plans.json"
+
+  progress "catch-up: sysbench oltp_write_only --threads=$SB_THREADS --time=$CATCHUP_T on the source (the backlog)"
+  sbargs=$(sysbench_args 1 sbcatchup "$CATCHUP_ROWS")
+  # shellcheck disable=SC2086
+  sysbench oltp_write_only $sbargs --threads="$SB_THREADS" --time="$CATCHUP_T" --report-interval=0 run >"$WORK/catchup-sysbench.log" 2>&1 ||
+    fail "sysbench oltp_write_only failed" "$WORK/catchup-sysbench.log"
+  put catchup_tps "$(sed -n 's/.*transactions: *[0-9]* *(\([0-9.]*\) per sec.).*/\1/p' "$WORK/catchup-sysbench.log")"
+  put catchup_tx "$(sed -n 's/.*transactions: *\([0-9]*\) .*/\1/p' "$WORK/catchup-sysbench.log")"
+
+  progress "catch-up: shardctl plan resume $plan"
+  cpu_mark catchup
+  t0=$(now)
+  /usr/bin/time -v -o "$WORK/catchup2.time" "${SC[@]}" plan resume "$plan" -o json >"$WORK/catchup2.json" 2>"$WORK/catchup2.json.err" ||
+    fail "shardctl plan resume exited $?" "$WORK/catchup2.json.err"
+  t1=$(now)
+  put catchup_shardctl_cpu_s "$(cpu_s "$WORK/catchup2.time")"
+  put catchup_cpu "$(cpu_report catchup)"
+  [ "$(jq -r .state "$WORK/catchup2.json")" = done ] || fail "the resumed plan did not finish" "$WORK/catchup2.json"
+  put catchup_s "$(f "$(jq -r .result.step_seconds.catchup "$WORK/catchup2.json")")"
+  put catchup_events "$(jq -r .result.events_applied "$WORK/catchup2.json")"
+  put catchup_resume_s "$(f "$t1 - $t0")"
+  put catchup_steps "$(jq -c '.result.step_seconds | with_entries(.value |= (. * 100 | round / 100))' "$WORK/catchup2.json")"
+  progress "catch-up: $(get catchup_events) events in $(get catchup_s) s (backlog of $CATCHUP_T s at $(get catchup_tps) tps)"
+  M 1 -e "DROP DATABASE sbcatchup"
+  M 2 -e "DROP DATABASE sbcatchup"
+}
+
+# ---------------------------------------------------------------- 3. blackout
+
+measure_blackout() {
+  local i to lo hi ms worst
+  use_map bench_blackout
+  sc "$WORK/blackout-init.json" shardmap init
+  progress "blackout: sandbox seed 4 shards x $EMPLOYEES employees"
+  sc "$WORK/seed.json" sandbox seed --sandbox-dir "$DIR" --base-port "$BASE" --shards 4 --employees "$EMPLOYEES"
+  # shards 1 and 4 on server 1, shard 2 on server 2, shard 3 on server 3 (round robin)
+  [ "$(jq -r '.[] | select(.shard_id == 1) | .server' "$WORK/seed.json")" = "$(addr 1)" ] || fail "shard 1 is not on server 1" "$WORK/seed.json"
+  [ "$(jq -r '.[] | select(.shard_id == 4) | .server' "$WORK/seed.json")" = "$(addr 1)" ] || fail "shard 4 is not on server 1" "$WORK/seed.json"
+  [ "$(jq -r '.[] | select(.shard_id == 2) | .server' "$WORK/seed.json")" = "$(addr 2)" ] || fail "shard 2 is not on server 2" "$WORK/seed.json"
+  hi=$((2 * EMPLOYEES + 1))
+  # moving: shard 1, which goes back and forth between servers 1 and 2;
+  # other: shard 4, which stays on server 1 (the source of every other cutover,
+  # the target of the others). --concurrency is per group: 4 writers each.
+  "${SC[@]}" load --keys "moving=1-$hi" --keys "other=3000001-$((3000000 + hi))" \
+    --concurrency "$LOAD_CONC" --rate 0 --ledger "$WORK/ledger.jsonl" -o json >"$WORK/load.json" 2>"$WORK/load.err" &
+  echo $! >"$LOAD_PID_FILE"
+  sleep 2
+  kill -0 "$(cat "$LOAD_PID_FILE")" 2>/dev/null || fail "shardctl load stopped" "$WORK/load.err"
+  : >"$WORK/blackouts"
+  for i in $(seq "$CUTOVERS"); do
+    if [ $((i % 2)) -eq 1 ]; then to=2; else to=1; fi
+    # --no-verify: under a full-rate writer on the moving keys the verify step
+    # reports differences it cannot settle (see docs/BENCHMARKS.md).
+    sc "$WORK/cutover$i.json" move --shard 1 --to "$(addr $to)" --yes --no-verify ${BENCH_MAX_BLACKOUT:+--max-blackout "$BENCH_MAX_BLACKOUT"}
+    ms=$(jq -r .result.blackout_ms "$WORK/cutover$i.json")
+    echo "$ms $(jq -r '.cutover_attempts | length' "$WORK/cutover$i.json") $(jq -r '[.cutover_attempts[].blackout_ms // 0] | max' "$WORK/cutover$i.json")" >>"$WORK/blackouts"
+    jq -r --arg i "$i" '.cutover_attempts[] | "#\($i): " + (if (.phases_ms // {}) == {} then "" else "\(.blackout_ms) ms = " + (.phases_ms | to_entries | map("\(.key) \(.value)") | join(" + ")) + " " end) + "(\(.result))"' \
+      "$WORK/cutover$i.json" >>"$WORK/blackout-phases"
+    echo "$(jq -r '[.result.step_seconds[]] | add | . * 10 | round / 10' "$WORK/cutover$i.json") (catch-up $(jq -r '.result.step_seconds.catchup * 10 | round / 10' "$WORK/cutover$i.json"))" >>"$WORK/blackout-moves"
+    progress "blackout: cutover $i/$CUTOVERS to server $to: $ms ms ($(jq -r '.cutover_attempts | length' "$WORK/cutover$i.json") attempt(s); move $(jq -r '[.result.step_seconds[]] | add | . * 10 | round / 10' "$WORK/cutover$i.json") s)"
+  done
+  sleep 1
+  kill -TERM "$(cat "$LOAD_PID_FILE")"
+  wait "$(cat "$LOAD_PID_FILE")" || fail "shardctl load exited $?" "$WORK/load.err"
+  : >"$LOAD_PID_FILE"
+  put blackout_move_s "$(paste -sd, "$WORK/blackout-moves" | sed 's/,/, /g')"
+  put blackout_all "$(awk '{ printf "%s%.0f", (NR > 1 ? " " : ""), $1 }' "$WORK/blackouts")"
+  put blackout_worst_ms "$(sort -g "$WORK/blackouts" | tail -n 1 | awk '{ printf "%.1f", $1 }')"
+  put blackout_median_ms "$(sort -g "$WORK/blackouts" | awk '{ v[NR] = $1 } END { if (NR % 2) m = v[(NR + 1) / 2]; else m = (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.1f", m }')"
+  put blackout_attempts "$(awk '{ s += $2 } END { print s }' "$WORK/blackouts")"
+  put blackout_worst_attempt_ms "$(awk '$3 > m { m = $3 } END { printf "%.1f", m }' "$WORK/blackouts")"
+  put load_acked "$(jq -r .Acked "$WORK/load.json")"
+  put load_rate "$(jq -r '.Acked / (.Elapsed / 1e9) | round' "$WORK/load.json")"
+  put moving_retries "$(jq -r .Groups.moving.Retries "$WORK/load.json")"
+  put moving_errors "$(jq -r .Groups.moving.Errors "$WORK/load.json")"
+  put moving_gap_ms "$(jq -r '.Groups.moving.LongestGap / 1e6 | round' "$WORK/load.json")"
+  put other_errors "$(jq -r .Groups.other.Errors "$WORK/load.json")"
+  put other_retries "$(jq -r .Groups.other.Retries "$WORK/load.json")"
+  put other_gap_ms "$(jq -r '.Groups.other.LongestGap / 1e6 | round' "$WORK/load.json")"
+  progress "blackout: shardctl load check"
+  if "${SC[@]}" load check "$WORK/ledger.jsonl" -o json >"$WORK/ledger-check.json" 2>"$WORK/ledger-check.err"; then
+    put ledger_check "ok ($(jq -r .Keys "$WORK/ledger-check.json") keys)"
+  else
+    put ledger_check "FAILED: $(jq -c .Problems "$WORK/ledger-check.json" 2>/dev/null | cut -c1-200)"
+  fi
+  gzip -f "$WORK/ledger.jsonl"
+  progress "blackout: worst $(get blackout_worst_ms) ms, median $(get blackout_median_ms) ms; other shards $(get other_errors) errors; ledger $(get ledger_check)"
+}
+
+# ---------------------------------------------------------------- 4. prune
+
+measure_prune() {
+  local a b t0 t1 mode rows
+  use_map bench_prune
+  sb_map prune
+  a=$(add_shard 1 sbprune)
+  b=$(add_shard 2 sbprune_owner)
+  # shard A owns only keys below 1: every sysbench row (id >= 1) in it is not owned
+  add_range -1000000 "$a"
+  add_range 1 "$b"
+  progress "prune: sysbench prepare $PRUNE_ROWS rows (the pristine copy)"
+  prepare 1 prune_src "$PRUNE_ROWS"
+  copy_table() { # SCHEMA: an identical copy of prune_src.sbtest1, made right before its run
+    M 1 -e "DROP DATABASE IF EXISTS \`$1\`; CREATE DATABASE \`$1\`; CREATE TABLE \`$1\`.sbtest1 LIKE prune_src.sbtest1;
+      INSERT INTO \`$1\`.sbtest1 SELECT * FROM prune_src.sbtest1"
+    settle 1
+  }
+
+  copy_table sbprune
+  sc "$WORK/prune-dry.json" prune --shard "$a" --dry-run
+  rows=$(jq -r '[.[].rows] | add' "$WORK/prune-dry.json")
+  [ "$rows" = "$PRUNE_ROWS" ] || fail "prune --dry-run counts $rows rows, not $PRUNE_ROWS" "$WORK/prune-dry.json"
+  progress "prune: shardctl prune --shard $a --chunk-rows $PRUNE_CHUNK"
+  cpu_mark prune
+  t0=$(now)
+  sc "$WORK/prune.json" prune --shard "$a" --chunk-rows "$PRUNE_CHUNK"
+  t1=$(now)
+  put prune_cpu "$(cpu_report prune)"
+  put prune_s "$(f "$t1 - $t0")"
+  put prune_deleted "$(jq -r '[.[].deleted] | add' "$WORK/prune.json")"
+  [ "$(count 1 sbprune)" = 0 ] || fail "rows left after shardctl prune"
+  progress "prune: shardctl $(get prune_s) s for $(get prune_deleted) rows"
+  M 1 -e "DROP DATABASE sbprune"
+
+  for mode in bulk row; do
+    copy_table "pt_$mode"
+    progress "prune: pt-archiver --purge --limit $PRUNE_CHUNK --commit-each $([ $mode = bulk ] && echo --bulk-delete)"
+    cpu_mark "pt_$mode"
+    t0=$(now)
+    # --no-safe-auto-increment: delete the highest id too, as shardctl does (all rows)
+    pt-archiver --source "h=127.0.0.1,P=$(port 1),u=$DBUSER,p=$DBPASS,D=pt_$mode,t=sbtest1,A=utf8mb4" \
+      --purge --where '1=1' --limit "$PRUNE_CHUNK" --commit-each --no-safe-auto-increment --statistics \
+      $([ $mode = bulk ] && echo --bulk-delete) >"$WORK/pt-$mode.log" 2>&1 || fail "pt-archiver failed" "$WORK/pt-$mode.log"
+    t1=$(now)
+    put "pt_${mode}_cpu" "$(cpu_report "pt_$mode")"
+    put "pt_${mode}_s" "$(f "$t1 - $t0")"
+    put "pt_${mode}_deleted" "$(sed -n 's/^DELETE \([0-9]*\)/\1/p' "$WORK/pt-$mode.log")"
+    [ "$(count 1 "pt_$mode")" = 0 ] || fail "rows left after pt-archiver"
+    progress "prune: pt-archiver ($mode) $(get "pt_${mode}_s") s for $(get "pt_${mode}_deleted") rows"
+    M 1 -e "DROP DATABASE pt_$mode"
+  done
+  M 1 -e "DROP DATABASE prune_src"
+}
+
+# ---------------------------------------------------------------- run
+
+mkdir -p "$(dirname "$DIR")"
+progress "sandbox: 3 servers on ports $BASE-$((BASE + 2)) in $DIR ($MODE mode; work files in $WORK)"
+"$S" sandbox down --sandbox-dir "$DIR" --base-port "$BASE" --servers 3 --purge >/dev/null 2>&1 || true
+"$S" sandbox up --sandbox-dir "$DIR" --base-port "$BASE" --servers 3 >"$WORK/sandbox-up.log" 2>&1 ||
+  { cat "$WORK/sandbox-up.log" >&2; exit 1; }
+LOADAVG_START=$(cut -d' ' -f1-3 /proc/loadavg)
+
+run_measure copy measure_copy
+run_measure memory measure_memory
+run_measure catchup measure_catchup
+run_measure blackout measure_blackout
+run_measure prune measure_prune
+
+# ---------------------------------------------------------------- report
+
+LOADAVG_END=$(cut -d' ' -f1-3 /proc/loadavg)
+MARIADB_VERSION=$(M 1 -N -e "SELECT VERSION()" 2>/dev/null || echo unknown)
+ELAPSED=$(($(date +%s) - START))
+
+# yes/no: met A OP B
+met() { awk -v a="$1" -v b="$3" -v op="$2" 'BEGIN {
+  if (a == "" || a == "n/a") { print "n/a"; exit }
+  r = (op == ">=") ? (a + 0 >= b + 0) : (a + 0 <= b + 0); print (r ? "yes" : "**no**") }'; }
+rps() { awk -v n="$1" -v s="$2" 'BEGIN { if (s + 0 > 0) printf "%.0fk rows/s", n / s / 1000; else print "n/a" }'; }
+ms_of_ns() { awk -v n="$1" 'BEGIN { printf "%.0f", n / 1e6 }'; }
+row() { printf '| %s | %s | %s | %s | %s | %s |\n' "$@"; }
+K() { awk -v n="$1" 'BEGIN { if (n >= 1e6) printf "%gM", n / 1e6; else printf "%gk", n / 1e3 }'; }
+failed() { [ -n "$(get "failed_$1")" ]; }
+failrow() {
+  local why; why=$(get "failed_$2")
+  case "$why" in "not run"*) row "$1" "$why" "" "" "$3" "—" ;; *) row "$1" "FAILED ($why)" "" "" "$3" "n/a" ;; esac
+}
+
+table() {
+  local c r m1 m2
+  echo "| what | shardctl | reference | ratio | target | met? |"
+  echo "|---|---|---|---|---|---|"
+  if failed copy; then failrow "snapshot copy, $(K $COPY_ROWS) rows" copy "≥ 1.5× mydumper, ≥ 2× mysqldump"; else
+    c=$(get copy_move_s)
+    r=$(div "$(get mydumper_s)" "$c")
+    row "snapshot copy of a $(K $COPY_ROWS)-row shard, end to end (\`move --no-verify --keep-source\` wall time) vs mydumper -t $THREADS + myloader -t $THREADS" \
+      "$c s ($(rps "$COPY_ROWS" "$c"))" "$(get mydumper_s) s ($(get mydumper_dump_s) + $(get mydumper_load_s); $(rps "$COPY_ROWS" "$(get mydumper_s)"))" "${r}×" "≥ 1.5×" "$(met "$r" ">=" 1.5)"
+    r=$(div "$(get dump_s)" "$c")
+    row "same vs \`mysqldump --single-transaction \| mysql\`" "$c s" "$(get dump_s) s ($(rps "$COPY_ROWS" "$(get dump_s)"))" "${r}×" "≥ 2×" "$(met "$r" ">=" 2)"
+    r=$(div "$(get mydumper_s)" "$(get copy_create_copy_s)")
+    row "same, create + copy steps only (\`step_seconds\`)" "$(get copy_create_copy_s) s ($(rps "$COPY_ROWS" "$(get copy_create_copy_s)"))" "$(get mydumper_s) s (mydumper+myloader)" "${r}×" "≥ 1.5×" "$(met "$r" ">=" 1.5)"
+  fi
+  if failed catchup; then failrow "binlog catch-up" catchup "≤ T/2"; else
+    r=$(div "$CATCHUP_T" "$(get catchup_s)")
+    row "binlog catch-up of a backlog of T = $CATCHUP_T s of \`sysbench oltp_write_only --threads=$SB_THREADS\` ($(get catchup_tps) tps) on $(K $CATCHUP_ROWS) rows" \
+      "$(get catchup_s) s (\`step_seconds.catchup\`; $(get catchup_events) events, $(awk -v e="$(get catchup_events)" -v s="$(get catchup_s)" 'BEGIN { printf "%.0fk", e / s / 1000 }')/s)" \
+      "T = $CATCHUP_T s" "${r}× (T / catch-up)" "≤ T/2 (≥ 2×)" "$(met "$r" ">=" 2)"
+  fi
+  if failed blackout; then failrow "write blackout" blackout "≤ 250 ms"; else
+    r=$(div "$GHOST_LOCK_MS" "$(get blackout_worst_ms)")
+    row "write blackout on the moving keys, worst of $CUTOVERS cutovers (\`result.blackout_ms\`$([ -z "${BENCH_MAX_BLACKOUT:-}" ] || echo ", \`move --max-blackout $BENCH_MAX_BLACKOUT\`")), \`shardctl load --concurrency $LOAD_CONC --rate 0\`" \
+      "$(get blackout_worst_ms) ms (median $(get blackout_median_ms) ms; all: $(get blackout_all))" "gh-ost lock timeout $GHOST_LOCK_MS ms" "${r}×" "≤ 250 ms" "$(met "$(get blackout_worst_ms)" "<=" 250)"
+    row "same, longest gap between acknowledged writes on the moving keys (client side, router retries included)" \
+      "$(get moving_gap_ms) ms ($(get moving_retries) retries, $(get moving_errors) errors)" "gh-ost lock timeout $GHOST_LOCK_MS ms" "$(div "$GHOST_LOCK_MS" "$(get moving_gap_ms)")×" "(info)" "—"
+    row "errors on another shard (shard 4, on the server the moving shard leaves or joins) during the cutovers" \
+      "$(get other_errors) errors, $(get other_retries) retries (longest gap $(get other_gap_ms) ms); ledger check: $(get ledger_check)" "—" "—" "0 errors" "$(met "$(get other_errors)" "<=" 0)"
+  fi
+  if failed prune; then failrow "prune" prune "≥ 1.0× / ≥ 3×"; else
+    c=$(get prune_s)
+    r=$(div "$(get pt_bulk_s)" "$c")
+    row "prune of $(K $PRUNE_ROWS) rows, chunk $PRUNE_CHUNK (\`prune --chunk-rows $PRUNE_CHUNK\`) vs \`pt-archiver --purge --limit $PRUNE_CHUNK --commit-each --bulk-delete\`" \
+      "$c s ($(rps "$(get prune_deleted)" "$c"))" "$(get pt_bulk_s) s ($(rps "$(get pt_bulk_deleted)" "$(get pt_bulk_s)"))" "${r}×" "≥ 1.0×" "$(met "$r" ">=" 1.0)"
+    r=$(div "$(get pt_row_s)" "$c")
+    row "same vs pt-archiver without \`--bulk-delete\`" "$c s" "$(get pt_row_s) s ($(rps "$(get pt_row_deleted)" "$(get pt_row_s)"))" "${r}×" "≥ 3×" "$(met "$r" ">=" 3)"
+  fi
+  if failed memory; then failrow "peak memory of move" memory "flat, ≤ 150 MB"; else
+    m1=$(get mem1_rss_mb); m2=$(get mem2_rss_mb)
+    r=$(div "$m2" "$m1")
+    if [ "$(met "$m2" "<=" 150)" = yes ] && [ "$(met "$r" "<=" 1.5)" = yes ]; then c=yes; else c="**no**"; fi
+    row "peak memory (max RSS, \`/usr/bin/time -v\`) of \`move\` (verify and cleanup on): $(K "$MEM_ROWS_B") vs $(K "$MEM_ROWS_A") rows" \
+      "$m2 MB at $(K "$MEM_ROWS_B") ($(get mem2_wall_s) s)" "$m1 MB at $(K "$MEM_ROWS_A") ($(get mem1_wall_s) s)" "${r}× ($(K "$MEM_ROWS_B")/$(K "$MEM_ROWS_A"))" "flat (≤ 1.5×), ≤ 150 MB" "$c"
+  fi
+}
+
+{
+  echo
+  echo "## shardctl benchmarks ($MODE mode)"
+  echo
+  echo "\`scripts/bench.sh$([ -n "$SMALL" ] && echo ' --small')\`, $(date -u '+%Y-%m-%d %H:%M UTC'), shardctl $(git describe --always --dirty 2>/dev/null || echo dev), $ELAPSED s"
+  echo
+  table
+  echo
+  echo "Machine: $(nproc) cores ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n 1)), $(free -g | awk '/^Mem:/ { print $2 " GiB RAM, " $7 " GiB available" }'), $(. /etc/os-release && echo "$PRETTY_NAME"), kernel $(uname -r); MariaDB $MARIADB_VERSION (sandbox: 256 MB buffer pool, binlog ROW/FULL, flush_log_at_trx_commit=2, sync_binlog=0); load average $LOADAVG_START at the start, $LOADAVG_END at the end."
+  echo
+  echo "Details:"
+  echo
+  failed copy || {
+    echo "- copy: shardctl step seconds $(get copy_steps); shardctl CPU $(get copy_shardctl_cpu_s) s, max RSS $(get copy_rss_mb) MB"
+    echo "- copy: during shardctl: $(get copy_cpu)"
+    echo "- copy: during mysqldump | mysql: $(get dump_cpu)"
+    echo "- copy: during mydumper + myloader: $(get mydumper_cpu)"
+  }
+  failed catchup || {
+    echo "- catch-up: resume step seconds $(get catchup_steps); whole resume $(get catchup_resume_s) s; $(get catchup_tx) sysbench transactions"
+    echo "- catch-up: during the resume: $(get catchup_cpu); shardctl CPU $(get catchup_shardctl_cpu_s) s"
+  }
+  failed blackout || {
+    [ ! -s "$WORK/blackout-phases" ] || echo "- blackout: each attempt's phases in ms (\`cutover_attempts[].phases_ms\`): $(paste -sd';' "$WORK/blackout-phases" | sed 's/;/; /g')"
+    echo "- blackout: seconds of each move under the load: $(get blackout_move_s)"
+    echo "- blackout: $(get blackout_attempts) cutover attempts for $CUTOVERS cutovers (worst attempt $(get blackout_worst_attempt_ms) ms); load: $(get load_acked) writes acknowledged, $(get load_rate)/s"
+  }
+  failed prune || {
+    echo "- prune: during shardctl: $(get prune_cpu)"
+    echo "- prune: during pt-archiver --bulk-delete: $(get pt_bulk_cpu)"
+    echo "- prune: during pt-archiver: $(get pt_row_cpu)"
+  }
+  failed memory || {
+    echo "- memory: $(K "$MEM_ROWS_A") rows: step seconds $(get mem1_steps)"
+    echo "- memory: $(K "$MEM_ROWS_B") rows: step seconds $(get mem2_steps)"
+  }
+  if [ -s "$WORK/copy-top.txt" ]; then
+    echo
+    echo "\`top -b -n1\` during the shardctl copy:"
+    echo
+    echo '```'
+    cat "$WORK/copy-top.txt"
+    echo '```'
+  fi
+  echo
+  echo "Work files (logs, JSON documents): $WORK"
+} | tee "$WORK/report.md"
+
+if [ ${#FAILED[@]} -gt 0 ]; then
+  log "failed: ${FAILED[*]}"
+  exit 1
+fi
