@@ -43,9 +43,6 @@ type Key struct {
 func IntK(v int64) Key  { return Key{Type: IntKey, Int: v} }
 func StrK(s string) Key { return Key{Type: StringKey, Str: s} }
 
-// MinInt is the lowest INT key; a first range starting here covers every key.
-var MinInt = IntK(math.MinInt64)
-
 // ParseKey parses s as a key of type t. A non-integer for an INT function is refused.
 func ParseKey(s string, t KeyType) (Key, error) {
 	switch t {

@@ -212,7 +212,6 @@ type Plan struct {
 	AbortTarget      []tables.Table    `json:"abort_target,omitempty"` // rows removed from the target on abort (merge)
 	DropTargetSchema bool              `json:"drop_target_schema"`     // on abort (move, split)
 	Options          Options           `json:"options"`
-	Warnings         []string          `json:"warnings,omitempty"`     // found at planning, shown in dry runs
 	SQLPreview       []string          `json:"shardmap_sql,omitempty"` // the statements run against the shard map, for review
 
 	Steps       []StepRecord `json:"steps"`

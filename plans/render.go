@@ -26,9 +26,6 @@ func Print(w io.Writer, p *Plan) {
 		tgt = fmt.Sprintf("shard %d, %s", p.Target.ShardID, tgt)
 	}
 	fmt.Fprintf(w, "target: %s\n", tgt)
-	for _, warn := range p.Warnings {
-		fmt.Fprintf(w, "warning: %s\n", warn)
-	}
 
 	fmt.Fprintln(w, "\ntables copied:")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
