@@ -38,10 +38,14 @@ if [ "$rc" -ne 0 ] && grep -q "^testenv: server .* died" "$out"; then
     set -e
   fi
 fi
+passed=$(grep -cE "^ok[[:space:]]" "$out" || true)
+failed=$(grep -cE "^FAIL[[:space:]]" "$out" || true)
 rm -f "$out"
 # In CI, the benchmark's small mode runs as a smoke test: figures printed, nothing asserted.
 if [ "$rc" -eq 0 ] && { [ -n "${CI:-}" ] || [ -n "${SHARDCTL_BENCH_SMOKE:-}" ]; }; then
   log "benchmark smoke test (scripts/bench.sh --small)"
   bash scripts/bench.sh --small
 fi
+# The closing line CI reads (test packages, first run):
+echo "packages: $passed passed, $failed failed"
 exit "$rc"

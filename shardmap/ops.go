@@ -232,7 +232,7 @@ func (s *Store) Apply(ctx context.Context, what string, changes []Change) error 
 		for _, c := range changes {
 			did, err := s.applyOne(ctx, tx, m, c)
 			if err != nil {
-				return false, fmt.Errorf("%s: %s: %w", what, c.Describe(), err)
+				return false, fmt.Errorf("%s: %w", c.Describe(), err)
 			}
 			if did {
 				changed = true
