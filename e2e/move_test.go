@@ -393,3 +393,26 @@ func TestMoveRefusesASourceWithoutBinlog(t *testing.T) {
 		t.Fatal("the refused move changed something")
 	}
 }
+
+// --plan-out writes the plan and changes nothing; 'plan apply' runs it.
+func TestPlanOutThenApply(t *testing.T) {
+	c := newCluster(t, "e2e_apply", []int{1}, []int{200})
+	out := c.dir + "/move.json"
+	v0, _ := c.store.Version(ctx)
+	c.mustRun("move", "--shard", "1", "--to", c.env.Addr(3).String(), "--plan-out", out)
+	if v1, _ := c.store.Version(ctx); v1 != v0 || schemaExists(t, c.db(3), c.shards[0].Schema) {
+		t.Fatal("--plan-out changed something")
+	}
+	r := c.mustRun("plan", "show", out)
+	if !strings.Contains(r.stdout, "state: new") {
+		t.Fatalf("plan show: %s", r.stdout)
+	}
+	c.mustRun("plan", "apply", out)
+	m, _ := c.store.Load(ctx)
+	if l, _ := m.Location(1); l.Addr() != c.env.Addr(3) {
+		t.Fatal("plan apply did not move the shard")
+	}
+	if r := c.run(nil, "plan", "apply", out); r.code != 2 || !strings.Contains(r.stderr, "already run") {
+		t.Fatalf("applying a finished plan again: exit %d %q", r.code, r.stderr)
+	}
+}
