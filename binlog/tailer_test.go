@@ -162,36 +162,7 @@ func waitFor(t testing.TB, tl *Tailer, p Position) {
 // dump returns a table's rows in primary key order, NULL marked.
 func dump(t testing.TB, db *sql.DB, schema, table, orderBy string) []string {
 	t.Helper()
-	rows, err := db.Query("SELECT * FROM " + dbutil.Table(schema, table) + " ORDER BY " + orderBy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
-	var out []string
-	for rows.Next() {
-		vals := make([]sql.RawBytes, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			t.Fatal(err)
-		}
-		parts := make([]string, len(vals))
-		for i, v := range vals {
-			if v == nil {
-				parts[i] = "NULL"
-			} else {
-				parts[i] = fmt.Sprintf("%q", v)
-			}
-		}
-		out = append(out, strings.Join(parts, " | "))
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return testenv.Dump(t, db, "SELECT * FROM "+dbutil.Table(schema, table)+" ORDER BY "+orderBy)
 }
 
 func (p pair) same(t testing.TB, table, orderBy string) int {

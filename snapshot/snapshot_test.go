@@ -100,36 +100,7 @@ func table(t testing.TB, ts []tables.Table, name string) tables.Table {
 // dump renders every row of schema.table exactly (query's select list, ordered by order).
 func dump(t testing.TB, db *sql.DB, schema, table, list, order string) []string {
 	t.Helper()
-	rows, err := db.Query("SELECT " + list + " FROM " + dbutil.Table(schema, table) + " ORDER BY " + order)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
-	var out []string
-	for rows.Next() {
-		raw := make([]sql.RawBytes, len(cols))
-		dest := make([]any, len(cols))
-		for i := range raw {
-			dest[i] = &raw[i]
-		}
-		if err := rows.Scan(dest...); err != nil {
-			t.Fatal(err)
-		}
-		parts := make([]string, len(raw))
-		for i, r := range raw {
-			if r == nil {
-				parts[i] = "NULL"
-			} else {
-				parts[i] = fmt.Sprintf("%q", r)
-			}
-		}
-		out = append(out, strings.Join(parts, "|"))
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return testenv.Dump(t, db, "SELECT "+list+" FROM "+dbutil.Table(schema, table)+" ORDER BY "+order)
 }
 
 func sameRows(t testing.TB, f fixture, table, list, order string) []string {
@@ -263,7 +234,7 @@ func TestCopyRangeFilter(t *testing.T) {
 	var inRange []string
 	for _, r := range want {
 		var id, owner int
-		fmt.Sscanf(strings.ReplaceAll(r, `"`, ""), "%d|%d", &id, &owner)
+		fmt.Sscanf(strings.ReplaceAll(r, `"`, ""), "%d | %d", &id, &owner)
 		if owner >= 10 && owner < 20 {
 			inRange = append(inRange, r)
 		}

@@ -165,3 +165,39 @@ func FreePorts(n int) (int, error) {
 	}
 	return 0, fmt.Errorf("no run of %d free ports found", n)
 }
+
+// Dump runs query and renders each row as its quoted column values joined by
+// " | " (NULL as NULL), so tests compare tables exactly.
+func Dump(t testing.TB, db *sql.DB, query string, args ...any) []string {
+	t.Helper()
+	rows, err := db.Query(query, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	var out []string
+	for rows.Next() {
+		vals := make([]sql.RawBytes, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		parts := make([]string, len(vals))
+		for i, v := range vals {
+			if v == nil {
+				parts[i] = "NULL"
+			} else {
+				parts[i] = fmt.Sprintf("%q", v)
+			}
+		}
+		out = append(out, strings.Join(parts, " | "))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
