@@ -97,19 +97,13 @@ func (s *Store) AddColumn(ctx context.Context, table, column, fn string) error {
 // or above the last are accepted; use split for the rest.
 func (s *Store) AddRange(ctx context.Context, fn, lower string, shardID int) error {
 	return s.Update(ctx, "add range", func(tx *sql.Tx, m *Map) (bool, error) {
-		f, err := m.Function(fn)
+		f, err := mappable(m, fn, Range, shardID)
 		if err != nil {
 			return false, err
-		}
-		if f.Type != Range {
-			return false, badInput("function %s is %s, not RANGE", f.Name, f.Type)
 		}
 		k, err := keyspace.ParseKey(lower, f.KeyType)
 		if err != nil {
 			return false, badInput("%v", err)
-		}
-		if _, err := m.Location(shardID); err != nil {
-			return false, badInput("unknown shard %d: add it first with 'shardctl shardmap add-shard'", shardID)
 		}
 		ms := m.MappingsOf(f.ID)
 		for _, mp := range ms {
@@ -147,15 +141,9 @@ func (s *Store) AddHashPoint(ctx context.Context, fn, hash string, shardID int) 
 		return badInput("hash point %q is not a 32-digit hex MD5 (use --name to hash a string)", hash)
 	}
 	return s.Update(ctx, "add hash point", func(tx *sql.Tx, m *Map) (bool, error) {
-		f, err := m.Function(fn)
+		f, err := mappable(m, fn, Hash, shardID)
 		if err != nil {
 			return false, err
-		}
-		if f.Type != Hash {
-			return false, badInput("function %s is %s, not HASH", f.Name, f.Type)
-		}
-		if _, err := m.Location(shardID); err != nil {
-			return false, badInput("unknown shard %d: add it first with 'shardctl shardmap add-shard'", shardID)
 		}
 		if mp, ok := find(m, Ref{FuncID: f.ID, Kind: Hash, Hash: hash}); ok {
 			if mp.ShardID == shardID {
@@ -171,19 +159,13 @@ func (s *Store) AddHashPoint(ctx context.Context, fn, hash string, shardID int) 
 // AddPoint maps one LIST key to shard shardID.
 func (s *Store) AddPoint(ctx context.Context, fn, key string, shardID int) error {
 	return s.Update(ctx, "add list point", func(tx *sql.Tx, m *Map) (bool, error) {
-		f, err := m.Function(fn)
+		f, err := mappable(m, fn, List, shardID)
 		if err != nil {
 			return false, err
-		}
-		if f.Type != List {
-			return false, badInput("function %s is %s, not LIST", f.Name, f.Type)
 		}
 		k, err := keyspace.ParseKey(key, f.KeyType)
 		if err != nil {
 			return false, badInput("%v", err)
-		}
-		if _, err := m.Location(shardID); err != nil {
-			return false, badInput("unknown shard %d: add it first with 'shardctl shardmap add-shard'", shardID)
 		}
 		if mp, ok := find(m, Ref{FuncID: f.ID, Kind: List, Point: &k}); ok {
 			if mp.ShardID == shardID {
@@ -423,4 +405,20 @@ func (s *Store) BookHashLookup(ctx context.Context, funcID int, key any) (int, e
 		" UNION ALL (SELECT shard_id FROM "+s.t("hashes")+" WHERE func_id = ? AND hash = (SELECT MAX(hash) FROM "+s.t("hashes")+" WHERE func_id = ?)) LIMIT 1",
 		funcID, key, funcID, funcID).Scan(&id)
 	return id, err
+}
+
+// mappable finds function fn, checks it is of type typ, and checks that
+// shard id exists: what every added mapping needs.
+func mappable(m *Map, fn string, typ ShardingType, shardID int) (Function, error) {
+	f, err := m.Function(fn)
+	if err != nil {
+		return f, err
+	}
+	if f.Type != typ {
+		return f, badInput("function %s is %s, not %s", f.Name, f.Type, typ)
+	}
+	if _, err := m.Location(shardID); err != nil {
+		return f, badInput("unknown shard %d: add it first with 'shardctl shardmap add-shard'", shardID)
+	}
+	return f, nil
 }
