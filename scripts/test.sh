@@ -43,8 +43,12 @@ failed=$(grep -cE "^FAIL[[:space:]]" "$out" || true)
 rm -f "$out"
 # In CI, the benchmark's small mode runs as a smoke test: figures printed, nothing asserted.
 if [ "$rc" -eq 0 ] && { [ -n "${CI:-}" ] || [ -n "${SHARDCTL_BENCH_SMOKE:-}" ]; }; then
-  log "benchmark smoke test (scripts/bench.sh --small)"
-  bash scripts/bench.sh --small
+  # Bounded, and reported rather than counted: the figures are for people, and
+  # a benchmark run must never hold CI past its time limit.
+  log "benchmark smoke test (scripts/bench.sh --small, at most 10 minutes)"
+  if ! timeout --kill-after=30 600 bash scripts/bench.sh --small; then
+    echo "benchmark smoke test did not complete (figures above are partial); the tests' result stands" >&2
+  fi
 fi
 # The closing line CI reads (test packages, first run):
 echo "packages: $passed passed, $failed failed"
