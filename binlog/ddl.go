@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"strings"
 
@@ -73,46 +74,61 @@ func renameTargets(p *parser.Parser, query, defaultDB string) [][2]string {
 	return out
 }
 
+// words yields the identifiers of a statement outside string literals, in
+// order: bare words (quoted=false) and backquoted or double-quoted names with
+// their doubled quotes undone (quoted=true). An unterminated quoted name runs
+// to the end of the text. It is the one lexer behind mentionsIdent and
+// touchesTables.
+func words(q string) iter.Seq2[string, bool] {
+	return func(yield func(string, bool) bool) {
+		for i := 0; i < len(q); {
+			c := q[i]
+			switch {
+			case c == '\'':
+				i = skipString(q, i)
+			case c == '`' || c == '"':
+				var b strings.Builder
+				j := i + 1
+				for j < len(q) {
+					if q[j] == c {
+						if j+1 < len(q) && q[j+1] == c {
+							b.WriteByte(c)
+							j += 2
+							continue
+						}
+						break
+					}
+					b.WriteByte(q[j])
+					j++
+				}
+				if !yield(b.String(), true) {
+					return
+				}
+				i = j + 1
+			case isIdentByte(c):
+				j := i
+				for j < len(q) && isIdentByte(q[j]) {
+					j++
+				}
+				if !yield(q[i:j], false) {
+					return
+				}
+				i = j
+			default:
+				i++
+			}
+		}
+	}
+}
+
 // mentionsIdent reports whether the statement text names ident as an
 // identifier (bare, backquoted or double-quoted), outside string literals.
 // It over-reports (a column with the schema's name counts), which only stops
 // a tail that could have continued: the safe direction.
 func mentionsIdent(q, ident string) bool {
-	for i := 0; i < len(q); {
-		c := q[i]
-		switch {
-		case c == '\'':
-			i = skipString(q, i)
-		case c == '`' || c == '"':
-			var b strings.Builder
-			j := i + 1
-			for j < len(q) {
-				if q[j] == c {
-					if j+1 < len(q) && q[j+1] == c {
-						b.WriteByte(c)
-						j += 2
-						continue
-					}
-					break
-				}
-				b.WriteByte(q[j])
-				j++
-			}
-			if strings.EqualFold(b.String(), ident) {
-				return true
-			}
-			i = j + 1
-		case isIdentByte(c):
-			j := i
-			for j < len(q) && isIdentByte(q[j]) {
-				j++
-			}
-			if strings.EqualFold(q[i:j], ident) {
-				return true
-			}
-			i = j
-		default:
-			i++
+	for w := range words(q) {
+		if strings.EqualFold(w, ident) {
+			return true
 		}
 	}
 	return false
@@ -182,31 +198,15 @@ func looksLikeDDL(q string) bool {
 // not stop the tail. It looks for the first object keyword among the bare
 // words; none found counts as a table, the safe answer.
 func touchesTables(q string) bool {
-	for i := 0; i < len(q); {
-		c := q[i]
-		switch {
-		case c == '\'':
-			i = skipString(q, i)
-		case c == '`' || c == '"':
-			j := strings.IndexByte(q[i+1:], c)
-			if j < 0 {
-				return true
-			}
-			i += j + 2
-		case isIdentByte(c):
-			j := i
-			for j < len(q) && isIdentByte(q[j]) {
-				j++
-			}
-			switch strings.ToUpper(q[i:j]) {
-			case "TABLE", "TABLES", "INDEX", "DATABASE", "SCHEMA", "SEQUENCE":
-				return true
-			case "TRIGGER", "PROCEDURE", "FUNCTION", "EVENT", "VIEW", "USER", "ROLE", "SERVER", "PACKAGE":
-				return false
-			}
-			i = j
-		default:
-			i++
+	for w, quoted := range words(q) {
+		if quoted {
+			continue
+		}
+		switch strings.ToUpper(w) {
+		case "TABLE", "TABLES", "INDEX", "DATABASE", "SCHEMA", "SEQUENCE":
+			return true
+		case "TRIGGER", "PROCEDURE", "FUNCTION", "EVENT", "VIEW", "USER", "ROLE", "SERVER", "PACKAGE":
+			return false
 		}
 	}
 	return true
