@@ -13,6 +13,8 @@ ensure_staticcheck
 log "gofmt"
 bad=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$bad" ]; then echo "gofmt would change: $bad" >&2; exit 1; fi
+log "go mod tidy -diff (go.mod and go.sum say exactly what the code imports)"
+go mod tidy -diff
 log "go vet"
 go vet ./...
 log "staticcheck"
