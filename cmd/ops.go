@@ -183,6 +183,8 @@ func (a *app) opError(err error, p *plans.Plan) error {
 	switch {
 	case errors.Is(err, pipeline.ErrRefused), errors.Is(err, shardmap.ErrBadInput), errors.Is(err, shardmap.ErrNotFound), errors.Is(err, plans.ErrDamaged), errors.Is(err, pipeline.ErrCutOver):
 		return withCode(ExitBadInput, err)
+	case errors.Is(err, pipeline.ErrLive):
+		return withCode(ExitFailed, err)
 	case errors.Is(err, lock.ErrBusy):
 		return withCode(ExitBusy, err)
 	case errors.Is(err, pipeline.ErrMismatch):

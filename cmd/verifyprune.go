@@ -192,6 +192,9 @@ table and changes nothing.`,
 					}
 					r := row{Table: t.Name, Rows: n}
 					if !dryRun && n > 0 {
+						if err := pipeline.GuardRemoval(ctx, s, plans.Endpoint{ShardID: shard, Host: loc.Host, Port: loc.Port, Schema: loc.Schema}, &t); err != nil {
+							return a.opError(err, nil)
+						}
 						w, err := pr.Table(ctx, t, prune.Watermark{}, func(prune.Watermark) error { return nil })
 						if err != nil {
 							return err
