@@ -274,7 +274,14 @@ func (a *app) planCmd() *cobra.Command {
 				if err := pipeline.Abort(cmd.Context(), env, p); err != nil {
 					return a.opError(err, nil)
 				}
-				return a.emit(map[string]any{"plan_id": p.ID, "state": p.State}, func(w io.Writer) {
+				return a.emit(map[string]any{"plan_id": p.ID, "state": p.State, "kept": p.AbortKept}, func(w io.Writer) {
+					if len(p.AbortKept) > 0 {
+						fmt.Fprintf(w, "plan %s aborted; it was stale, so only what it created and nothing live owns was removed. Kept:\n", p.ID)
+						for _, k := range p.AbortKept {
+							fmt.Fprintf(w, "  - %s\n", k)
+						}
+						return
+					}
 					fmt.Fprintf(w, "plan %s aborted: the shard is online at %s, the target copy is removed\n", p.ID, p.Source.Addr())
 				})
 			})
