@@ -253,7 +253,9 @@ func (a *app) store(ctx context.Context) (*shardmap.Store, func(), error) {
 	if err != nil {
 		return nil, nil, withCode(ExitBadInput, fmt.Errorf("sharding database: %w", err))
 	}
-	return shardmap.New(db, schema), func() { db.Close() }, nil
+	s := shardmap.New(db, schema)
+	s.Rows = shardmap.ShardRows(a.shardCreds())
+	return s, func() { db.Close() }, nil
 }
 
 // shardCreds are the credentials for the shard servers.

@@ -121,6 +121,12 @@ func (s *Store) AddRange(ctx context.Context, fn, lower string, shardID int) err
 				}
 			}
 		}
+		if last := len(ms) - 1; last >= 0 && k.Compare(*ms[last].Lower) > 0 {
+			// Inside the open-ended last range: [k, +inf) changes hands.
+			if err := s.handover(ctx, m, f, ms[last], shardID, keyspace.Filter{Column: "key", Ranges: []keyspace.Range{{Lo: &k}}}); err != nil {
+				return false, err
+			}
+		}
 		_, err = tx.ExecContext(ctx, insertRangeSQL(s, f.KeyType), f.ID, k.Value(), shardID, Online)
 		return err == nil, err
 	})
@@ -150,6 +156,11 @@ func (s *Store) AddHashPoint(ctx context.Context, fn, hash string, shardID int) 
 				return false, nil
 			}
 			return false, badInput("hash point %s of function %s already belongs to shard %d", hash, f.Name, mp.ShardID)
+		}
+		if from, arc, ok := ringGiver(m.MappingsOf(f.ID), hash); ok {
+			if err := s.handover(ctx, m, f, from, shardID, keyspace.Filter{Column: "key", Arcs: []keyspace.Arc{arc}}); err != nil {
+				return false, err
+			}
 		}
 		_, err = tx.ExecContext(ctx, "INSERT INTO "+s.t("hashes")+" (func_id, hash, shard_id, status) VALUES (?, ?, ?, ?)", f.ID, hash, shardID, Online)
 		return err == nil, err
