@@ -59,6 +59,9 @@ replication link is needed; each chunk is one short statement per side.`,
 		Args: argsUsage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			if chunkRows < 1 || chunkRows > 1_000_000 {
+				return badInput("--chunk-rows %d: allowed 1 to 1000000", chunkRows)
+			}
 			return a.withStore(cmd, func(s *shardmap.Store) error {
 				var src, dst plans.Endpoint
 				var ts []tables.Table
@@ -82,6 +85,9 @@ replication link is needed; each chunk is one short statement per side.`,
 					dst = plans.Endpoint{Host: addr.Host, Port: addr.Port, Schema: loc.Schema}
 					if schema != "" {
 						dst.Schema = schema
+					}
+					if addr == loc.Addr() && dst.Schema == src.Schema {
+						return badInput("--against %s is shard %d's own location (%s/%s): a shard always matches itself; give the server (and --schema) of the copy", against, shard, loc.Addr(), loc.Schema)
 					}
 					ts = owned
 				default:
@@ -150,6 +156,16 @@ table and changes nothing.`,
 			if shard <= 0 {
 				return badInput("give --shard ID")
 			}
+			switch {
+			case chunkRows < 1 || chunkRows > 1_000_000:
+				return badInput("--chunk-rows %d: allowed 1 to 1000000", chunkRows)
+			case maxRate < 0:
+				return badInput("--max-rate %d: allowed 0 (no limit) or more rows per second", maxRate)
+			case sleepMS < 0 || sleepMS > 60_000:
+				return badInput("--sleep-ms %d: allowed 0 to 60000", sleepMS)
+			case maxThreads < 0:
+				return badInput("--max-threads-running %d: allowed 0 (off) or more", maxThreads)
+			}
 			return a.withStore(cmd, func(s *shardmap.Store) error {
 				_, loc, ts, err := a.ownedTables(ctx, s, shard)
 				if err != nil {
@@ -176,9 +192,10 @@ table and changes nothing.`,
 				pr := &prune.Pruner{DB: db, Schema: loc.Schema, ChunkRows: chunkRows,
 					Throttle: func(ctx context.Context) error { return thr.Pause(ctx, chunkRows, pause) }}
 				type row struct {
-					Table   string `json:"table"`
-					Rows    int64  `json:"rows"`
-					Deleted int64  `json:"deleted"`
+					Table       string `json:"table"`
+					Rows        int64  `json:"rows"`
+					Deleted     int64  `json:"deleted"`
+					WouldDelete int64  `json:"would_delete,omitempty"` // dry run: what the run would delete
 				}
 				var out []row
 				for _, t := range ts {
@@ -191,6 +208,9 @@ table and changes nothing.`,
 						return err
 					}
 					r := row{Table: t.Name, Rows: n}
+					if dryRun {
+						r.WouldDelete = n
+					}
 					if !dryRun && n > 0 {
 						if err := pipeline.GuardRemoval(ctx, s, plans.Endpoint{ShardID: shard, Host: loc.Host, Port: loc.Port, Schema: loc.Schema}, &t); err != nil {
 							return a.opError(err, nil)
@@ -212,7 +232,7 @@ table and changes nothing.`,
 					tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 					fmt.Fprintf(tw, "  TABLE\tNOT OWNED\t%s\n", verb)
 					for _, r := range out {
-						fmt.Fprintf(tw, "  %s\t%d\t%d\n", r.Table, r.Rows, r.Deleted)
+						fmt.Fprintf(tw, "  %s\t%d\t%d\n", r.Table, r.Rows, r.Deleted+r.WouldDelete)
 					}
 					tw.Flush()
 				})

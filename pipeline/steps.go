@@ -56,7 +56,7 @@ func Preflight(ctx context.Context, src, dst *sql.DB, p *plans.Plan) error {
 	if same && p.Source.Schema == p.Target.Schema {
 		problems = append(problems, fmt.Sprintf("the target %s is the source server itself (same schema %s): choose another server", p.Target.Addr(), p.Target.Schema))
 	}
-	if p.DropTargetSchema && !p.Done(plans.StepCreate) {
+	if p.DropTargetSchema && !p.Done(plans.StepCreate) && !(same && p.Source.Schema == p.Target.Schema) {
 		n, err := countTables(ctx, dst, p.Target.Schema)
 		if err != nil {
 			return fmt.Errorf("preflight: %w", err)

@@ -138,7 +138,7 @@ func (s *Store) Version(ctx context.Context) (int64, error) {
 
 func (s *Store) wrapMissing(what string, err error) error {
 	if n := dbutil.ErrNumber(err); n == 1146 || n == 1049 {
-		return fmt.Errorf("%s: the shard map in schema %q is not initialized (run 'shardctl shardmap init'): %w", what, s.Schema, err)
+		return fmt.Errorf("%w: %s: the shard map in schema %q is not initialized (run 'shardctl shardmap init'): %w", ErrBadInput, what, s.Schema, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }
