@@ -2,6 +2,8 @@ package cmd
 
 import (
 	"context"
+	"errors"
+	"os"
 	"fmt"
 	"io"
 	"strings"
@@ -68,6 +70,9 @@ replication link is needed; each chunk is one short statement per side.`,
 				switch {
 				case planRef != "":
 					p, err := plans.Load(plans.Resolve(a.planDir(), planRef))
+					if errors.Is(err, os.ErrNotExist) {
+						return badInput("no plan %q (see 'shardctl plan list')", planRef)
+					}
 					if err != nil {
 						return withCode(ExitBadInput, err)
 					}
@@ -95,12 +100,12 @@ replication link is needed; each chunk is one short statement per side.`,
 				}
 				sdb, err := dbutil.Open(ctx, dbutil.Addr{Host: src.Host, Port: src.Port}, a.shardCreds(), "")
 				if err != nil {
-					return err
+					return withCode(ExitBadInput, err) // nothing was read: an address or account to fix
 				}
 				defer sdb.Close()
 				tdb, err := dbutil.Open(ctx, dbutil.Addr{Host: dst.Host, Port: dst.Port}, a.shardCreds(), "")
 				if err != nil {
-					return err
+					return withCode(ExitBadInput, err)
 				}
 				defer tdb.Close()
 				p := a.newProgress("verify", 0)

@@ -88,6 +88,12 @@ func (r *runner) planChecks(ctx context.Context) error {
 	if err := RunChecks(ctx, &CheckEnv{Src: r.src, Dst: r.dst, Plan: r.p, Map: m, Planning: true}); err != nil {
 		return err
 	}
+	// The replicas a run watches must answer now, not only when the run starts.
+	thr, err := NewThrottler(ctx, r.src, r.p.Options, r.env.Creds)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrRefused, err)
+	}
+	thr.Close()
 	recordAgainst(m, r.p)
 	return nil
 }
