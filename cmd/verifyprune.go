@@ -3,9 +3,9 @@ package cmd
 import (
 	"context"
 	"errors"
-	"os"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
