@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -96,5 +97,25 @@ func TestMergeApplyRefusesACollision(t *testing.T) {
 		fmt.Sprint(tableSums(t, c.db(1), c.shards[0].Schema, 1<<40)) != fmt.Sprint(s1) ||
 		fmt.Sprint(tableSums(t, c.db(2), c.shards[1].Schema, 1<<40)) != fmt.Sprint(s2) {
 		t.Fatal("a refused apply changed something")
+	}
+}
+
+// Issue 8, item 6: 'go build && ./shardctl version' in the directory that
+// holds the binary; the binary is not a config file.
+func TestVersionNextToTheBinary(t *testing.T) {
+	dir := t.TempDir()
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "shardctl"), data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("./shardctl", "version")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "HOME="+dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "shardctl ") {
+		t.Fatalf("./shardctl version next to the binary: %v\n%s", err, out)
 	}
 }
