@@ -52,12 +52,7 @@ func (s *Store) handover(ctx context.Context, m *Map, f Function, from Mapping, 
 	if from.ShardID == to {
 		return nil // the keys stay with the same shard
 	}
-	var cols []Column
-	for _, c := range m.Columns {
-		if c.FuncID == f.ID {
-			cols = append(cols, c)
-		}
-	}
+	cols := sharded(m, f)
 	if len(cols) == 0 {
 		return nil // no table is sharded by this function: no row can be stranded
 	}
@@ -155,4 +150,61 @@ func SchemaExists(ctx context.Context, addr dbutil.Addr, creds dbutil.Creds, sch
 		return false, err
 	}
 	return n > 0, nil
+}
+
+func sharded(m *Map, f Function) []Column {
+	var cols []Column
+	for _, c := range m.Columns {
+		if c.FuncID == f.ID {
+			cols = append(cols, c)
+		}
+	}
+	return cols
+}
+
+// handoff is a handover whose first look found no rows.
+type handoff struct {
+	f    Function
+	from Mapping
+	to   int
+	keys keyspace.Filter
+}
+
+// handOver finishes a handover: the giving mapping goes offline (writers
+// retry rather than write into the keys), a second look proves the part still
+// empty, then the new mapping is inserted and the giving one put back online
+// in one transaction. A refusal puts the giving mapping back online.
+func (s *Store) handOver(ctx context.Context, what string, h *handoff, insert func(tx *sql.Tx) error) error {
+	if h.from.Status != Online {
+		return badInput("%s: shard %d's mapping %s is offline (an operation on it is running?): try again when it is online", what, h.from.ShardID, h.from)
+	}
+	ref := h.from.Ref()
+	offline := []Change{{Op: OpSetStatus, Ref: ref, Status: Offline}}
+	if err := s.Apply(ctx, what+": take the giving mapping offline", offline); err != nil {
+		return err
+	}
+	online := func() error {
+		return s.Apply(context.WithoutCancel(ctx), what+": put the giving mapping back online", []Change{{Op: OpSetStatus, Ref: ref, Status: Online}})
+	}
+	m, err := s.Load(ctx)
+	if err == nil {
+		err = s.handover(ctx, m, h.f, h.from, h.to, h.keys)
+	}
+	if err != nil {
+		if oerr := online(); oerr != nil {
+			return fmt.Errorf("%w; and putting shard %d's mapping %s back online failed (run 'shardctl shardmap set-status --shard %d online'): %v", err, h.from.ShardID, h.from, h.from.ShardID, oerr)
+		}
+		return err
+	}
+	return s.Update(ctx, what, func(tx *sql.Tx, m *Map) (bool, error) {
+		if mp, ok := find(m, ref); !ok || mp.ShardID != h.from.ShardID || mp.Status != Offline {
+			return false, fmt.Errorf("shard %d's mapping %s changed during the handover; nothing was added", h.from.ShardID, h.from)
+		}
+		if err := insert(tx); err != nil {
+			return false, err
+		}
+		q, args := Change{Op: OpSetStatus, Ref: ref, Status: Online}.SQL(s.Schema)
+		_, err := tx.ExecContext(ctx, q, args...)
+		return err == nil, err
+	})
 }

@@ -50,6 +50,11 @@ func TestHandoverNeedsAnEmptyPart(t *testing.T) {
 	}
 	// Nothing at or above 2000: the empty part is handed over.
 	check(t, s.AddRange(ctx, "emp", "2000", b))
+	for _, mp := range must[*shardmap.Map](t)(s.Load(ctx)).Mappings {
+		if mp.Status != shardmap.Online {
+			t.Fatalf("after a handover mapping %s is %s", mp, mp.Status)
+		}
+	}
 	// Without a way to look at the shard, a handover is refused.
 	blind := shardmap.New(s.DB, s.Schema)
 	if err := blind.AddRange(ctx, "emp", "3000", a); !errors.Is(err, shardmap.ErrBadInput) {
