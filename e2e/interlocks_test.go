@@ -40,6 +40,9 @@ func TestStalePlanAbortKeepsTheLiveShard(t *testing.T) {
 	if len(stale) != 1 {
 		t.Fatalf("plan files: %v", stale)
 	}
+	// A plan written now, applied after the shard moved, is refused too.
+	early := filepath.Join(c.dir, "early.json")
+	c.mustRun("move", "--shard", "1", "--to", c.env.Addr(2).String(), "--plan-out", early)
 	// The operator drops the half copy (as the refusal says) and moves the shard there with a new plan.
 	if _, err := c.db(3).Exec("DROP DATABASE " + dbutil.QuoteIdent(schema)); err != nil {
 		t.Fatal(err)
@@ -49,6 +52,12 @@ func TestStalePlanAbortKeepsTheLiveShard(t *testing.T) {
 	before := c.mapJSON()
 	staleBytes := readAll(t, stale[0])
 
+	earlyBytes := readAll(t, early)
+	r = c.run(nil, "plan", "apply", early)
+	if r.code != 2 || !strings.Contains(r.stderr, "stale") || readAll(t, early) != earlyBytes || c.mapJSON() != before ||
+		schemaExists(t, c.db(2), schema) {
+		t.Fatalf("apply of a plan made before the shard moved: exit %d\n%s", r.code, r.stderr)
+	}
 	r = c.run(nil, "plan", "resume", planID(stale[0]))
 	if r.code != 2 || !strings.Contains(r.stderr, "stale") || !strings.Contains(r.stderr, "plan abort") {
 		t.Fatalf("resume of a stale plan: exit %d\n%s", r.code, r.stderr)
