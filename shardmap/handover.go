@@ -196,8 +196,10 @@ func (s *Store) handOver(ctx context.Context, what string, h *handoff, insert fu
 		}
 		return err
 	}
-	return s.Update(ctx, what, func(tx *sql.Tx, m *Map) (bool, error) {
+	changed := false
+	err = s.Update(ctx, what, func(tx *sql.Tx, m *Map) (bool, error) {
 		if mp, ok := find(m, ref); !ok || mp.ShardID != h.from.ShardID || mp.Status != Offline {
+			changed = true
 			return false, fmt.Errorf("shard %d's mapping %s changed during the handover; nothing was added", h.from.ShardID, h.from)
 		}
 		if err := insert(tx); err != nil {
@@ -207,4 +209,10 @@ func (s *Store) handOver(ctx context.Context, what string, h *handoff, insert fu
 		_, err := tx.ExecContext(ctx, q, args...)
 		return err == nil, err
 	})
+	if err != nil && !changed {
+		if oerr := online(); oerr != nil {
+			return fmt.Errorf("%w; and putting shard %d's mapping %s back online failed: %v", err, h.from.ShardID, h.from, oerr)
+		}
+	}
+	return err
 }
