@@ -96,6 +96,10 @@ func TestCheckCurrent(t *testing.T) {
 	// Another shard lives at the target.
 	occupied := testMap()
 	occupied.Locations = append(occupied.Locations, shardmap.Location{ShardID: 9, Host: "d", Port: 4, Schema: "s1"})
+	if err := checkCurrent(occupied, p); err != nil {
+		t.Fatalf("an unused location at the target: %v", err)
+	}
+	occupied.Mappings = append(occupied.Mappings, shardmap.Mapping{FuncID: 1, Kind: shardmap.Range, Lower: k(-100), Upper: k(0), ShardID: 9, Status: shardmap.Online})
 	if err := checkCurrent(occupied, p); !errors.Is(err, ErrStale) {
 		t.Fatalf("occupied target: %v", err)
 	}
