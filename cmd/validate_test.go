@@ -1,9 +1,13 @@
 package cmd
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/shardctl/shardctl/internal/testenv"
 )
 
 func TestOutputJSONPrescan(t *testing.T) {
@@ -35,5 +39,33 @@ func TestFindConfigReadsOnlyConfigFiles(t *testing.T) {
 	}
 	if f := findConfig(); f != "shardctl.yml" {
 		t.Fatalf("found %q, want shardctl.yml", f)
+	}
+}
+
+// An unused location can be removed; a used one cannot.
+func TestRemoveShard(t *testing.T) {
+	flags := cliEnv(t, "cli_rm")
+	env := testenv.Get(t)
+	if _, err := env.DB(t, 2, "").Exec("CREATE DATABASE IF NOT EXISTS cli_rm_spare"); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, append(flags, "shardmap", "add-shard", "--server", env.Addr(2).String(), "--schema", "cli_rm_spare", "-o", "json")...)
+	var added struct {
+		ShardID int `json:"shard_id"`
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &added) != nil || added.ShardID == 0 {
+		t.Fatalf("add-shard: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if r := run(t, append(flags, "shardmap", "remove-shard", "--shard", "1")...); r.code != ExitBadInput || !strings.Contains(r.stderr, "mappings") {
+		t.Fatalf("remove a used shard: %d %s", r.code, r.stderr)
+	}
+	if r := run(t, append(flags, "shardmap", "remove-shard", "--shard", fmt.Sprint(added.ShardID))...); r.code != 0 {
+		t.Fatalf("remove an unused shard: %d %s", r.code, r.stderr)
+	}
+	if strings.Contains(snapshot(t, flags), "cli_rm_spare") {
+		t.Fatal("the location is still in the shard map")
+	}
+	if r := run(t, append(flags, "shardmap", "add-shard", "--server", env.Addr(2).String(), "--schema", "cli_rm_nothere")...); r.code != ExitBadInput || !strings.Contains(r.stderr, "does not exist") {
+		t.Fatalf("add-shard of a missing schema: %d %s", r.code, r.stderr)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/fence"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/prune"
 	"github.com/shardctl/shardctl/shardmap"
@@ -273,6 +274,10 @@ func abortStale(ctx context.Context, r *runner, why error) error {
 		if err := r.env.Store.Apply(ctx, "abort "+p.ID+": remove the location it registered", []shardmap.Change{c}); err != nil {
 			kept = append(kept, fmt.Sprintf("shard %d's location: %v", c.ShardID, err))
 		}
+	}
+	if left, err := fence.Installed(ctx, r.src, p.Source.Schema); err == nil && len(left) > 0 {
+		kept = append(kept, fmt.Sprintf("fence triggers on %s/%s (%s): they fail writes to fenced rows; resume or abort the plan that installed them, or drop them if none did",
+			p.Source.Addr(), p.Source.Schema, strings.Join(left, ", ")))
 	}
 	p.AbortKept = kept
 	p.State = plans.StateAborted
