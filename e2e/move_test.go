@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/dbutil"
-	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/internal/testenv"
 	"github.com/shardctl/shardctl/lock"
+	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/sandbox"
 	"github.com/shardctl/shardctl/shardmap"
 )
