@@ -82,7 +82,8 @@ type badCase struct {
 	code   int
 	hint   string // what to do, case-insensitive substring of the message
 	c      *cluster
-	noJSON bool // the case is about the output flag itself
+	noJSON bool   // the case is about the output flag itself
+	not    string // a message the output must not carry
 }
 
 // TestBadInputCatalogue runs bad and unusual inputs across every command,
@@ -157,6 +158,7 @@ func TestBadInputCatalogue(t *testing.T) {
 		{args: []string{"split", "--shard", "1", "--at", n(w + 10), "--to", s3}, code: 2, hint: "inside shard 1's range"},
 		{args: []string{"split", "--shard", "1", "--at", "0", "--to", s3}, code: 2, hint: "above its lower bound"},
 		{args: []string{"split", "--shard", "1", "--to", s3, "--chunk-rows", "0"}, code: 2, hint: "allowed 1"},
+		{args: []string{"split", "--shard", "1", "--at", "5", "--to", s1, "--schema", c.shards[2].Schema}, code: 2, hint: "never drop it", not: "drop it or"},
 		{args: []string{"split", "--shard", "1", "--at", "5", "--to", s3}, c: h, code: 2, hint: "give --at-hash"},
 		{args: []string{"split", "--shard", "1", "--at-hash", "zzz", "--to", s3}, c: h, code: 2, hint: "32-digit"},
 		// merge
@@ -248,7 +250,10 @@ func TestBadInputCatalogue(t *testing.T) {
 			if strings.Contains(out, "panic:") || strings.Contains(out, "goroutine ") {
 				t.Errorf("%s %v: panic:\n%s", name, mode, out)
 			}
-			if strings.Contains(out, "drop it") && strings.Contains(name, "--to "+s1) {
+			if bc.not != "" && strings.Contains(out, bc.not) {
+				t.Errorf("%s %v: the message says %q:\n%s", name, mode, bc.not, out)
+			}
+			if strings.Contains(out, "drop it") && strings.Contains(name, "--to "+s1) && bc.not == "" {
 				t.Errorf("%s: the refusal tells the operator to drop the live source:\n%s", name, out)
 			}
 			if mode != nil {

@@ -211,6 +211,15 @@ func checkCurrent(m *shardmap.Map, p *plans.Plan) error {
 			return stale("shard %d owned %s and now owns %s", id, describeOwned(then), describeOwned(now))
 		}
 	}
+	if id := liveAtTarget(m, p); id > 0 {
+		return stale("shard %d now lives at this plan's target %s/%s", id, p.Target.Addr(), p.Target.Schema)
+	}
+	return nil
+}
+
+// liveAtTarget returns the id of a shard other than the plan's own that
+// lives, with mappings, at the plan's target (0: none).
+func liveAtTarget(m *shardmap.Map, p *plans.Plan) int {
 	for _, l := range m.Locations {
 		if !sameEndpoint(l, p.Target) || l.ShardID == p.Source.ShardID {
 			continue
@@ -221,9 +230,9 @@ func checkCurrent(m *shardmap.Map, p *plans.Plan) error {
 		if len(m.ShardMappings(l.ShardID)) == 0 {
 			continue // nothing routes there (a split's location registered just before a crash, say)
 		}
-		return stale("shard %d now lives at this plan's target %s/%s", l.ShardID, p.Target.Addr(), p.Target.Schema)
+		return l.ShardID
 	}
-	return nil
+	return 0
 }
 
 // CheckCurrent reads the shard map and runs checkCurrent.

@@ -22,10 +22,11 @@ func Finish(ctx context.Context, env Env, p *plans.Plan) error {
 	if err := r.open(ctx); err != nil {
 		return fmt.Errorf("%w: %v", ErrRefused, err) // at planning a server that cannot be reached is an input to fix
 	}
-	if err := Preflight(ctx, r.src, r.dst, p); err != nil {
+	// The operation's own checks first: their refusals are the more specific.
+	if err := r.planChecks(ctx); err != nil {
 		return err
 	}
-	if err := r.planChecks(ctx); err != nil {
+	if err := Preflight(ctx, r.src, r.dst, p); err != nil {
 		return err
 	}
 	p.SQLPreview = nil
