@@ -97,6 +97,9 @@ short fence of the shard's writes while the shard map is switched to the new
 server, and finally chunked deletes and a drop of the source copy.`,
 		Args: argsUsage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.validate(cmd); err != nil {
+				return err
+			}
 			if shard <= 0 {
 				return badInput("give --shard ID (see 'shardctl shardmap show')")
 			}
@@ -149,7 +152,11 @@ func (a *app) launch(cmd *cobra.Command, env pipeline.Env, p *plans.Plan, f *opF
 	if err := plans.Save(path, p); err != nil {
 		return err
 	}
-	return a.runPlan(cmd.Context(), env, p, path)
+	err := a.runPlan(cmd.Context(), env, p, path)
+	if err != nil && p.State == plans.StateNew && errors.Is(err, pipeline.ErrRefused) {
+		_ = os.Remove(path) // refused before any step: no plan to resume or abort
+	}
+	return err
 }
 
 // runPlan runs (or resumes) a plan and reports it.
@@ -162,10 +169,14 @@ func (a *app) runPlan(ctx context.Context, env pipeline.Env, p *plans.Plan, path
 	}
 	summary := map[string]any{"plan_id": p.ID, "plan_path": path, "operation": p.Operation, "state": p.State, "result": p.Result, "steps": p.Steps, "cutover_attempts": p.Attempts}
 	if err != nil {
-		if !a.jsonOut() {
+		if !a.jsonOut() && p.State != plans.StateNew {
+			ref := p.ID
+			if filepath.Clean(path) != filepath.Clean(plans.Path(a.planDir(), p.ID)) {
+				ref = path // outside the plan directory: the id alone would not find it
+			}
 			fmt.Fprintf(a.errOut, "plan %s stopped at step %s; it is saved in %s\n", p.ID, p.NextStep(), path)
 			if p.State == plans.StateStopped && !errors.Is(err, pipeline.ErrRefused) && !errors.Is(err, pipeline.ErrPurged) {
-				fmt.Fprintf(a.errOut, "continue it with: shardctl plan resume %s   (or undo it: shardctl plan abort %s)\n", p.ID, p.ID)
+				fmt.Fprintf(a.errOut, "continue it with: shardctl plan resume %s   (or undo it: shardctl plan abort %s)\n", ref, ref)
 			}
 		}
 		return a.opError(err, p)
@@ -183,6 +194,8 @@ func (a *app) opError(err error, p *plans.Plan) error {
 	switch {
 	case errors.Is(err, pipeline.ErrRefused), errors.Is(err, shardmap.ErrBadInput), errors.Is(err, shardmap.ErrNotFound), errors.Is(err, plans.ErrDamaged), errors.Is(err, pipeline.ErrCutOver):
 		return withCode(ExitBadInput, err)
+	case errors.Is(err, pipeline.ErrLive):
+		return withCode(ExitFailed, err)
 	case errors.Is(err, lock.ErrBusy):
 		return withCode(ExitBusy, err)
 	case errors.Is(err, pipeline.ErrMismatch):
@@ -205,6 +218,9 @@ func (a *app) planCmd() *cobra.Command {
 				return nil, path, badInput("no plan %q (looked for %s; see 'shardctl plan list')", ref, path)
 			}
 			return nil, path, withCode(ExitBadInput, err)
+		}
+		if path == plans.Path(a.planDir(), ref) && p.ID != ref {
+			return nil, path, badInput("%s holds plan %s, not plan %s: give the file's path to work on the plan in it", path, p.ID, ref)
 		}
 		return p, path, nil
 	}
@@ -240,11 +256,15 @@ func (a *app) planCmd() *cobra.Command {
 		},
 	}
 	run := func(use, short string, wantNew bool) *cobra.Command {
-		return &cobra.Command{
+		var f opFlags
+		c := &cobra.Command{
 			Use: use + " PLAN", Short: short, Args: argsUsage(cobra.ExactArgs(1)),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				p, path, err := loadPlan(args[0])
 				if err != nil {
+					return err
+				}
+				if err := f.override(cmd, p); err != nil {
 					return err
 				}
 				if wantNew && p.State != plans.StateNew {
@@ -258,6 +278,8 @@ func (a *app) planCmd() *cobra.Command {
 				})
 			},
 		}
+		f.registerSettings(c)
+		return c
 	}
 	abort := &cobra.Command{
 		Use: "abort PLAN", Short: "Undo a plan that has not cut over: lift the fence, shard back online, target copy removed", Args: argsUsage(cobra.ExactArgs(1)),
@@ -272,7 +294,14 @@ func (a *app) planCmd() *cobra.Command {
 				if err := pipeline.Abort(cmd.Context(), env, p); err != nil {
 					return a.opError(err, nil)
 				}
-				return a.emit(map[string]any{"plan_id": p.ID, "state": p.State}, func(w io.Writer) {
+				return a.emit(map[string]any{"plan_id": p.ID, "state": p.State, "kept": p.AbortKept}, func(w io.Writer) {
+					if len(p.AbortKept) > 0 {
+						fmt.Fprintf(w, "plan %s aborted; it was stale, so only what it created and nothing live owns was removed. Kept:\n", p.ID)
+						for _, k := range p.AbortKept {
+							fmt.Fprintf(w, "  - %s\n", k)
+						}
+						return
+					}
 					fmt.Fprintf(w, "plan %s aborted: the shard is online at %s, the target copy is removed\n", p.ID, p.Source.Addr())
 				})
 			})

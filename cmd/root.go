@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -60,13 +59,14 @@ func badInput(format string, a ...any) error {
 // app is the state shared by the commands of one run.
 type app struct {
 	v       *viper.Viper
+	json    bool // -o json seen on the command line before parsing (flag errors print JSON too)
 	emitted bool // a JSON document went to stdout already
 	out     io.Writer
 	errOut  io.Writer
 	log     *slog.Logger
 }
 
-func (a *app) jsonOut() bool { return a.v.GetString("output") == "json" }
+func (a *app) jsonOut() bool { return a.json || a.v.GetString("output") == "json" }
 
 // emit prints v as JSON with --output json, else runs text.
 func (a *app) emit(v any, text func(w io.Writer)) error {
@@ -90,7 +90,7 @@ func Main() {
 
 // Run executes one command line and returns its exit code (tests call it directly).
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	a := &app{v: viper.New(), out: stdout, errOut: stderr}
+	a := &app{v: viper.New(), out: stdout, errOut: stderr, json: outputJSON(args)}
 	root := a.rootCmd()
 	root.SetArgs(args)
 	root.SetOut(stdout)
@@ -101,6 +101,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	code := exitCode(err)
 	msg := err.Error()
+	if strings.HasPrefix(msg, "unknown command") {
+		msg += " (see 'shardctl --help')"
+	}
 	if pw := a.v.GetString("password"); pw != "" {
 		msg = strings.ReplaceAll(msg, pw, "*****")
 	}
@@ -124,6 +127,8 @@ func exitCode(err error) int {
 		return ExitBadInput
 	case errors.Is(err, context.Canceled):
 		return ExitResumable
+	case strings.HasPrefix(err.Error(), "unknown command"):
+		return ExitBadInput // cobra's error for an unknown top-level command
 	}
 	return ExitFailed
 }
@@ -160,7 +165,13 @@ never from the command line.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return withCode(ExitBadInput, fmt.Errorf("%w (see --help)", err))
 	})
-	root.AddCommand(a.versionCmd(), a.shardmapCmd(), a.sandboxCmd(), a.statusCmd(), a.moveCmd(), a.splitCmd(), a.mergeCmd(), a.planCmd(), a.loadCmd(), a.verifyCmd(), a.pruneCmd())
+	root.AddCommand(a.versionCmd(), refuseUnknownSub(a.shardmapCmd()), refuseUnknownSub(a.sandboxCmd()), a.statusCmd(), a.moveCmd(), a.splitCmd(), a.mergeCmd(), refuseUnknownSub(a.planCmd()), a.loadCmd(), a.verifyCmd(), a.pruneCmd())
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			refuseUnknownSub(c)
+		}
+	}
 	return root
 }
 
@@ -177,18 +188,10 @@ func (a *app) loadConfig(cmd *cobra.Command) error {
 		if err := v.ReadInConfig(); err != nil {
 			return badInput("read config file %s: %v", f, err)
 		}
-	} else {
-		v.SetConfigName("shardctl")
-		v.SetConfigType("yaml")
-		v.AddConfigPath(".")
-		if home, err := os.UserHomeDir(); err == nil {
-			v.AddConfigPath(filepath.Join(home, ".config", "shardctl"))
-		}
+	} else if f := findConfig(); f != "" {
+		v.SetConfigFile(f)
 		if err := v.ReadInConfig(); err != nil {
-			var nf viper.ConfigFileNotFoundError
-			if !errors.As(err, &nf) {
-				return badInput("read config file: %v", err)
-			}
+			return badInput("read config file %s: %v", f, err)
 		}
 	}
 	switch v.GetString("output") {
@@ -209,6 +212,9 @@ func (a *app) shardMapConfig() (*mysql.Config, error) {
 	raw := strings.TrimSpace(a.v.GetString("shardmap"))
 	if raw == "" {
 		return nil, badInput("no sharding database given: set --shardmap HOST:PORT/SCHEMA (or SHARDCTL_SHARDMAP, or shardmap: in shardctl.yaml)")
+	}
+	if err := noPasswordInDSN(raw); err != nil {
+		return nil, err
 	}
 	dsn := raw
 	if !strings.Contains(raw, "@") && !strings.Contains(raw, "(") {
@@ -253,7 +259,9 @@ func (a *app) store(ctx context.Context) (*shardmap.Store, func(), error) {
 	if err != nil {
 		return nil, nil, withCode(ExitBadInput, fmt.Errorf("sharding database: %w", err))
 	}
-	return shardmap.New(db, schema), func() { db.Close() }, nil
+	s := shardmap.New(db, schema)
+	s.Rows = shardmap.ShardRows(a.shardCreds())
+	return s, func() { db.Close() }, nil
 }
 
 // shardCreds are the credentials for the shard servers.

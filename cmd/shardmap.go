@@ -10,6 +10,7 @@ import (
 
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/keyspace"
+	"github.com/shardctl/shardctl/lock"
 	"github.com/shardctl/shardctl/shardmap"
 )
 
@@ -19,7 +20,7 @@ func (a *app) shardmapCmd() *cobra.Command {
 		Short: "Create, inspect and edit the shard map (the sharding database)",
 	}
 	c.AddCommand(a.smInit(), a.smShow(), a.smAddShard(), a.smAddFunction(), a.smAddColumn(),
-		a.smAddRange(), a.smAddHashPoint(), a.smAddPoint(), a.smSetStatus(), a.smLookup())
+		a.smAddRange(), a.smAddHashPoint(), a.smAddPoint(), a.smSetStatus(), a.smLookup(), a.smRemoveShard())
 	return c
 }
 
@@ -115,7 +116,17 @@ func (a *app) smAddShard() *cobra.Command {
 			if err != nil {
 				return badInput("--server: %v", err)
 			}
+			if schema == "" {
+				return badInput("add-shard needs --schema NAME (the schema that holds the shard)")
+			}
 			return a.withStore(cmd, func(s *shardmap.Store) error {
+				ok, err := shardmap.SchemaExists(cmd.Context(), addr, a.shardCreds(), schema)
+				if err != nil {
+					return withCode(ExitBadInput, fmt.Errorf("add-shard: cannot read %s: %w", addr, err))
+				}
+				if !ok {
+					return badInput("schema %s does not exist on %s: add-shard registers an existing shard; a split creates its new shard's schema and location itself", schema, addr)
+				}
 				id, err := s.AddShard(cmd.Context(), addr.Host, addr.Port, schema)
 				if err != nil {
 					return err
@@ -330,5 +341,44 @@ func (a *app) smLookup() *cobra.Command {
 	}
 	c.Flags().StringVar(&table, "table", "", "a sharded table")
 	c.Flags().StringVar(&fn, "function", "", "a partition function")
+	return c
+}
+
+func (a *app) smRemoveShard() *cobra.Command {
+	var shard int
+	c := &cobra.Command{
+		Use:   "remove-shard --shard ID",
+		Short: "Remove an unused shard location (one no mapping points at); its schema is left as it is",
+		Args:  argsUsage(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if shard <= 0 {
+				return badInput("give --shard ID (see 'shardctl shardmap show')")
+			}
+			return a.withStore(cmd, func(s *shardmap.Store) error {
+				m, err := s.Load(cmd.Context())
+				if err != nil {
+					return err
+				}
+				if _, err := m.Location(shard); err != nil {
+					return err
+				}
+				if ms := m.ShardMappings(shard); len(ms) > 0 {
+					return badInput("shard %d still has %d mappings (first: %s): move, merge or re-point them first", shard, len(ms), ms[0])
+				}
+				l, err := lock.Acquire(cmd.Context(), s.DB, s.Schema, []string{lock.Name(s.Schema, shard)}, lock.Holder(fmt.Sprintf("remove shard %d", shard)))
+				if err != nil {
+					return a.opError(err, nil)
+				}
+				defer l.Release()
+				if err := s.Apply(cmd.Context(), "remove shard", []shardmap.Change{{Op: shardmap.OpRemoveLocation, ShardID: shard}}); err != nil {
+					return err
+				}
+				return a.emit(map[string]any{"shard_id": shard, "removed": true}, func(w io.Writer) {
+					fmt.Fprintf(w, "shard %d's location removed (its schema, if any, is left as it is)\n", shard)
+				})
+			})
+		},
+	}
+	c.Flags().IntVar(&shard, "shard", 0, "shard id")
 	return c
 }

@@ -23,6 +23,9 @@ Without --at, the key that halves the shard's rows is chosen (shown by --dry-run
 without --at-hash, the midpoint of the shard's arc.`,
 		Args: argsUsage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.validate(cmd); err != nil {
+				return err
+			}
 			if shard <= 0 {
 				return badInput("give --shard ID (see 'shardctl shardmap show')")
 			}
@@ -64,6 +67,9 @@ merges the two mappings into one, and removes the emptied shard. It refuses,
 changing nothing, when a row would collide with one the neighbour already has.`,
 		Args: argsUsage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.validate(cmd); err != nil {
+				return err
+			}
 			if shard <= 0 || into <= 0 {
 				return badInput("give --shard ID and --into ID")
 			}

@@ -2,8 +2,10 @@ package cmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -59,12 +61,18 @@ replication link is needed; each chunk is one short statement per side.`,
 		Args: argsUsage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			if chunkRows < 1 || chunkRows > 1_000_000 {
+				return badInput("--chunk-rows %d: allowed 1 to 1000000", chunkRows)
+			}
 			return a.withStore(cmd, func(s *shardmap.Store) error {
 				var src, dst plans.Endpoint
 				var ts []tables.Table
 				switch {
 				case planRef != "":
 					p, err := plans.Load(plans.Resolve(a.planDir(), planRef))
+					if errors.Is(err, os.ErrNotExist) {
+						return badInput("no plan %q (see 'shardctl plan list')", planRef)
+					}
 					if err != nil {
 						return withCode(ExitBadInput, err)
 					}
@@ -83,18 +91,21 @@ replication link is needed; each chunk is one short statement per side.`,
 					if schema != "" {
 						dst.Schema = schema
 					}
+					if addr == loc.Addr() && dst.Schema == src.Schema {
+						return badInput("--against %s is shard %d's own location (%s/%s): a shard always matches itself; give the server (and --schema) of the copy", against, shard, loc.Addr(), loc.Schema)
+					}
 					ts = owned
 				default:
 					return badInput("give --shard ID with --against HOST:PORT, or --plan PLAN")
 				}
 				sdb, err := dbutil.Open(ctx, dbutil.Addr{Host: src.Host, Port: src.Port}, a.shardCreds(), "")
 				if err != nil {
-					return err
+					return withCode(ExitBadInput, err) // nothing was read: an address or account to fix
 				}
 				defer sdb.Close()
 				tdb, err := dbutil.Open(ctx, dbutil.Addr{Host: dst.Host, Port: dst.Port}, a.shardCreds(), "")
 				if err != nil {
-					return err
+					return withCode(ExitBadInput, err)
 				}
 				defer tdb.Close()
 				p := a.newProgress("verify", 0)
@@ -150,6 +161,16 @@ table and changes nothing.`,
 			if shard <= 0 {
 				return badInput("give --shard ID")
 			}
+			switch {
+			case chunkRows < 1 || chunkRows > 1_000_000:
+				return badInput("--chunk-rows %d: allowed 1 to 1000000", chunkRows)
+			case maxRate < 0:
+				return badInput("--max-rate %d: allowed 0 (no limit) or more rows per second", maxRate)
+			case sleepMS < 0 || sleepMS > 60_000:
+				return badInput("--sleep-ms %d: allowed 0 to 60000", sleepMS)
+			case maxThreads < 0:
+				return badInput("--max-threads-running %d: allowed 0 (off) or more", maxThreads)
+			}
 			return a.withStore(cmd, func(s *shardmap.Store) error {
 				_, loc, ts, err := a.ownedTables(ctx, s, shard)
 				if err != nil {
@@ -176,9 +197,10 @@ table and changes nothing.`,
 				pr := &prune.Pruner{DB: db, Schema: loc.Schema, ChunkRows: chunkRows,
 					Throttle: func(ctx context.Context) error { return thr.Pause(ctx, chunkRows, pause) }}
 				type row struct {
-					Table   string `json:"table"`
-					Rows    int64  `json:"rows"`
-					Deleted int64  `json:"deleted"`
+					Table       string `json:"table"`
+					Rows        int64  `json:"rows"`
+					Deleted     int64  `json:"deleted"`
+					WouldDelete int64  `json:"would_delete,omitempty"` // dry run: what the run would delete
 				}
 				var out []row
 				for _, t := range ts {
@@ -191,7 +213,13 @@ table and changes nothing.`,
 						return err
 					}
 					r := row{Table: t.Name, Rows: n}
+					if dryRun {
+						r.WouldDelete = n
+					}
 					if !dryRun && n > 0 {
+						if err := pipeline.GuardRemoval(ctx, s, plans.Endpoint{ShardID: shard, Host: loc.Host, Port: loc.Port, Schema: loc.Schema}, &t); err != nil {
+							return a.opError(err, nil)
+						}
 						w, err := pr.Table(ctx, t, prune.Watermark{}, func(prune.Watermark) error { return nil })
 						if err != nil {
 							return err
@@ -209,7 +237,7 @@ table and changes nothing.`,
 					tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 					fmt.Fprintf(tw, "  TABLE\tNOT OWNED\t%s\n", verb)
 					for _, r := range out {
-						fmt.Fprintf(tw, "  %s\t%d\t%d\n", r.Table, r.Rows, r.Deleted)
+						fmt.Fprintf(tw, "  %s\t%d\t%d\n", r.Table, r.Rows, r.Deleted+r.WouldDelete)
 					}
 					tw.Flush()
 				})

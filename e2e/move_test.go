@@ -11,6 +11,7 @@ import (
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/internal/testenv"
 	"github.com/shardctl/shardctl/lock"
+	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/sandbox"
 	"github.com/shardctl/shardctl/shardmap"
 )
@@ -407,7 +408,10 @@ func TestPlanOutThenApply(t *testing.T) {
 	if !strings.Contains(r.stdout, "state: new") {
 		t.Fatalf("plan show: %s", r.stdout)
 	}
-	c.mustRun("plan", "apply", out)
+	c.mustRun("plan", "apply", out, "--max-blackout", "3s") // a budget changed at apply is saved in the plan
+	if p, err := plans.Load(out); err != nil || p.Options.MaxBlackoutMS != 3000 {
+		t.Fatalf("apply-time --max-blackout not saved: %v %+v", err, p)
+	}
 	m, _ := c.store.Load(ctx)
 	if l, _ := m.Location(1); l.Addr() != c.env.Addr(3) {
 		t.Fatal("plan apply did not move the shard")

@@ -103,7 +103,22 @@ func TestPruneLeavesExactlyTheOwnedRows(t *testing.T) {
 	if !strings.Contains(r.stdout, "employees") || !strings.Contains(r.stdout, "40") || count() != 440 {
 		t.Fatalf("dry run: %s (rows now %d)", r.stdout, count())
 	}
-	c.mustRun("prune", "--shard", "1", "--chunk-rows", "7")
+	// The dry run reports what the run deletes (issue 8: it said 0).
+	var dry, real []struct {
+		Table       string
+		Deleted     int64
+		WouldDelete int64 `json:"would_delete"`
+	}
+	json.Unmarshal([]byte(c.mustRun("prune", "--shard", "1", "--dry-run", "-o", "json").stdout), &dry)
+	json.Unmarshal([]byte(c.mustRun("prune", "--shard", "1", "--chunk-rows", "7", "-o", "json").stdout), &real)
+	if len(dry) == 0 || len(dry) != len(real) {
+		t.Fatalf("dry run %+v, run %+v", dry, real)
+	}
+	for i := range dry {
+		if dry[i].Table != real[i].Table || dry[i].WouldDelete != real[i].Deleted || dry[i].Deleted != 0 {
+			t.Errorf("dry run %+v, run %+v", dry[i], real[i])
+		}
+	}
 	if count() != 400 {
 		t.Fatalf("after prune shard 1 has %d employees, want 400", count())
 	}

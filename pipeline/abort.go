@@ -37,6 +37,9 @@ func Abort(ctx context.Context, env Env, p *plans.Plan) error {
 	if err := r.open(ctx); err != nil {
 		return err
 	}
+	if stale, err := abortIfStale(ctx, r); stale || err != nil {
+		return err
+	}
 	lockWait := time.Duration(p.Options.LockWaitMS) * time.Millisecond
 	if err := fence.Remove(ctx, r.src, p.Source.Schema, fenceNames(p), lockWait); err != nil && dbutil.ErrNumber(err) != 1049 {
 		return fmt.Errorf("abort: lift fence: %w", err)
@@ -46,12 +49,18 @@ func Abort(ctx context.Context, env Env, p *plans.Plan) error {
 	}
 	if p.Step(plans.StepCreate).Attempts > 0 {
 		if p.DropTargetSchema {
+			if err := GuardRemoval(ctx, env.Store, p.Target, nil); err != nil {
+				return fmt.Errorf("abort: %w", err)
+			}
 			if _, err := r.dst.ExecContext(ctx, "DROP DATABASE IF EXISTS "+dbutil.QuoteIdent(p.Target.Schema)); err != nil {
 				return fmt.Errorf("abort: drop target copy %s: %w", p.Target.Schema, err)
 			}
 		}
 		pr := &prune.Pruner{DB: r.dst, Schema: p.Target.Schema, ChunkRows: p.Options.PruneChunkRows}
 		for _, t := range p.AbortTarget {
+			if err := GuardRemoval(ctx, env.Store, p.Target, &t); err != nil {
+				return fmt.Errorf("abort: %w", err)
+			}
 			if _, err := pr.Table(ctx, t, prune.Watermark{}, func(prune.Watermark) error { return nil }); err != nil {
 				return fmt.Errorf("abort: remove copied rows from %s.%s: %w", p.Target.Schema, t.Name, err)
 			}

@@ -105,6 +105,9 @@ func Run(ctx context.Context, env Env, p *plans.Plan) error {
 	if r.thr, err = NewThrottler(ctx, r.src, p.Options, env.Creds); err != nil {
 		return r.fail(plans.StepPreflight, err)
 	}
+	if err := r.runChecks(ctx); err != nil {
+		return err // refused before anything changed: the plan file is left as it was
+	}
 	p.State = plans.StateRunning
 	if err := r.save(true); err != nil {
 		return err

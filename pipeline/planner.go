@@ -20,6 +20,10 @@ func Finish(ctx context.Context, env Env, p *plans.Plan) error {
 	r := &runner{env: env, p: p}
 	defer r.close()
 	if err := r.open(ctx); err != nil {
+		return fmt.Errorf("%w: %v", ErrRefused, err) // at planning a server that cannot be reached is an input to fix
+	}
+	// The operation's own checks first: their refusals are the more specific.
+	if err := r.planChecks(ctx); err != nil {
 		return err
 	}
 	if err := Preflight(ctx, r.src, r.dst, p); err != nil {
@@ -52,7 +56,7 @@ func Finish(ctx context.Context, env Env, p *plans.Plan) error {
 func Inspect(ctx context.Context, env Env, m *shardmap.Map, loc shardmap.Location) ([]tables.Table, error) {
 	db, err := dbutil.Open(ctx, loc.Addr(), env.Creds, "")
 	if err != nil {
-		return nil, fmt.Errorf("shard %d's server: %w", loc.ShardID, err)
+		return nil, fmt.Errorf("%w: shard %d's server: %v", ErrRefused, loc.ShardID, err)
 	}
 	defer db.Close()
 	ts, err := tables.Inspect(ctx, db, loc.Schema)

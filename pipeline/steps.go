@@ -56,7 +56,7 @@ func Preflight(ctx context.Context, src, dst *sql.DB, p *plans.Plan) error {
 	if same && p.Source.Schema == p.Target.Schema {
 		problems = append(problems, fmt.Sprintf("the target %s is the source server itself (same schema %s): choose another server", p.Target.Addr(), p.Target.Schema))
 	}
-	if p.DropTargetSchema && !p.Done(plans.StepCreate) {
+	if p.DropTargetSchema && !p.Done(plans.StepCreate) && !(same && p.Source.Schema == p.Target.Schema) {
 		n, err := countTables(ctx, dst, p.Target.Schema)
 		if err != nil {
 			return fmt.Errorf("preflight: %w", err)
@@ -615,6 +615,9 @@ func (r *runner) cleanup(ctx context.Context) error {
 		if m.Done {
 			continue
 		}
+		if err := GuardRemoval(ctx, r.env.Store, r.p.Source, &t); err != nil {
+			return err
+		}
 		_, err := pr.Table(ctx, t, prune.Watermark{After: m.After, Done: m.Done, Deleted: m.Deleted}, func(w prune.Watermark) error {
 			return r.checkpoint("during:cleanup", &saves, w.Done, func() {
 				r.p.Checkpoints.Prune[t.Name] = plans.PruneMark{After: w.After, Done: w.Done, Deleted: w.Deleted}
@@ -631,6 +634,9 @@ func (r *runner) cleanup(ctx context.Context) error {
 	}
 	r.mu.Unlock()
 	if r.p.DropSourceSchema {
+		if err := GuardRemoval(ctx, r.env.Store, r.p.Source, nil); err != nil {
+			return err
+		}
 		if _, err := r.src.ExecContext(ctx, "DROP DATABASE IF EXISTS "+dbutil.QuoteIdent(r.p.Source.Schema)); err != nil {
 			return fmt.Errorf("drop source schema %s: %w", r.p.Source.Schema, err)
 		}

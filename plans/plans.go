@@ -141,6 +141,20 @@ type FenceTable struct {
 	Filter keyspace.Filter `json:"filter"`
 }
 
+// Against is what a plan was made against: the shard map version and the
+// keys its shards owned then (per partition function).
+type Against struct {
+	Version int64   `json:"version"`
+	Owned   []Owned `json:"owned"`
+}
+
+// Owned is the keys one shard owned under one partition function.
+type Owned struct {
+	ShardID int             `json:"shard_id"`
+	FuncID  int             `json:"func_id"`
+	Keys    keyspace.Filter `json:"keys"`
+}
+
 // StepRecord is one step's state and times.
 type StepRecord struct {
 	Name     string    `json:"name"`
@@ -213,6 +227,8 @@ type Plan struct {
 	DropTargetSchema bool              `json:"drop_target_schema"`     // on abort (move, split)
 	Options          Options           `json:"options"`
 	SQLPreview       []string          `json:"shardmap_sql,omitempty"` // the statements run against the shard map, for review
+	Against          *Against          `json:"against,omitempty"`      // the shard map the plan was made against (apply, resume and abort refuse a stale plan)
+	AbortKept        []string          `json:"abort_kept,omitempty"`   // what an abort of a stale plan left in place, and why
 
 	Steps       []StepRecord `json:"steps"`
 	Checkpoints Checkpoints  `json:"checkpoints"`

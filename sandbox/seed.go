@@ -81,6 +81,9 @@ func Seed(ctx context.Context, store *shardmap.Store, c SeedConfig) ([]SeededSha
 	if err := store.Init(ctx); err != nil {
 		return nil, err
 	}
+	if store.Rows == nil {
+		store.Rows = shardmap.ShardRows(c.Creds) // each new range or point is checked for stranded rows
+	}
 	typ := shardmap.Range
 	if c.Hash {
 		typ = shardmap.Hash

@@ -133,7 +133,7 @@ func (m *Map) Function(name string) (Function, error) {
 			return f, nil
 		}
 	}
-	return Function{}, fmt.Errorf("%w: partition function %q is not in the shard map", ErrNotFound, name)
+	return Function{}, fmt.Errorf("%w: partition function %q is not in the shard map (see 'shardctl shardmap show')", ErrNotFound, name)
 }
 
 // FunctionByID finds a function by id.

@@ -96,7 +96,9 @@ func (s *Store) AddColumn(ctx context.Context, table, column, fn string) error {
 // shard's keys over without moving its rows, so only bounds below the first
 // or above the last are accepted; use split for the rest.
 func (s *Store) AddRange(ctx context.Context, fn, lower string, shardID int) error {
-	return s.Update(ctx, "add range", func(tx *sql.Tx, m *Map) (bool, error) {
+	var ho *handoff
+	var insert func(tx *sql.Tx) error
+	err := s.Update(ctx, "add range", func(tx *sql.Tx, m *Map) (bool, error) {
 		f, err := mappable(m, fn, Range, shardID)
 		if err != nil {
 			return false, err
@@ -121,9 +123,28 @@ func (s *Store) AddRange(ctx context.Context, fn, lower string, shardID int) err
 				}
 			}
 		}
+		if last := len(ms) - 1; last >= 0 && k.Compare(*ms[last].Lower) > 0 {
+			// Inside the open-ended last range: [k, +inf) changes hands.
+			keys := keyspace.Filter{Column: "key", Ranges: []keyspace.Range{{Lo: &k}}}
+			if err := s.handover(ctx, m, f, ms[last], shardID, keys); err != nil {
+				return false, err
+			}
+			if ms[last].ShardID != shardID && len(sharded(m, f)) > 0 {
+				ho = &handoff{f: f, from: ms[last], to: shardID, keys: keys}
+				insert = func(tx *sql.Tx) error {
+					_, err := tx.ExecContext(ctx, insertRangeSQL(s, f.KeyType), f.ID, k.Value(), shardID, Online)
+					return err
+				}
+				return false, nil // the map changes only after a second look behind an offline mapping
+			}
+		}
 		_, err = tx.ExecContext(ctx, insertRangeSQL(s, f.KeyType), f.ID, k.Value(), shardID, Online)
 		return err == nil, err
 	})
+	if err != nil || ho == nil {
+		return err
+	}
+	return s.handOver(ctx, "add range", ho, insert)
 }
 
 func insertRangeSQL(s *Store, kt keyspace.KeyType) string {
@@ -140,7 +161,9 @@ func (s *Store) AddHashPoint(ctx context.Context, fn, hash string, shardID int) 
 	if !keyspace.ValidHash(hash) {
 		return badInput("hash point %q is not a 32-digit hex MD5 (use --name to hash a string)", hash)
 	}
-	return s.Update(ctx, "add hash point", func(tx *sql.Tx, m *Map) (bool, error) {
+	var ho *handoff
+	var insert func(tx *sql.Tx) error
+	err := s.Update(ctx, "add hash point", func(tx *sql.Tx, m *Map) (bool, error) {
 		f, err := mappable(m, fn, Hash, shardID)
 		if err != nil {
 			return false, err
@@ -151,9 +174,27 @@ func (s *Store) AddHashPoint(ctx context.Context, fn, hash string, shardID int) 
 			}
 			return false, badInput("hash point %s of function %s already belongs to shard %d", hash, f.Name, mp.ShardID)
 		}
-		_, err = tx.ExecContext(ctx, "INSERT INTO "+s.t("hashes")+" (func_id, hash, shard_id, status) VALUES (?, ?, ?, ?)", f.ID, hash, shardID, Online)
+		ins := func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, "INSERT INTO "+s.t("hashes")+" (func_id, hash, shard_id, status) VALUES (?, ?, ?, ?)", f.ID, hash, shardID, Online)
+			return err
+		}
+		if from, arc, ok := ringGiver(m.MappingsOf(f.ID), hash); ok {
+			keys := keyspace.Filter{Column: "key", Arcs: []keyspace.Arc{arc}}
+			if err := s.handover(ctx, m, f, from, shardID, keys); err != nil {
+				return false, err
+			}
+			if from.ShardID != shardID && len(sharded(m, f)) > 0 {
+				ho, insert = &handoff{f: f, from: from, to: shardID, keys: keys}, ins
+				return false, nil
+			}
+		}
+		err = ins(tx)
 		return err == nil, err
 	})
+	if err != nil || ho == nil {
+		return err
+	}
+	return s.handOver(ctx, "add hash point", ho, insert)
 }
 
 // AddPoint maps one LIST key to shard shardID.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/keyspace"
@@ -86,6 +87,9 @@ var schemaDDL = []string{
 type Store struct {
 	DB     *sql.DB
 	Schema string
+	// Rows looks for rows on a shard; a mapping that would hand a shard's
+	// keys to another one is accepted only when it proves there are none.
+	Rows RowProbe
 }
 
 // New wraps an open pool whose default database may be anything; every statement names Schema.
@@ -97,6 +101,11 @@ func (s *Store) t(name string) string { return dbutil.Table(s.Schema, name) }
 func (s *Store) Init(ctx context.Context) error {
 	if s.Schema == "" {
 		return badInput("the shard map schema name is empty")
+	}
+	if other, err := s.foreignTables(ctx); err != nil {
+		return err
+	} else if len(other) > 0 {
+		return badInput("schema %s already holds tables that are not the shard map's (%s): it looks like a data schema; give the shard map a schema of its own (--shardmap HOST:PORT/SCHEMA)", s.Schema, strings.Join(other, ", "))
 	}
 	if _, err := s.DB.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS "+dbutil.QuoteIdent(s.Schema)); err != nil {
 		return fmt.Errorf("shardmap init: create schema %s: %w", s.Schema, err)
@@ -129,7 +138,7 @@ func (s *Store) Version(ctx context.Context) (int64, error) {
 
 func (s *Store) wrapMissing(what string, err error) error {
 	if n := dbutil.ErrNumber(err); n == 1146 || n == 1049 {
-		return fmt.Errorf("%s: the shard map in schema %q is not initialized (run 'shardctl shardmap init'): %w", what, s.Schema, err)
+		return fmt.Errorf("%w: %s: the shard map in schema %q is not initialized (run 'shardctl shardmap init'): %w", ErrBadInput, what, s.Schema, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }

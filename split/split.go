@@ -57,6 +57,9 @@ func Plan(ctx context.Context, env pipeline.Env, req Request) (*plans.Plan, erro
 	var moving keyspace.Filter
 	switch f.Type {
 	case shardmap.Range:
+		if req.AtHash != "" {
+			return nil, fmt.Errorf("%w: --at-hash is for HASH shards, and shard %d is mapped by RANGE function %s: give --at KEY (or neither, for the median)", shardmap.ErrBadInput, req.ShardID, f.Name)
+		}
 		at, err := chooseAt(ctx, env, loc, ts, mp, f, req.At)
 		if err != nil {
 			return nil, err
@@ -75,6 +78,9 @@ func Plan(ctx context.Context, env pipeline.Env, req Request) (*plans.Plan, erro
 			req.Schema = badName.ReplaceAllString(fmt.Sprintf("%s_%s", loc.Schema, at), "_")
 		}
 	case shardmap.Hash:
+		if req.At != "" {
+			return nil, fmt.Errorf("%w: --at is for RANGE shards, and shard %d is mapped by HASH function %s: give --at-hash MD5 (or neither, for the arc's midpoint)", shardmap.ErrBadInput, req.ShardID, f.Name)
+		}
 		var points []string
 		for _, o := range m.MappingsOf(f.ID) {
 			points = append(points, o.Hash)

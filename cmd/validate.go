@@ -1,0 +1,183 @@
+package cmd
+
+// Input checks that run before anything else: every flag within its allowed
+// range, config discovery that reads only config files, one JSON document
+// with -o json whatever happens, and exit 2 for every usage error.
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/plans"
+)
+
+// validate checks the operation flags; the message names the allowed range.
+func (f *opFlags) validate(c *cobra.Command) error {
+	o := f.options()
+	intIn := func(name string, v, lo, hi int) error {
+		if v < lo || v > hi {
+			return badInput("--%s %d: allowed %d to %d", name, v, lo, hi)
+		}
+		return nil
+	}
+	durIn := func(name string, v, lo, hi time.Duration) error {
+		if v < lo || v > hi {
+			return badInput("--%s %s: allowed %s to %s", name, v, lo, hi)
+		}
+		return nil
+	}
+	for _, err := range []error{
+		intIn("chunk-rows", o.ChunkRows, 1, 1_000_000),
+		intIn("prune-chunk-rows", o.PruneChunkRows, 1, 1_000_000),
+		intIn("parallel", o.Parallel, 1, 64),
+		intIn("prune-sleep-ms", o.PruneSleepMS, 0, 60_000),
+		intIn("cutover-attempts", o.FenceAttempts, 1, 1000),
+		intIn("max-threads-running", o.MaxThreadsRunning, 0, 100_000),
+		durIn("max-blackout", f.maxBlackout, 10*time.Millisecond, time.Hour),
+		durIn("cutover-backoff", f.backoff, 0, time.Hour),
+		durIn("max-lag", f.maxLag, 0, 24*time.Hour),
+		durIn("chunk-time", f.chunkTime, 0, time.Hour),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	if o.MaxRate < 0 {
+		return badInput("--max-rate %d: allowed 0 (no limit) or more rows per second", o.MaxRate)
+	}
+	for _, r := range o.Replicas {
+		if _, err := dbutil.ParseAddr(r); err != nil {
+			return badInput("--replica %q: %v (give HOST:PORT)", r, err)
+		}
+	}
+	if o.MaxLagMS > 0 && len(o.Replicas) == 0 {
+		return badInput("--max-lag needs at least one --replica HOST:PORT whose lag it watches")
+	}
+	if c != nil && f.dryRun && f.planOut != "" {
+		return badInput("give --dry-run or --plan-out, not both")
+	}
+	if f.planOut != "" {
+		if _, err := os.Stat(f.planOut); err == nil {
+			return badInput("--plan-out %s exists: a plan file is never overwritten; choose another name (or 'shardctl plan abort' the plan in it)", f.planOut)
+		}
+	}
+	return nil
+}
+
+// outputJSON pre-scans the command line for -o json, so even a flag error or
+// an unknown command prints one JSON document.
+func outputJSON(args []string) bool {
+	if os.Getenv("SHARDCTL_OUTPUT") == "json" {
+		return true
+	}
+	for i, a := range args {
+		if a == "--" {
+			break
+		}
+		switch {
+		case a == "-ojson" || a == "--output=json" || a == "-o=json":
+			return true
+		case (a == "-o" || a == "--output") && i+1 < len(args) && args[i+1] == "json":
+			return true
+		}
+	}
+	return false
+}
+
+// findConfig returns the first shardctl.yaml or shardctl.yml in the current
+// directory or ~/.config/shardctl. Only those names: a bare ./shardctl is
+// usually the binary itself.
+func findConfig() string {
+	dirs := []string{"."}
+	if home, err := os.UserHomeDir(); err == nil {
+		dirs = append(dirs, filepath.Join(home, ".config", "shardctl"))
+	}
+	for _, d := range dirs {
+		for _, n := range []string{"shardctl.yaml", "shardctl.yml"} {
+			p := filepath.Join(d, n)
+			if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+				return p
+			}
+		}
+	}
+	return ""
+}
+
+// refuseUnknownSub makes a grouping command (plan, shardmap, …) refuse an
+// unknown subcommand with exit 2 instead of printing help and exiting 0.
+func refuseUnknownSub(c *cobra.Command) *cobra.Command {
+	c.Args = cobra.ArbitraryArgs
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		var subs []string
+		for _, s := range cmd.Commands() {
+			if s.IsAvailableCommand() {
+				subs = append(subs, s.Name())
+			}
+		}
+		if len(args) == 0 {
+			return badInput("%s needs a subcommand: %s (see '%s --help')", cmd.CommandPath(), strings.Join(subs, ", "), cmd.CommandPath())
+		}
+		return badInput("unknown subcommand %q for %s: use one of %s", args[0], cmd.CommandPath(), strings.Join(subs, ", "))
+	}
+	return c
+}
+
+// noPasswordInDSN refuses a password given in --shardmap: passwords never
+// come from the command line (they would show in ps and shell history).
+func noPasswordInDSN(raw string) error {
+	at := strings.LastIndex(raw, "@")
+	if at < 0 {
+		return nil
+	}
+	if strings.Contains(raw[:at], ":") {
+		return badInput("--shardmap carries a password: passwords never come from the command line; set SHARDCTL_PASSWORD or password: in shardctl.yaml and give USER@tcp(HOST:PORT)/SCHEMA or HOST:PORT/SCHEMA")
+	}
+	return nil
+}
+
+// settings are the flags 'plan apply' and 'plan resume' take to change a
+// plan's budget and throttles without editing the file.
+var settings = []string{"chunk-rows", "prune-chunk-rows", "parallel", "max-rate", "prune-sleep-ms", "max-blackout", "cutover-attempts", "cutover-backoff", "max-threads-running", "max-lag", "replica"}
+
+// registerSettings registers the settings flags (with the defaults of a new plan).
+func (f *opFlags) registerSettings(c *cobra.Command) {
+	tmp := &cobra.Command{}
+	f.register(tmp)
+	for _, name := range settings {
+		c.Flags().AddFlag(tmp.Flags().Lookup(name))
+	}
+}
+
+// override validates the settings given and writes them into the plan (saved by the run).
+func (f *opFlags) override(c *cobra.Command, p *plans.Plan) error {
+	if err := f.validate(nil); err != nil {
+		return err
+	}
+	o := f.options()
+	fl := c.Flags()
+	set := func(name string, apply func()) {
+		if fl.Changed(name) {
+			apply()
+		}
+	}
+	set("chunk-rows", func() { p.Options.ChunkRows = o.ChunkRows })
+	set("prune-chunk-rows", func() { p.Options.PruneChunkRows = o.PruneChunkRows })
+	set("parallel", func() { p.Options.Parallel = o.Parallel })
+	set("max-rate", func() { p.Options.MaxRate = o.MaxRate })
+	set("prune-sleep-ms", func() { p.Options.PruneSleepMS = o.PruneSleepMS })
+	set("max-blackout", func() { p.Options.MaxBlackoutMS = o.MaxBlackoutMS })
+	set("cutover-attempts", func() { p.Options.FenceAttempts = o.FenceAttempts })
+	set("cutover-backoff", func() { p.Options.BackoffMS = o.BackoffMS })
+	set("max-threads-running", func() { p.Options.MaxThreadsRunning = o.MaxThreadsRunning })
+	set("max-lag", func() { p.Options.MaxLagMS = o.MaxLagMS })
+	set("replica", func() { p.Options.Replicas = o.Replicas })
+	if p.Options.MaxLagMS > 0 && len(p.Options.Replicas) == 0 {
+		return badInput("--max-lag needs at least one --replica HOST:PORT whose lag it watches")
+	}
+	return nil
+}

@@ -1,0 +1,304 @@
+package e2e
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shardctl/shardctl/sandbox"
+)
+
+// catState is everything a refused command must leave as it was, read
+// cheaply: the shard maps, every schema, table and trigger of the test's
+// clusters on the three servers with CHECKSUM TABLE, and the plan directory.
+func catState(t *testing.T, cs ...*cluster) string {
+	t.Helper()
+	var b strings.Builder
+	for _, c := range cs {
+		b.WriteString(c.mapJSON())
+		names, _ := filepath.Glob(filepath.Join(c.planDir, "*"))
+		for _, n := range names {
+			data, _ := os.ReadFile(n)
+			fmt.Fprintf(&b, "\nplan %s %x", filepath.Base(n), sha256.Sum256(data))
+		}
+	}
+	env := cs[0].env
+	for i := 1; i <= 3; i++ {
+		db := env.DB(t, i, "")
+		rows, err := db.Query(`SELECT s.SCHEMA_NAME, COALESCE(t.TABLE_NAME, '') FROM information_schema.SCHEMATA s
+			LEFT JOIN information_schema.TABLES t ON t.TABLE_SCHEMA = s.SCHEMA_NAME WHERE s.SCHEMA_NAME LIKE 'e2e\_cat%' ORDER BY 1, 2`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tables []string
+		for rows.Next() {
+			var s, tb string
+			rows.Scan(&s, &tb)
+			fmt.Fprintf(&b, "\n%d %s.%s", i, s, tb)
+			if tb != "" {
+				tables = append(tables, "`"+s+"`.`"+tb+"`")
+			}
+		}
+		rows.Close()
+		if len(tables) > 0 {
+			rows, err := db.Query("CHECKSUM TABLE " + strings.Join(tables, ", "))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for rows.Next() {
+				var name string
+				var sum *int64
+				rows.Scan(&name, &sum)
+				if sum != nil {
+					fmt.Fprintf(&b, "\n%d %s %d", i, name, *sum)
+				}
+			}
+			rows.Close()
+		}
+		rows, err = db.Query("SELECT TRIGGER_SCHEMA, TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA LIKE 'e2e\\_cat%' ORDER BY 1, 2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var s, n string
+			rows.Scan(&s, &n)
+			fmt.Fprintf(&b, "\n%d trigger %s.%s", i, s, n)
+		}
+		rows.Close()
+	}
+	return b.String()
+}
+
+type badCase struct {
+	args   []string
+	env    []string
+	code   int
+	hint   string // what to do, case-insensitive substring of the message
+	c      *cluster
+	noJSON bool   // the case is about the output flag itself
+	not    string // a message the output must not carry
+}
+
+// TestBadInputCatalogue runs bad and unusual inputs across every command,
+// each in text and JSON mode: the exit code, a message that says what to do,
+// no password in any output, no panic, one JSON document on stdout with -o
+// json, and nothing changed anywhere.
+func TestBadInputCatalogue(t *testing.T) {
+	c := newCluster(t, "e2e_cat", []int{1, 2, 1}, []int{120, 120, 60})
+	h := newClusterOpts(t, "e2e_cath", []int{1, 2}, []int{60, 60}, true)
+	s1, s3 := c.env.Addr(1).String(), c.env.Addr(3).String()
+	w := c.shards[1].Lower // the range width: shard 1 [0, w), 2 [w, 2w), 3 [2w, +inf)
+	// A plan written with --plan-out, a damaged copy, and a copy in the plan
+	// directory under another plan's id.
+	planOut := filepath.Join(c.dir, "out.json")
+	c.mustRun("move", "--shard", "1", "--to", s3, "--plan-out", planOut)
+	good, _ := os.ReadFile(planOut)
+	damaged := filepath.Join(c.dir, "damaged.json")
+	os.WriteFile(damaged, bytes.Replace(good, []byte(`"move"`), []byte(`"merge"`), 1), 0o600)
+	os.MkdirAll(c.planDir, 0o700)
+	os.WriteFile(filepath.Join(c.planDir, "move-20200101T000000000Z.json"), good, 0o600)
+	wrongPW := []string{"SHARDCTL_PASSWORD=Wr0ngSecret-cat"}
+	wrongShardPW := []string{"SHARDCTL_SHARD_PASSWORD=Wr0ngSecret-cat"}
+	n := func(v int64) string { return fmt.Sprint(v) }
+	md5 := "0123456789abcdef0123456789abcdef"
+
+	cases := []badCase{
+		// usage
+		{args: []string{"nosuch"}, code: 2, hint: "--help"},
+		{args: []string{"move", "--bogus"}, code: 2, hint: "--help"},
+		{args: []string{"plan"}, code: 2, hint: "needs a subcommand"},
+		{args: []string{"plan", "bogus"}, code: 2, hint: "use one of"},
+		{args: []string{"shardmap", "bogus"}, code: 2, hint: "use one of"},
+		{args: []string{"sandbox", "bogus"}, code: 2, hint: "use one of"},
+		{args: []string{"completion", "tcsh"}, code: 2, hint: "bash"},
+		{args: []string{"version", "extra"}, code: 2, hint: "--help"},
+		{args: []string{"status", "extra"}, code: 2, hint: "usage"},
+		{args: []string{"-o", "yaml", "status"}, code: 2, hint: "text or json", noJSON: true},
+		{args: []string{"--log-level", "loud", "status"}, code: 2, hint: "debug"},
+		// configuration
+		{args: []string{"--shardmap", "u:pw@tcp(127.0.0.1:1)/x", "status"}, code: 2, hint: "SHARDCTL_PASSWORD"},
+		{args: []string{"--shardmap", "nohost", "status"}, code: 2, hint: "HOST:PORT/SCHEMA"},
+		{args: []string{"--shardmap", s1 + "/e2e_cat_nomap", "status"}, code: 2, hint: "shardmap init"},
+		{args: []string{"--shardmap", s1 + "/" + c.shards[0].Schema, "status"}, code: 2, hint: "shardmap init"},
+		{args: []string{"--shardmap", s1 + "/" + c.shards[0].Schema, "shardmap", "init"}, code: 2, hint: "schema of its own"},
+		{args: []string{"status"}, env: wrongPW, code: 2, hint: "password"},
+		{args: []string{"move", "--shard", "1", "--to", s3}, env: wrongShardPW, code: 2, hint: "password"},
+		// move
+		{args: []string{"move", "--to", s3}, code: 2, hint: "--shard"},
+		{args: []string{"move", "--shard", "1", "--to", "nohost"}, code: 2, hint: "is the address right"},
+		{args: []string{"move", "--shard", "1", "--to", "nohost:99999"}, code: 2, hint: "--to"},
+		{args: []string{"move", "--shard", "99", "--to", s3}, code: 2, hint: "shardmap show"},
+		{args: []string{"move", "--shard", "1", "--to", s1}, code: 2, hint: "choose another server"},
+		{args: []string{"move", "--shard", "1", "--to", "127.0.0.1:1"}, code: 2, hint: "is it running"},
+		{args: []string{"move", "--shard", "1", "--to", s3, "--max-rate", "-1"}, code: 2, hint: "allowed"},
+		{args: []string{"move", "--shard", "1", "--to", s3, "--chunk-rows", "0"}, code: 2, hint: "allowed 1"},
+		{args: []string{"move", "--shard", "1", "--to", s3, "--parallel", "0"}, code: 2, hint: "allowed 1"},
+		{args: []string{"move", "--shard", "1", "--to", s3, "--cutover-attempts", "-3"}, code: 2, hint: "allowed 1"},
+		{args: []string{"move", "--shard", "1", "--to", s3, "--max-blackout", "0s"}, code: 2, hint: "allowed 10ms"},
+		{args: []string{"move", "--shard", "1", "--to", s3, "--max-blackout", "2h"}, code: 2, hint: "allowed 10ms"},
+		{args: []string{"move", "--shard", "1", "--to", s3, "--prune-chunk-rows", "0"}, code: 2, hint: "allowed 1"},
+		{args: []string{"move", "--shard", "1", "--to", s3, "--max-lag", "1s"}, code: 2, hint: "--replica"},
+		{args: []string{"move", "--shard", "1", "--to", s3, "--replica", "a:b:c"}, code: 2, hint: "HOST:PORT"},
+		{args: []string{"move", "--shard", "1", "--to", s3, "--replica", "127.0.0.1:1"}, code: 2, hint: "is it running"},
+		{args: []string{"move", "--shard", "1", "--to", s3, "--max-threads-running", "-1"}, code: 2, hint: "allowed 0"},
+		{args: []string{"move", "--shard", "1", "--to", s3, "--cutover-backoff", "-1s"}, code: 2, hint: "allowed 0"},
+		{args: []string{"move", "--shard", "1", "--to", s3, "--dry-run", "--plan-out", filepath.Join(c.dir, "x.json")}, code: 2, hint: "not both"},
+		{args: []string{"move", "--shard", "1", "--to", s3, "--plan-out", planOut}, code: 2, hint: "choose another name"},
+		// split
+		{args: []string{"split", "--shard", "1", "--at", "abc", "--to", s3}, code: 2, hint: "integer"},
+		{args: []string{"split", "--shard", "1", "--at", "5", "--at-hash", md5, "--to", s3}, code: 2, hint: "not both"},
+		{args: []string{"split", "--shard", "1", "--at-hash", md5, "--to", s3}, code: 2, hint: "give --at"},
+		{args: []string{"split", "--shard", "1", "--at", n(w + 10), "--to", s3}, code: 2, hint: "inside shard 1's range"},
+		{args: []string{"split", "--shard", "1", "--at", "0", "--to", s3}, code: 2, hint: "above its lower bound"},
+		{args: []string{"split", "--shard", "1", "--to", s3, "--chunk-rows", "0"}, code: 2, hint: "allowed 1"},
+		{args: []string{"split", "--shard", "1", "--at", "5", "--to", s1, "--schema", c.shards[2].Schema}, code: 2, hint: "never drop it", not: "drop it or"},
+		{args: []string{"split", "--shard", "1", "--at", "5", "--to", s3}, c: h, code: 2, hint: "give --at-hash"},
+		{args: []string{"split", "--shard", "1", "--at-hash", "zzz", "--to", s3}, c: h, code: 2, hint: "32-digit"},
+		// merge
+		{args: []string{"merge", "--shard", "1", "--into", "1"}, code: 2, hint: "itself"},
+		{args: []string{"merge", "--shard", "1"}, code: 2, hint: "--into"},
+		{args: []string{"merge", "--shard", "1", "--into", "99"}, code: 2, hint: "shardmap show"},
+		{args: []string{"merge", "--shard", "1", "--into", "3"}, code: 2, hint: "neighbouring"},
+		{args: []string{"merge", "--shard", "2", "--into", "1", "--parallel", "0"}, code: 2, hint: "allowed 1"},
+		// verify
+		{args: []string{"verify"}, code: 2, hint: "--shard"},
+		{args: []string{"verify", "--shard", "1", "--against", s1}, code: 2, hint: "own location"},
+		{args: []string{"verify", "--shard", "1", "--against", "nohost"}, code: 2, hint: "is the address right"},
+		{args: []string{"verify", "--shard", "1", "--against", "a:b:c"}, code: 2, hint: "--against"},
+		{args: []string{"verify", "--plan", "/nonexistent/plan.json"}, code: 2, hint: "plan list"},
+		{args: []string{"verify", "--shard", "1", "--against", s3, "--chunk-rows", "0"}, code: 2, hint: "allowed 1"},
+		// prune
+		{args: []string{"prune"}, code: 2, hint: "--shard"},
+		{args: []string{"prune", "--shard", "1", "--chunk-rows", "0"}, code: 2, hint: "allowed 1"},
+		{args: []string{"prune", "--shard", "1", "--max-rate", "-5"}, code: 2, hint: "allowed 0"},
+		{args: []string{"prune", "--shard", "1", "--sleep-ms", "-1"}, code: 2, hint: "allowed 0"},
+		{args: []string{"prune", "--shard", "99"}, code: 2, hint: "shardmap show"},
+		// plans
+		{args: []string{"plan", "show", "nosuch"}, code: 2, hint: "plan list"},
+		{args: []string{"plan", "apply", "nosuch"}, code: 2, hint: "plan list"},
+		{args: []string{"plan", "resume", "nosuch"}, code: 2, hint: "plan list"},
+		{args: []string{"plan", "abort", "nosuch"}, code: 2, hint: "plan list"},
+		{args: []string{"plan", "show", damaged}, code: 2, hint: "restore it"},
+		{args: []string{"plan", "apply", damaged}, code: 2, hint: "restore it"},
+		{args: []string{"plan", "apply", planOut, "--max-blackout", "0s"}, code: 2, hint: "allowed 10ms"},
+		{args: []string{"plan", "apply", planOut, "--max-lag", "1s"}, code: 2, hint: "--replica"},
+		{args: []string{"plan", "abort", "move-20200101T000000000Z"}, code: 2, hint: "give the file's path"},
+		{args: []string{"plan", "show", "a", "b"}, code: 2, hint: "usage"},
+		// shard map
+		{args: []string{"shardmap", "add-range", "--function", "employees", "--lower", "5", "--shard", "2"}, code: 2, hint: "split"},
+		{args: []string{"shardmap", "add-range", "--function", "employees", "--lower", n(2*w + 30), "--shard", "1"}, code: 2, hint: "split"},
+		{args: []string{"shardmap", "add-range", "--function", "employees", "--lower", "abc", "--shard", "1"}, code: 2, hint: "integer"},
+		{args: []string{"shardmap", "add-range", "--function", "nope", "--lower", "5", "--shard", "1"}, code: 2, hint: "shardmap show"},
+		{args: []string{"shardmap", "add-range", "--function", "employees", "--shard", "1"}, code: 2, hint: "--lower"},
+		{args: []string{"shardmap", "add-range", "--function", "employees", "--lower", n(-100), "--shard", "99"}, code: 2, hint: "add-shard"},
+		{args: []string{"shardmap", "add-hash-point", "--function", "employees", "--hash", "xyz", "--shard", "1"}, code: 2, hint: "32-digit"},
+		{args: []string{"shardmap", "add-hash-point", "--function", "employees", "--hash", md5, "--name", "x", "--shard", "1"}, code: 2, hint: "exactly one"},
+		{args: []string{"shardmap", "add-hash-point", "--function", "employees", "--name", "x", "--shard", "1"}, c: h, code: 2, hint: "split"},
+		{args: []string{"shardmap", "add-point", "--function", "employees", "--key", "5", "--shard", "1"}, code: 2, hint: "not LIST"},
+		{args: []string{"shardmap", "add-shard", "--server", s3, "--schema", "e2e_cat_nothere"}, code: 2, hint: "does not exist"},
+		{args: []string{"shardmap", "add-shard", "--server", "nohost", "--schema", "x"}, code: 2, hint: "is the address right"},
+		{args: []string{"shardmap", "add-shard", "--server", "a:b:c", "--schema", "x"}, code: 2, hint: "--server"},
+		{args: []string{"shardmap", "add-shard", "--server", s3}, code: 2, hint: "--schema"},
+		{args: []string{"shardmap", "add-function", "f", "--type", "CIRCLE"}, code: 2, hint: "RANGE, HASH or LIST"},
+		{args: []string{"shardmap", "add-function", "f", "--key-type", "FLOAT"}, code: 2, hint: "INT or STRING"},
+		{args: []string{"shardmap", "add-column", "employees", "emp_no", "--function", "nope"}, code: 2, hint: "shardmap show"},
+		{args: []string{"shardmap", "set-status", "--shard", "1", "sideways"}, code: 2, hint: "online or offline"},
+		{args: []string{"shardmap", "set-status", "--shard", "99", "online"}, code: 2, hint: "shardmap show"},
+		{args: []string{"shardmap", "lookup", "5"}, code: 2, hint: "exactly one of"},
+		{args: []string{"shardmap", "lookup", "5", "--table", "departments"}, code: 2, hint: "global"},
+		{args: []string{"shardmap", "lookup", "abc", "--function", "employees"}, code: 2, hint: "integer"},
+		{args: []string{"shardmap", "remove-shard", "--shard", "1"}, code: 2, hint: "first"},
+		{args: []string{"shardmap", "remove-shard"}, code: 2, hint: "--shard"},
+		// load
+		{args: []string{"load"}, code: 2, hint: "--keys"},
+		{args: []string{"load", "--keys", "bad"}, code: 2, hint: "--keys"},
+		{args: []string{"load", "--keys", "a=1-10", "--mix", "50/50/50"}, code: 2, hint: "add up to 100"},
+		{args: []string{"load", "--keys", "a=1-10", "--concurrency", "0"}, code: 2, hint: "--concurrency 1"},
+	}
+	before := catState(t, c, h)
+	status := c.mustRun("status", "-o", "json").stdout
+	start := time.Now()
+	for _, bc := range cases {
+		cl := c
+		if bc.c != nil {
+			cl = bc.c
+		}
+		name := strings.Join(bc.args, " ")
+		modes := [][]string{nil, {"-o", "json"}}
+		if bc.noJSON {
+			modes = modes[:1]
+		}
+		for _, mode := range modes {
+			r := cl.run(bc.env, append(append([]string(nil), bc.args...), mode...)...)
+			out := r.stdout + r.stderr
+			switch {
+			case r.killed || r.code != bc.code:
+				t.Errorf("%s %v: exit %d, want %d\n%s", name, mode, r.code, bc.code, out)
+			case !strings.Contains(strings.ToLower(out), strings.ToLower(bc.hint)):
+				t.Errorf("%s %v: message does not say %q:\n%s", name, mode, bc.hint, out)
+			}
+			if strings.Contains(out, sandbox.ToolPassword) || strings.Contains(out, "Wr0ngSecret-cat") {
+				t.Errorf("%s %v: a password in the output:\n%s", name, mode, out)
+			}
+			if strings.Contains(out, "panic:") || strings.Contains(out, "goroutine ") {
+				t.Errorf("%s %v: panic:\n%s", name, mode, out)
+			}
+			if bc.not != "" && strings.Contains(out, bc.not) {
+				t.Errorf("%s %v: the message says %q:\n%s", name, mode, bc.not, out)
+			}
+			if strings.Contains(out, "drop it") && strings.Contains(name, "--to "+s1) && bc.not == "" {
+				t.Errorf("%s: the refusal tells the operator to drop the live source:\n%s", name, out)
+			}
+			if mode != nil {
+				dec := json.NewDecoder(strings.NewReader(r.stdout))
+				var doc map[string]any
+				if err := dec.Decode(&doc); err != nil {
+					t.Errorf("%s -o json: stdout is not a JSON document: %v\n%s", name, err, r.stdout)
+				} else if _, err := dec.Token(); err != io.EOF {
+					t.Errorf("%s -o json: more than one document on stdout:\n%s", name, r.stdout)
+				} else if doc["error"] == nil {
+					t.Errorf("%s -o json: no error in %v", name, doc)
+				}
+			}
+		}
+		if after := catState(t, c, h); after != before {
+			t.Errorf("%s changed the state:\n%s", name, lineDiff(before, after))
+			before = after
+		}
+	}
+	t.Logf("%d cases in %s", len(cases), time.Since(start).Round(time.Millisecond))
+	if after := c.mustRun("status", "-o", "json").stdout; after != status {
+		t.Fatalf("status changed:\nbefore %s\nafter  %s", status, after)
+	}
+}
+
+// lineDiff lists the lines only one of two states has.
+func lineDiff(a, b string) string {
+	in := func(s string) map[string]bool {
+		m := map[string]bool{}
+		for _, l := range strings.Split(s, "\n") {
+			m[l] = true
+		}
+		return m
+	}
+	ma, mb := in(a), in(b)
+	var out []string
+	for l := range ma {
+		if !mb[l] {
+			out = append(out, "- "+l)
+		}
+	}
+	for l := range mb {
+		if !ma[l] {
+			out = append(out, "+ "+l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
