@@ -280,7 +280,7 @@ func (a *app) planCmd() *cobra.Command {
 			})
 		},
 	}
-	c.AddCommand(list, show, run("apply", "Run a plan written with --plan-out", true), run("resume", "Continue a stopped or crashed plan from its last saved point", false), abort)
+	c.AddCommand(list, show, run("apply", "Run a plan written with --plan-out", true), run("resume", "Continue a stopped or crashed plan from its last saved point", false), abort, a.planWatchCmd())
 	return c
 }
 

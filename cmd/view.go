@@ -37,6 +37,7 @@ type rateSample struct {
 // viewModel is what the view shows; pure data, rendered by lines.
 type viewModel struct {
 	title    string
+	footer   string // a line below the steps ('plan watch')
 	steps    []*viewStep
 	attempts []plans.Attempt
 }
@@ -228,6 +229,13 @@ func (m *viewModel) lines(st viewStyle, now time.Time) []string {
 		if s.name == plans.StepFence {
 			out = append(out, m.attemptLines(st)...)
 		}
+	}
+	if m.footer != "" {
+		f := cut(m.footer, st.width)
+		if st.color {
+			f = sgrDim + f + sgrReset
+		}
+		out = append(out, f)
 	}
 	return out
 }

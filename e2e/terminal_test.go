@@ -82,6 +82,19 @@ func (r *ptyRun) wait(limit time.Duration) int {
 	return r.code
 }
 
+// waitScreen waits until the screen shows a line matching re.
+func (r *ptyRun) waitScreen(re *regexp.Regexp, limit time.Duration) {
+	r.t.Helper()
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		if re.MatchString(r.screen()) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	r.t.Fatalf("the screen never showed %s; screen:\n%s", re, r.screen())
+}
+
 func (r *ptyRun) screen() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -208,5 +221,55 @@ func TestOffTerminalOutput(t *testing.T) {
 	}
 	if strings.Contains(r.stdout+r.stderr, "\x1b[") {
 		t.Error("escape codes off a terminal")
+	}
+}
+
+// plan watch follows a plan applied by another process: Ctrl-C stops
+// watching with exit 0 and leaves the plan running; a second watch ends by
+// itself when the plan is done, showing every step and the cutover.
+func TestPlanWatch(t *testing.T) {
+	c := newCluster(t, "e2e_watch", []int{1}, []int{300})
+	hold := filepath.Join(c.dir, "hold-cutover")
+	if err := os.WriteFile(hold, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	planPath := filepath.Join(c.dir, "move.json")
+	c.mustRun("move", "--shard", "1", "--to", c.env.Addr(3).String(), "--plan-out", planPath, "--postpone-cutover-file", hold, "--max-blackout", "5s")
+	apply := c.start("plan", "apply", planPath)
+	fenceRunning := regexp.MustCompile(`(?m)^ +> fence `)
+
+	w1 := c.startPTY(100, 30, nil, nil, "plan", "watch", planPath)
+	w1.waitScreen(fenceRunning, 60*time.Second)
+	if _, err := w1.tty.Write([]byte{3}); err != nil { // Ctrl-C
+		t.Fatal(err)
+	}
+	if code := w1.wait(20 * time.Second); code != 0 {
+		t.Fatalf("plan watch after Ctrl-C: exit %d\n%s", code, w1.screen())
+	}
+	if p, err := plans.Load(planPath); err != nil || p.State != plans.StateRunning {
+		t.Fatal("the plan stopped with the watch")
+	}
+
+	w2 := c.startPTY(100, 30, nil, nil, "plan", "watch", planPath)
+	w2.waitScreen(fenceRunning, 30*time.Second)
+	if err := os.Remove(hold); err != nil {
+		t.Fatal(err)
+	}
+	if code := w2.wait(60 * time.Second); code != 0 {
+		t.Fatalf("plan watch: exit %d\n%s", code, w2.screen())
+	}
+	screen := w2.screen()
+	t.Logf("final screen:\n%s", screen)
+	stepLines(t, w2.vt.lines(), "✓")
+	if !regexp.MustCompile(`cutover attempt 1: cut over \(blackout [0-9.]+ ms\)`).MatchString(screen) || !strings.Contains(screen, ": done") {
+		t.Error("the watch does not show the cutover attempt and the end")
+	}
+	if r := apply.wait(t, 30*time.Second); r.code != 0 {
+		t.Fatalf("plan apply: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	// Off a terminal: one line per step, exit 0 on a finished plan.
+	r := c.mustRun("plan", "watch", planPath)
+	if !strings.Contains(r.stdout, "cleanup done in") || !strings.Contains(r.stdout, "cutover attempt 1: cut over") {
+		t.Errorf("plan watch off a terminal: %s", r.stdout)
 	}
 }
