@@ -19,7 +19,7 @@ type ShardStatus struct {
 	Server    string             `json:"server"`
 	Schema    string             `json:"schema"`
 	Mappings  []shardmap.Mapping `json:"mappings"`
-	Status    string             `json:"status"` // online, offline, partial (some mappings offline), unmapped
+	Status    string             `json:"status"`    // online, offline, partial (some mappings offline), unmapped
 	Rows      int64              `json:"rows"`      // rows of the sharded tables (exact with --exact, else estimates)
 	RowsKind  string             `json:"rows_kind"` // exact (COUNT(*)) or estimate (table statistics)
 	Bytes     int64              `json:"bytes"`     // size of the whole schema
