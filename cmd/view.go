@@ -282,7 +282,8 @@ func runningText(s *viewStep, now time.Time) string {
 		if fill < w {
 			b.WriteString(">" + strings.Repeat(" ", w-fill-1))
 		}
-		fmt.Fprintf(&b, "] %3.0f%%  %s/%s %s", frac*100, count(s.done), count(s.total), units(s.name))
+		// Totals come from table statistics (a split's copy counts only the moving rows): marked as estimates.
+		fmt.Fprintf(&b, "] %3.0f%%  %s/%s%s %s", frac*100, count(s.done), estMark, count(s.total), units(s.name))
 		if rate > 0 {
 			fmt.Fprintf(&b, "  %s/s", count(int64(rate)))
 			if left := s.total - s.done; left > 0 {

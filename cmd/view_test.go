@@ -25,7 +25,7 @@ func TestViewLines(t *testing.T) {
 		"move shard 1",
 		"  ✓ preflight  done in 20ms",
 		"  · create     pending",
-		"  > copy       [======>             ]  30%  3,000/10,000 rows  1,000/s  ETA 7s  (throttled)",
+		"  > copy       [======>             ]  30%  3,000/~10,000 rows  1,000/s  ETA 7s  (throttled)",
 		"  · catchup    pending",
 		"  · verify     pending",
 		"  · fence      pending",

@@ -109,7 +109,7 @@ func (r *ptyRun) all() []string {
 }
 
 var (
-	midBar    = regexp.MustCompile(`copy +\[=*>? *\] +([1-9]|[1-9][0-9])% +[0-9,]+/[0-9,]+ rows`)
+	midBar    = regexp.MustCompile(`copy +\[=*>? *\] +([1-9]|[1-9][0-9])% +[0-9,]+/~[0-9,]+ rows`)
 	logLine   = regexp.MustCompile(`level=|time=`)
 	sgrColour = regexp.MustCompile("\x1b\\[[0-9;]*m")
 )
