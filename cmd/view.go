@@ -25,6 +25,7 @@ type viewStep struct {
 	state          string // pending, running, done, skipped, failed
 	started, ended time.Time
 	done, total    int64
+	est            int64 // expected total where the pipeline reports none (verify, cleanup)
 	detail, reason string
 	samples        []rateSample
 }
@@ -71,6 +72,9 @@ func (m *viewModel) setState(name, state string, now time.Time) {
 		}
 		s.state = plans.Running
 	default:
+		if name == plans.StepCopy && state == plans.Done {
+			m.expect(s.done)
+		}
 		if s.state == plans.Running || s.ended.IsZero() {
 			s.ended = now
 		}
@@ -88,9 +92,21 @@ func (m *viewModel) progress(name string, done, total int64, detail string, now 
 	for len(s.samples) > 2 && now.Sub(s.samples[1].at) > 5*time.Second {
 		s.samples = s.samples[1:]
 	}
+	if total <= done && s.est > 0 {
+		total = s.est // the pipeline knows no total for this step: use the expected one
+	}
 	s.done, s.total = done, max(total, done)
 	if detail != "" {
 		s.detail = detail
+	}
+}
+
+// expect sets what verify and cleanup will count: the rows copied (the
+// statistics would count whole tables where a split moves part of them).
+func (m *viewModel) expect(rows int64) {
+	if rows > 0 {
+		m.step(plans.StepVerify).est = rows
+		m.step(plans.StepCleanup).est = rows
 	}
 }
 
@@ -117,14 +133,18 @@ func (m *viewModel) fromPlan(p *plans.Plan, now time.Time) {
 			s.reason = rec.Error
 		}
 	}
-	var copied, est, deleted, cleanTotal int64
+	var copied, est, deleted int64
 	for _, t := range p.Copy {
 		est += t.EstRows
 		copied += p.Checkpoints.Copy[t.Name].Rows
 	}
 	for _, t := range p.Cleanup {
-		cleanTotal += t.EstRows
 		deleted += p.Checkpoints.Prune[t.Name].Deleted
+	}
+	if p.Done(plans.StepCopy) {
+		m.expect(copied)
+	} else {
+		m.expect(est)
 	}
 	m.progress(plans.StepCopy, copied, est, "", now)
 	if p.Result.EventsApplied > 0 {
@@ -134,7 +154,7 @@ func (m *viewModel) fromPlan(p *plans.Plan, now time.Time) {
 		m.progress(plans.StepVerify, p.Result.RowsVerified, p.Result.RowsVerified, "", now)
 	}
 	if deleted > 0 || p.Result.RowsDeleted > 0 {
-		m.progress(plans.StepCleanup, max(deleted, p.Result.RowsDeleted), cleanTotal, "", now)
+		m.progress(plans.StepCleanup, max(deleted, p.Result.RowsDeleted), 0, "", now)
 	}
 	m.attempts = append(m.attempts[:0], p.Attempts...)
 }

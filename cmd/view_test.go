@@ -59,6 +59,20 @@ func TestViewLines(t *testing.T) {
 	}
 }
 
+// Verify and cleanup report no total: the view expects the rows copied.
+func TestViewExpectsCopiedRows(t *testing.T) {
+	t0 := time.Now()
+	m := newViewModel("")
+	m.setState(plans.StepCopy, "started", t0)
+	m.progress(plans.StepCopy, 3000, 9000, "", t0)
+	m.setState(plans.StepCopy, plans.Done, t0)
+	m.setState(plans.StepVerify, "started", t0)
+	m.progress(plans.StepVerify, 1500, 1500, "", t0)
+	if l := m.lines(viewStyle{width: 200}, t0)[4]; !strings.Contains(l, " 50%  1,500/~3,000 rows") {
+		t.Errorf("verify line: %q", l)
+	}
+}
+
 func TestViewFromPlan(t *testing.T) {
 	p := plans.New("move", "move shard 9")
 	now := time.Now()
