@@ -33,23 +33,29 @@ func statusFigures(sh ShardStatus) (rows, size string) {
 
 // estimateNote explains the mark when a figure carries it.
 func estimateNote(shards []ShardStatus) string {
-	var rows, size bool
+	var rows, size, files bool
 	for _, sh := range shards {
 		if !sh.Reachable {
 			continue
 		}
 		rows = rows || sh.RowsKind != kindExact
 		size = size || sh.SizeKind == kindEstimate
+		files = files || sh.SizeKind == kindTablespace
+	}
+	note := ""
+	if files {
+		// Files do not shrink when rows are deleted: say what the figure is.
+		note = "SIZE is the InnoDB files on disk (space freed by deleted rows included)\n"
 	}
 	switch {
 	case rows && size:
-		return estMark + " estimate from table statistics (can be far off right after a load); --exact counts rows"
+		return note + estMark + " estimate from table statistics (can be far off right after a load); --exact counts rows"
 	case rows:
-		return estMark + " estimate from table statistics (can be far off right after a load); --exact counts rows"
+		return note + estMark + " estimate from table statistics (can be far off right after a load); --exact counts rows"
 	case size:
-		return estMark + " size estimate from table statistics"
+		return note + estMark + " size estimate from table statistics"
 	}
-	return ""
+	return strings.TrimSuffix(note, "\n")
 }
 
 // freshStatistics asks MySQL 8 not to serve cached statistics on this

@@ -68,7 +68,7 @@ func TestStatusFigures(t *testing.T) {
 	if rows != "5" || size != "1.0 MiB" {
 		t.Errorf("exact: %s %s", rows, size)
 	}
-	if n := estimateNote([]ShardStatus{{Reachable: true, RowsKind: kindExact, SizeKind: kindTablespace}}); n != "" {
+	if n := estimateNote([]ShardStatus{{Reachable: true, RowsKind: kindExact, SizeKind: kindTablespace}}); strings.Contains(n, "~") || !strings.Contains(n, "on disk") {
 		t.Errorf("note without estimates: %q", n)
 	}
 }
