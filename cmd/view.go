@@ -67,10 +67,8 @@ func (m *viewModel) setState(name, state string, now time.Time) {
 	s := m.step(name)
 	switch state {
 	case "started", plans.Running:
-		if s.state != plans.Running {
-			s.started, s.ended = now, time.Time{}
-		}
-		s.state = plans.Running
+		// A resumed step starts again now: its time before a crash is not this run's.
+		s.state, s.started, s.ended = plans.Running, now, time.Time{}
 	default:
 		if name == plans.StepCopy && state == plans.Done {
 			m.expect(s.done)
