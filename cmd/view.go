@@ -429,11 +429,12 @@ func (v *liveView) update(f func(m *viewModel)) {
 	v.mu.Unlock()
 }
 
-func (v *liveView) width() int {
-	if w, _, err := term.GetSize(v.fd); err == nil && w > 0 {
-		return w
+// size is the terminal's columns and rows (80x0 when it does not say: no row limit).
+func (v *liveView) size() (int, int) {
+	if w, h, err := term.GetSize(v.fd); err == nil && w > 0 {
+		return w, h
 	}
-	return 80
+	return 80, 0
 }
 
 // erase writes what moves the cursor to the view's first line and clears to the end of the screen.
@@ -456,8 +457,13 @@ func (v *liveView) draw() {
 // render writes the view at the cursor; the caller holds mu.
 func (v *liveView) render(b *bytes.Buffer) {
 	st := v.style
-	st.width = v.width()
+	var h int
+	st.width, h = v.size()
 	ls := v.m.lines(st, time.Now())
+	if h > 1 && len(ls) > h-1 {
+		// Lines scrolled off the top cannot be redrawn: show the last ones.
+		ls = ls[len(ls)-(h-1):]
+	}
 	for _, l := range ls {
 		b.WriteString(l + "\n")
 	}

@@ -185,13 +185,14 @@ func TestTerminalStepView(t *testing.T) {
 	}
 }
 
-// A narrow terminal without colour: lines cut to 50 columns (never wrapped),
+// A narrow, short terminal without colour (50x10, shorter than the view):
+// lines cut to 50 columns (never wrapped, never drawn twice),
 // no colour codes, log lines kept in --log-file, and with --log-level debug
 // printed above one copy of the view.
 func TestTerminalNarrowNoColor(t *testing.T) {
 	c := newCluster(t, "e2e_narrow", []int{1}, []int{200})
 	logFile := filepath.Join(c.dir, "shardctl.log")
-	r := c.startPTY(50, 30, []string{"NO_COLOR=1"}, nil, "move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "--max-blackout", "5s",
+	r := c.startPTY(50, 10, []string{"NO_COLOR=1"}, nil, "move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "--max-blackout", "5s",
 		"--log-file", logFile, "--log-level", "debug")
 	if code := r.wait(90 * time.Second); code != 0 {
 		t.Fatalf("move: exit %d\n%s", code, r.screen())
@@ -201,8 +202,18 @@ func TestTerminalNarrowNoColor(t *testing.T) {
 	if sgrColour.Match(r.raw.Bytes()) {
 		t.Error("colour codes with NO_COLOR set")
 	}
-	// Every view line fits: a wrapped one would leave its tail on the next line.
+	// Every view line fits: a wrapped one would leave its tail on the next
+	// line; and a view taller than the screen would leave copies in the history.
 	stepLines(t, all, "✓")
+	titles := 0
+	for _, l := range all {
+		if strings.HasPrefix(l, "move shard 1") && strings.HasSuffix(l, "…") {
+			titles++
+		}
+	}
+	if titles > 1 {
+		t.Errorf("the view's title shows %d times:\n%s", titles, strings.Join(all, "\n"))
+	}
 	if !strings.Contains(strings.Join(all, "\n"), "level=INFO") {
 		t.Error("--log-level debug printed no log line on the screen")
 	}
