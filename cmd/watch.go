@@ -48,6 +48,9 @@ per step change.`,
 	return c
 }
 
+// staleAfter is how long a running plan may go unsaved before watch says so.
+const staleAfter = 30 * time.Second
+
 // watchPlan follows plan ref until it ends or ctx is cancelled (Ctrl-C: not an error).
 func (a *app) watchPlan(ctx context.Context, l planLoader, ref string, every time.Duration) error {
 	p, err := l.LoadPlan(ctx, ref)
@@ -58,7 +61,8 @@ func (a *app) watchPlan(ctx context.Context, l planLoader, ref string, every tim
 		return withCode(ExitBadInput, err)
 	}
 	m := newViewModel(p.Summary)
-	m.footer = fmt.Sprintf("watching plan %s every %s; Ctrl-C stops watching (the plan keeps running)", p.ID, every)
+	watching := fmt.Sprintf("watching plan %s every %s; Ctrl-C stops watching (the plan keeps running)", p.ID, every)
+	m.footer = watching
 	var v *liveView
 	if a.viewWanted() {
 		v = newLiveView(os.Stdout, m)
@@ -72,7 +76,14 @@ func (a *app) watchPlan(ctx context.Context, l planLoader, ref string, every tim
 	failures := 0
 	for {
 		if v != nil {
-			v.update(func(m *viewModel) { m.fromPlan(p, time.Now()) })
+			v.update(func(m *viewModel) {
+				m.fromPlan(p, time.Now())
+				m.footer = watching
+				if quiet := time.Since(p.UpdatedAt); p.State == plans.StateRunning && quiet > staleAfter {
+					// A run saves its plan often; a long silence may be a process that died.
+					m.footer = fmt.Sprintf("no change for %s: if the process running it is gone, continue it with 'shardctl plan resume %s'", quiet.Round(time.Second), p.ID)
+				}
+			})
 		} else if !a.jsonOut() {
 			attempts = printChanges(a.out, p, printed, attempts)
 		}
