@@ -3,6 +3,7 @@ module github.com/shardctl/shardctl
 go 1.26.8
 
 require (
+	github.com/creack/pty v1.1.24
 	github.com/go-mysql-org/go-mysql v1.16.0
 	github.com/go-sql-driver/mysql v1.9.3
 	github.com/pingcap/tidb/pkg/parser v0.0.0-20260504140133-511dba1dbe17

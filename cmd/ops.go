@@ -81,7 +81,7 @@ func (f *opFlags) options() plans.Options {
 }
 
 func (a *app) env(s *shardmap.Store) pipeline.Env {
-	return pipeline.Env{Store: s, Creds: a.shardCreds(), Log: a.log, Observer: newObserver(a)}
+	return pipeline.Env{Store: s, Creds: a.shardCreds(), Log: a.log, Observer: a.runObserver()}
 }
 
 func (a *app) moveCmd() *cobra.Command {
@@ -162,8 +162,10 @@ func (a *app) launch(cmd *cobra.Command, env pipeline.Env, p *plans.Plan, f *opF
 // runPlan runs (or resumes) a plan and reports it.
 func (a *app) runPlan(ctx context.Context, env pipeline.Env, p *plans.Plan, path string) error {
 	env.PlanPath = path
+	endView := a.startView(env.Observer, p)
 	a.log.Info("running plan", "plan", p.ID, "file", path)
 	err := pipeline.Run(ctx, env, p)
+	endView(err)
 	if o, ok := env.Observer.(*observer); ok {
 		o.finish()
 	}
@@ -307,7 +309,7 @@ func (a *app) planCmd() *cobra.Command {
 			})
 		},
 	}
-	c.AddCommand(list, show, run("apply", "Run a plan written with --plan-out", true), run("resume", "Continue a stopped or crashed plan from its last saved point", false), abort)
+	c.AddCommand(list, show, run("apply", "Run a plan written with --plan-out", true), run("resume", "Continue a stopped or crashed plan from its last saved point", false), abort, a.planWatchCmd())
 	return c
 }
 

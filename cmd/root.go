@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/go-sql-driver/mysql"
@@ -64,6 +65,7 @@ type app struct {
 	out     io.Writer
 	errOut  io.Writer
 	log     *slog.Logger
+	view    atomic.Pointer[liveView] // the step view while it is on screen (log lines print above it)
 }
 
 func (a *app) jsonOut() bool { return a.json || a.v.GetString("output") == "json" }
@@ -161,6 +163,7 @@ never from the command line.`,
 	pf.String("shard-user", "", "user for the shard servers (default: --user) [SHARDCTL_SHARD_USER]")
 	pf.StringP("output", "o", "text", "output format: text or json")
 	pf.String("log-level", "info", "log level: debug, info, warn, error")
+	pf.String("log-file", "", "also write log lines to FILE (on a terminal they stay off the step view)")
 	pf.String("plan-dir", "", "directory of plan files (default ~/.local/state/shardctl/plans) [SHARDCTL_PLAN_DIR]")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return withCode(ExitBadInput, fmt.Errorf("%w (see --help)", err))
@@ -203,7 +206,11 @@ func (a *app) loadConfig(cmd *cobra.Command) error {
 	if err := level.UnmarshalText([]byte(v.GetString("log-level"))); err != nil {
 		return badInput("--log-level %q: use debug, info, warn or error", v.GetString("log-level"))
 	}
-	a.log = slog.New(slog.NewTextHandler(a.errOut, &slog.HandlerOptions{Level: level}))
+	log, err := a.newLogger(level)
+	if err != nil {
+		return err
+	}
+	a.log = log
 	return nil
 }
 

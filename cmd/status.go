@@ -19,9 +19,11 @@ type ShardStatus struct {
 	Server    string             `json:"server"`
 	Schema    string             `json:"schema"`
 	Mappings  []shardmap.Mapping `json:"mappings"`
-	Status    string             `json:"status"` // online, offline, partial (some mappings offline), unmapped
-	Rows      int64              `json:"rows"`   // rows of the sharded tables (exact with --exact, else estimates)
-	Bytes     int64              `json:"bytes"`  // data and index size of the whole schema
+	Status    string             `json:"status"`    // online, offline, partial (some mappings offline), unmapped
+	Rows      int64              `json:"rows"`      // rows of the sharded tables (exact with --exact, else estimates)
+	RowsKind  string             `json:"rows_kind"` // exact (COUNT(*)) or estimate (table statistics)
+	Bytes     int64              `json:"bytes"`     // size of the whole schema
+	SizeKind  string             `json:"size_kind"` // tablespace (InnoDB file sizes, current) or estimate (table statistics)
 	Reachable bool               `json:"reachable"`
 	Error     string             `json:"error,omitempty"`
 }
@@ -54,13 +56,16 @@ func (a *app) statusCmd() *cobra.Command {
 						for _, mp := range sh.Mappings {
 							ms = append(ms, mp.String())
 						}
-						rows, size := fmt.Sprint(sh.Rows), fmt.Sprintf("%.1f MiB", float64(sh.Bytes)/(1<<20))
+						rows, size := statusFigures(sh)
 						if !sh.Reachable {
 							rows, size = "?", sh.Error
 						}
 						fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", sh.ShardID, sh.Server, sh.Schema, orNone(strings.Join(ms, " ")), sh.Status, rows, size)
 					}
 					tw.Flush()
+					if note := estimateNote(out.Shards); note != "" {
+						fmt.Fprintln(w, note)
+					}
 				})
 			})
 		},
@@ -91,16 +96,25 @@ func (a *app) shardStatus(ctx context.Context, m *shardmap.Map, l shardmap.Locat
 	for _, c := range m.Columns {
 		sharded[c.Table] = true
 	}
-	rows, err := db.QueryContext(ctx, "SELECT TABLE_NAME, COALESCE(TABLE_ROWS,0), COALESCE(DATA_LENGTH,0)+COALESCE(INDEX_LENGTH,0) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_TYPE = 'BASE TABLE'", l.Schema)
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		st.Error = err.Error()
+		return st
+	}
+	defer conn.Close()
+	freshStatistics(ctx, conn)
+	rows, err := conn.QueryContext(ctx, "SELECT TABLE_NAME, COALESCE(TABLE_ROWS,0), COALESCE(DATA_LENGTH,0)+COALESCE(INDEX_LENGTH,0) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_TYPE = 'BASE TABLE'", l.Schema)
 	if err != nil {
 		st.Error = err.Error()
 		return st
 	}
 	var tables []string
+	all := 0
 	for rows.Next() {
 		var name string
 		var n, b int64
 		if rows.Scan(&name, &n, &b) == nil {
+			all++
 			st.Bytes += b
 			if sharded[name] {
 				st.Rows += n
@@ -109,11 +123,16 @@ func (a *app) shardStatus(ctx context.Context, m *shardmap.Map, l shardmap.Locat
 		}
 	}
 	rows.Close()
+	st.RowsKind, st.SizeKind = kindEstimate, kindEstimate
+	if b, ok := tablespaceBytes(ctx, conn, l.Schema, all); ok {
+		st.Bytes, st.SizeKind = b, kindTablespace
+	}
 	if exact {
+		st.RowsKind = kindExact
 		st.Rows = 0
 		for _, t := range tables {
 			var n int64
-			if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+dbutil.Table(l.Schema, t)).Scan(&n); err != nil {
+			if err := conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+dbutil.Table(l.Schema, t)).Scan(&n); err != nil {
 				st.Error = err.Error()
 				continue
 			}

@@ -40,6 +40,12 @@ type Observer interface {
 	Progress(step string, done, total int64, detail string) // rows or events so far
 }
 
+// AttemptObserver is an Observer that is also told of each cutover attempt
+// as it starts and as it ends (n counts from 1). Optional, so other observers need not change.
+type AttemptObserver interface {
+	Attempt(n int, a plans.Attempt)
+}
+
 // NopObserver ignores everything.
 type NopObserver struct{}
 

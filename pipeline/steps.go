@@ -362,8 +362,22 @@ func (r *runner) recordAttempt(a plans.Attempt) int {
 	idx := len(r.p.Attempts) - 1
 	r.mu.Unlock()
 	r.env.Log.Info("cutover attempt", "attempt", idx+1, "result", a.Result)
+	r.noteAttempt(idx)
 	_ = r.save(true) // every attempt is on record, for 'plan show'
 	return idx
+}
+
+// noteAttempt tells an AttemptObserver about attempt idx.
+func (r *runner) noteAttempt(idx int) {
+	ao, ok := r.env.Observer.(AttemptObserver)
+	if !ok {
+		return
+	}
+	r.mu.Lock()
+	a := r.p.Attempts[idx]
+	a.Phases = nil // the observer gets a copy; the map stays the runner's
+	r.mu.Unlock()
+	ao.Attempt(idx+1, a)
 }
 
 // waitPostpone holds the cutover while the postpone file exists; the tail keeps the target close behind.
@@ -442,6 +456,7 @@ func (r *runner) tryFence(ctx context.Context, budget time.Duration) error {
 		r.p.Attempts[idx].Result = "backed off: " + reason.Error()
 		r.p.Attempts[idx].BlackoutM = msSince(start)
 		r.mu.Unlock()
+		r.noteAttempt(idx)
 		_ = r.save(true)
 		if err != nil {
 			return fmt.Errorf("%v; and undoing the attempt failed: %w", reason, err)
@@ -589,7 +604,11 @@ func (r *runner) cutover(ctx context.Context) error {
 		a.Result = "cut over"
 		r.p.Result.BlackoutMS = a.BlackoutM
 	}
+	n := len(r.p.Attempts)
 	r.mu.Unlock()
+	if n > 0 {
+		r.noteAttempt(n - 1)
+	}
 	return nil
 }
 

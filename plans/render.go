@@ -38,12 +38,13 @@ func Print(w io.Writer, p *Plan) {
 			which = shardmap.Render(q, args)
 		}
 		m := p.Checkpoints.Copy[t.Name]
-		fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%d\t%s\n", t.Name, strings.Join(t.PK, ","), t.EstRows, mib(t.EstBytes), m.Rows, which)
+		fmt.Fprintf(tw, "  %s\t%s\t~%d\t~%s\t%d\t%s\n", t.Name, strings.Join(t.PK, ","), t.EstRows, mib(t.EstBytes), m.Rows, which)
 		rows += t.EstRows
 		size += t.EstBytes
 	}
-	fmt.Fprintf(tw, "  total\t\t%d\t%s\t\t\n", rows, mib(size))
+	fmt.Fprintf(tw, "  total\t\t~%d\t~%s\t\t\n", rows, mib(size))
 	tw.Flush()
+	fmt.Fprintln(w, "  ~ estimate from table statistics (can be far off right after a load; 'shardctl status --exact' counts rows)")
 
 	fmt.Fprintln(w, "\nsteps:")
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
