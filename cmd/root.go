@@ -64,6 +64,7 @@ type app struct {
 	out     io.Writer
 	errOut  io.Writer
 	log     *slog.Logger
+	fleet   *fleet // hooks, metrics (cmd/fleet.go)
 }
 
 func (a *app) jsonOut() bool { return a.v.GetString("output") == "json" }
@@ -96,6 +97,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
+	a.closeFleet()
 	if err == nil {
 		return ExitOK
 	}
@@ -157,6 +159,7 @@ never from the command line.`,
 	pf.StringP("output", "o", "text", "output format: text or json")
 	pf.String("log-level", "info", "log level: debug, info, warn, error")
 	pf.String("plan-dir", "", "directory of plan files (default ~/.local/state/shardctl/plans) [SHARDCTL_PLAN_DIR]")
+	fleetFlags(pf)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return withCode(ExitBadInput, fmt.Errorf("%w (see --help)", err))
 	})
@@ -201,7 +204,7 @@ func (a *app) loadConfig(cmd *cobra.Command) error {
 		return badInput("--log-level %q: use debug, info, warn or error", v.GetString("log-level"))
 	}
 	a.log = slog.New(slog.NewTextHandler(a.errOut, &slog.HandlerOptions{Level: level}))
-	return nil
+	return a.loadFleet()
 }
 
 // shardMapConfig parses --shardmap into a driver config with credentials filled in.
