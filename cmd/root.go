@@ -163,7 +163,7 @@ never from the command line.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return withCode(ExitBadInput, fmt.Errorf("%w (see --help)", err))
 	})
-	root.AddCommand(a.versionCmd(), a.shardmapCmd(), a.sandboxCmd(), a.statusCmd(), a.moveCmd(), a.splitCmd(), a.mergeCmd(), a.planCmd(), a.loadCmd(), a.verifyCmd(), a.pruneCmd())
+	root.AddCommand(a.versionCmd(), a.shardmapCmd(), a.sandboxCmd(), a.statusCmd(), a.moveCmd(), a.splitCmd(), a.mergeCmd(), a.planCmd(), a.loadCmd(), a.verifyCmd(), a.pruneCmd(), a.rebalanceCmd())
 	return root
 }
 

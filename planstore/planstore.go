@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -240,3 +241,44 @@ func ListAll(ctx context.Context, dir string, s *Store) ([]plans.Entry, error) {
 
 // Timeout bounds one store write: a slow sharding database must not hold up a run.
 const Timeout = 3 * time.Second
+
+// Unfinished returns every plan not done or aborted, from the plan directory
+// and the store (s may be nil), the later copy of each.
+func Unfinished(ctx context.Context, dir string, s *Store) ([]*plans.Plan, error) {
+	byID := map[string]*plans.Plan{}
+	names, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+	for _, n := range names {
+		if p, err := plans.Load(n); err == nil {
+			byID[p.ID] = p
+		}
+	}
+	if s != nil {
+		rows, err := s.DB.QueryContext(ctx, "SELECT document FROM "+s.table()+" WHERE state NOT IN (?, ?)", plans.StateDone, plans.StateAborted)
+		if err != nil && dbutil.ErrNumber(err) != errNoTable {
+			return nil, fmt.Errorf("read unfinished plans from %s.plans: %w", s.Schema, err)
+		}
+		if err == nil {
+			defer rows.Close()
+			for rows.Next() {
+				var doc []byte
+				if err := rows.Scan(&doc); err != nil {
+					return nil, err
+				}
+				if p, err := plans.Unmarshal(doc); err == nil {
+					byID[p.ID] = Later(byID[p.ID], p)
+				}
+			}
+			if err := rows.Err(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	var out []*plans.Plan
+	for _, p := range byID {
+		if p.State != plans.StateDone && p.State != plans.StateAborted {
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
+	return out, nil
+}
