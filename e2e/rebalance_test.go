@@ -20,10 +20,10 @@ type rebalanceOut struct {
 		To        string `json:"to"`
 	} `json:"proposed"`
 	Planned   []struct{ Summary, Error string } `json:"planned"`
-	Continued []item `json:"continued"`
-	Started   []item `json:"started"`
-	Finished  []item `json:"finished"`
-	Left      []item `json:"left"`
+	Continued []item                            `json:"continued"`
+	Started   []item                            `json:"started"`
+	Finished  []item                            `json:"finished"`
+	Left      []item                            `json:"left"`
 }
 
 type item struct {
