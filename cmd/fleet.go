@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sort"
 	"sync"
 	"time"
 
@@ -145,19 +144,25 @@ func (a *app) withMetrics(env pipeline.Env, p *plans.Plan) (pipeline.Env, func()
 	return env, func() { o.Finish(p) }, nil
 }
 
-// findPlan looks for plan ref in the plan directory and, when a sharding
-// database is configured and reachable, in its plans table; the later copy wins.
-func (a *app) findPlan(ctx context.Context, ref string) (*plans.Plan, string, error) {
-	var ps *planstore.Store
-	if a.v.GetString("shardmap") != "" {
-		s, closeFn, err := a.store(ctx)
-		if err == nil {
-			defer closeFn()
-			ps = planstore.New(s.DB, s.Schema)
-		} else {
-			a.log.Warn("sharding database unreachable: looking in the plan directory only", "err", err)
-		}
+// planStore opens the sharding database's plans table when a shard map is
+// configured and reachable; plan commands then fall back to the plan directory.
+func (a *app) planStore(ctx context.Context) (*planstore.Store, func()) {
+	if a.v.GetString("shardmap") == "" {
+		return nil, func() {}
 	}
+	s, closeFn, err := a.store(ctx)
+	if err != nil {
+		a.log.Warn("sharding database unreachable: looking in the plan directory only", "err", err)
+		return nil, func() {}
+	}
+	return planstore.New(s.DB, s.Schema), closeFn
+}
+
+// findPlan looks for plan ref in the plan directory and the sharding
+// database's plans table; the later copy wins.
+func (a *app) findPlan(ctx context.Context, ref string) (*plans.Plan, string, error) {
+	ps, closeFn := a.planStore(ctx)
+	defer closeFn()
 	p, path, err := planstore.Load(ctx, a.planDir(), ps, ref)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) || errors.Is(err, planstore.ErrNotFound) {
@@ -170,21 +175,12 @@ func (a *app) findPlan(ctx context.Context, ref string) (*plans.Plan, string, er
 
 // listPlans lists the plan directory and the sharding database's plans.
 func (a *app) listPlans(ctx context.Context) ([]plans.Entry, error) {
-	var ps *planstore.Store
-	if a.v.GetString("shardmap") != "" {
-		s, closeFn, err := a.store(ctx)
-		if err == nil {
-			defer closeFn()
-			ps = planstore.New(s.DB, s.Schema)
-		} else {
-			a.log.Warn("sharding database unreachable: listing the plan directory only", "err", err)
-		}
-	}
+	ps, closeFn := a.planStore(ctx)
+	defer closeFn()
 	es, err := planstore.ListAll(ctx, a.planDir(), ps)
 	if err != nil && es != nil {
 		a.log.Warn("could not list the sharding database's plans", "err", err)
 		err = nil
 	}
-	sort.SliceStable(es, func(i, j int) bool { return es[i].UpdatedAt.After(es[j].UpdatedAt) })
 	return es, err
 }

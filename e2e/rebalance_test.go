@@ -139,3 +139,32 @@ func TestRebalanceFromCron(t *testing.T) {
 	counts := c.ownership()
 	t.Logf("rows per shard after: %v", counts)
 }
+
+// HASH shards follow the same policy: the big arc is split at its midpoint,
+// two small neighbouring points fold into one; a second run does nothing.
+func TestRebalanceHashRing(t *testing.T) {
+	c := newClusterOpts(t, "e2e_rebhash", []int{1, 2, 2}, []int{600, 60, 60}, true)
+	for i, s := range c.shards {
+		t.Logf("shard %d: %d rows on %s, point %s", i+1, s.Rows, s.Server, s.Point)
+	}
+	before := c.fleetSums(nil)
+	policy := []string{"rebalance", "--max-shard-rows", "3000", "--min-shard-rows", "1500", "--exact", "--concurrency", "2", "--same-server", "--max-blackout", "5s", "-o", "json", "--apply"}
+	var out rebalanceOut
+	r := c.mustRun(policy...)
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.ops() != "split,merge" || len(out.Finished) != 2 {
+		t.Fatalf("hash rebalance: %s", r.stdout)
+	}
+	r = c.mustRun(policy...)
+	out = rebalanceOut{}
+	json.Unmarshal([]byte(r.stdout), &out)
+	if len(out.Proposed) != 0 {
+		t.Fatalf("second run: %s", r.stdout)
+	}
+	if after := c.fleetSums(nil); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("fleet rows differ:\nbefore %v\nafter  %v", before, after)
+	}
+	t.Logf("rows per shard after: %v", c.ownership())
+}
