@@ -49,6 +49,7 @@ type rebalanceItem struct {
 type rebalanceReport struct {
 	DryRun    bool              `json:"dry_run"`
 	Fleet     []rebalance.Shard `json:"fleet"`
+	Servers   map[string]int64  `json:"server_rows"` // rows per server, as last read
 	Proposed  []rebalance.Op    `json:"proposed"`
 	Planned   []rebalanceItem   `json:"planned,omitempty"` // dry run: each proposal's plan summary, or why it cannot be planned
 	Continued []rebalanceItem   `json:"continued"`
@@ -142,7 +143,7 @@ func (a *app) rebalance(ctx context.Context, s *shardmap.Store, f *rebalanceFlag
 		if err != nil {
 			return err
 		}
-		rep.Fleet = fleet
+		rep.setFleet(fleet)
 		rep.Proposed = append(rep.Proposed, rebalance.Propose(fleet, f.policy)...)
 		for _, op := range rep.Proposed {
 			it := rebalanceItem{Operation: op.Kind, ShardID: op.Shard, Summary: op.String()}
@@ -191,7 +192,7 @@ func (a *app) rebalance(ctx context.Context, s *shardmap.Store, f *rebalanceFlag
 			if err != nil {
 				return err
 			}
-			rep.Fleet = fleet
+			rep.setFleet(fleet)
 			ops := rebalance.Propose(fleet, f.policy)
 			rep.Proposed = append(rep.Proposed, ops...)
 			for _, op := range ops {
@@ -221,6 +222,13 @@ func (a *app) rebalance(ctx context.Context, s *shardmap.Store, f *rebalanceFlag
 		return withCode(ExitResumable, fmt.Errorf("rebalance: %d operations left (%v); the next run continues them", len(rep.Left), cause))
 	}
 	return nil
+}
+
+func (r *rebalanceReport) setFleet(fleet []rebalance.Shard) {
+	r.Fleet, r.Servers = fleet, map[string]int64{}
+	for _, s := range fleet {
+		r.Servers[s.Server] += s.Rows
+	}
 }
 
 type rebalanceJob struct {
@@ -443,6 +451,14 @@ func (a *app) readFleet(ctx context.Context, s *shardmap.Store, ps *planstore.St
 }
 
 func printRebalance(w io.Writer, r *rebalanceReport) {
+	servers := make([]string, 0, len(r.Servers))
+	for s := range r.Servers {
+		servers = append(servers, s)
+	}
+	sort.Strings(servers)
+	for _, s := range servers {
+		fmt.Fprintf(w, "server %s: %d rows\n", s, r.Servers[s])
+	}
 	if r.DryRun {
 		if len(r.Proposed) == 0 {
 			fmt.Fprintln(w, "nothing to do: every shard and server is inside the policy")
