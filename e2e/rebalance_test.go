@@ -54,7 +54,8 @@ func (r rebalanceOut) ops() string {
 // Rebalance from cron under the ledger load: five uneven range shards on
 // three servers (the third empty). A dry run changes nothing; an apply
 // killed mid-copy is finished by the next run (a split, a merge and a move);
-// a third run finds nothing to do; the ledger is clean and no row changed.
+// a third run finds nothing to do; --drain empties a server; the ledger is
+// clean and no row changed.
 func TestRebalanceFromCron(t *testing.T) {
 	c := newCluster(t, "e2e_rebal", []int{1, 2, 2, 1, 1}, []int{1000, 100, 100, 300, 300})
 	for i, s := range c.shards {
@@ -130,6 +131,20 @@ func TestRebalanceFromCron(t *testing.T) {
 	json.Unmarshal([]byte(r.stdout), &third)
 	if len(third.Proposed)+len(third.Started)+len(third.Continued) != 0 {
 		t.Fatalf("third run did something: %s", r.stdout)
+	}
+	// Draining server 3 moves its shards to the others.
+	drain := c.env.Addr(3).String()
+	r = c.mustRun("rebalance", "--drain", drain, "--exact", "--chunk-rows", "200", "--max-blackout", "5s", "-o", "json", "--apply")
+	var drained rebalanceOut
+	json.Unmarshal([]byte(r.stdout), &drained)
+	m, _ := c.store.Load(ctx)
+	for _, l := range m.Locations {
+		if l.Addr().String() == drain {
+			t.Errorf("shard %d still on the drained server: %s", l.ShardID, r.stdout)
+		}
+	}
+	if len(drained.Finished) == 0 || drained.ops() != strings.Repeat("move,", len(drained.Finished)-1)+"move" {
+		t.Errorf("drain: %s", r.stdout)
 	}
 	lp.stop(t)
 	c.checkLedger(lp)
