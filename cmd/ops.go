@@ -81,7 +81,9 @@ func (f *opFlags) options() plans.Options {
 }
 
 func (a *app) env(s *shardmap.Store) pipeline.Env {
-	return pipeline.Env{Store: s, Creds: a.shardCreds(), Log: a.log, Observer: a.runObserver()}
+	env := pipeline.Env{Store: s, Creds: a.shardCreds(), Log: a.log, Observer: a.runObserver()}
+	a.addFleet(&env, s)
+	return env
 }
 
 func (a *app) moveCmd() *cobra.Command {
@@ -164,9 +166,16 @@ func (a *app) runPlan(ctx context.Context, env pipeline.Env, p *plans.Plan, path
 	env.PlanPath = path
 	endView := a.startView(env.Observer, p)
 	a.log.Info("running plan", "plan", p.ID, "file", path)
-	err := pipeline.Run(ctx, env, p)
+	obs := env.Observer
+	env, recorded, err := a.withMetrics(env, p)
+	if err != nil {
+		endView(err)
+		return err
+	}
+	err = pipeline.Run(ctx, env, p)
+	recorded()
 	endView(err)
-	if o, ok := env.Observer.(*observer); ok {
+	if o, ok := obs.(*observer); ok {
 		o.finish()
 	}
 	summary := map[string]any{"plan_id": p.ID, "plan_path": path, "operation": p.Operation, "state": p.State, "result": p.Result, "steps": p.Steps, "cutover_attempts": p.Attempts}
@@ -213,13 +222,9 @@ func (a *app) opError(err error, p *plans.Plan) error {
 func (a *app) planCmd() *cobra.Command {
 	c := &cobra.Command{Use: "plan", Short: "List, show, apply, resume and abort plan files"}
 	loadPlan := func(ref string) (*plans.Plan, string, error) {
-		path := plans.Resolve(a.planDir(), ref)
-		p, err := plans.Load(path)
+		p, path, err := a.findPlan(context.Background(), ref) // the plan directory and the sharding database (cmd/fleet.go)
 		if err != nil {
-			if errors.Is(err, os.ErrNotExist) {
-				return nil, path, badInput("no plan %q (looked for %s; see 'shardctl plan list')", ref, path)
-			}
-			return nil, path, withCode(ExitBadInput, err)
+			return nil, path, err
 		}
 		if path == plans.Path(a.planDir(), ref) && p.ID != ref {
 			return nil, path, badInput("%s holds plan %s, not plan %s: give the file's path to work on the plan in it", path, p.ID, ref)
@@ -229,7 +234,7 @@ func (a *app) planCmd() *cobra.Command {
 	list := &cobra.Command{
 		Use: "list", Short: "List plan files, newest first", Args: argsUsage(cobra.NoArgs),
 		RunE: func(*cobra.Command, []string) error {
-			es, err := plans.List(a.planDir())
+			es, err := a.listPlans(context.Background())
 			if err != nil {
 				return err
 			}

@@ -66,6 +66,7 @@ type app struct {
 	errOut  io.Writer
 	log     *slog.Logger
 	view    atomic.Pointer[liveView] // the step view while it is on screen (log lines print above it)
+	fleet   *fleet // hooks, metrics (cmd/fleet.go)
 }
 
 func (a *app) jsonOut() bool { return a.json || a.v.GetString("output") == "json" }
@@ -98,6 +99,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
+	a.closeFleet()
 	if err == nil {
 		return ExitOK
 	}
@@ -165,10 +167,11 @@ never from the command line.`,
 	pf.String("log-level", "info", "log level: debug, info, warn, error")
 	pf.String("log-file", "", "also write log lines to FILE (on a terminal they stay off the step view)")
 	pf.String("plan-dir", "", "directory of plan files (default ~/.local/state/shardctl/plans) [SHARDCTL_PLAN_DIR]")
+	fleetFlags(pf)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return withCode(ExitBadInput, fmt.Errorf("%w (see --help)", err))
 	})
-	root.AddCommand(a.versionCmd(), refuseUnknownSub(a.shardmapCmd()), refuseUnknownSub(a.sandboxCmd()), a.statusCmd(), a.moveCmd(), a.splitCmd(), a.mergeCmd(), refuseUnknownSub(a.planCmd()), a.loadCmd(), a.verifyCmd(), a.pruneCmd())
+	root.AddCommand(a.versionCmd(), refuseUnknownSub(a.shardmapCmd()), refuseUnknownSub(a.sandboxCmd()), a.statusCmd(), a.moveCmd(), a.splitCmd(), a.mergeCmd(), refuseUnknownSub(a.planCmd()), a.loadCmd(), a.verifyCmd(), a.pruneCmd(), a.rebalanceCmd())
 	root.InitDefaultCompletionCmd()
 	for _, c := range root.Commands() {
 		if c.Name() == "completion" {
@@ -211,7 +214,7 @@ func (a *app) loadConfig(cmd *cobra.Command) error {
 		return err
 	}
 	a.log = log
-	return nil
+	return a.loadFleet()
 }
 
 // shardMapConfig parses --shardmap into a driver config with credentials filled in.

@@ -59,6 +59,11 @@ type Env struct {
 	PlanPath string
 	Observer Observer
 	Log      *slog.Logger
+	// Saved is called after each save of the plan file while the run holds
+	// the shard's lock (the copy in the sharding database); it logs its own failures.
+	Saved func(*plans.Plan)
+	// Hook runs the operator's hook for point (see Hook* constants); nil: none.
+	Hook func(ctx context.Context, point string, p *plans.Plan, step string) error
 }
 
 // runner is one run of one plan.
@@ -118,6 +123,9 @@ func Run(ctx context.Context, env Env, p *plans.Plan) error {
 	if err := r.save(true); err != nil {
 		return err
 	}
+	if err := r.hook(ctx, HookPlanStart, p.NextStep()); err != nil {
+		return r.fail(p.NextStep(), fmt.Errorf("%w: the plan-start hook failed: %v", ErrRefused, err))
+	}
 	steps := map[string]func(context.Context) error{
 		plans.StepPreflight: r.preflight,
 		plans.StepCreate:    r.create,
@@ -163,6 +171,7 @@ func Run(ctx context.Context, env Env, p *plans.Plan) error {
 		if err := r.save(true); err != nil {
 			return err
 		}
+		r.afterStep(ctx, name)
 		fault.Hit("after:" + name)
 	}
 	p.State = plans.StateDone
@@ -184,6 +193,7 @@ func (r *runner) fail(step string, err error) error {
 	if serr := r.save(true); serr != nil {
 		return errors.Join(err, serr)
 	}
+	_ = r.hook(context.Background(), HookOnFailure, step)
 	return err
 }
 
@@ -203,7 +213,13 @@ func (r *runner) save(force bool) error {
 	if r.env.PlanPath == "" {
 		return nil
 	}
-	return plans.Save(r.env.PlanPath, r.p)
+	if err := plans.Save(r.env.PlanPath, r.p); err != nil {
+		return err
+	}
+	if r.env.Saved != nil {
+		r.env.Saved(r.p)
+	}
+	return nil
 }
 
 func (r *runner) open(ctx context.Context) error {
@@ -322,5 +338,6 @@ func (r *runner) waitCaughtUp(ctx context.Context, limit time.Duration) (time.Du
 	if err := r.tail.WaitFor(wctx, pos); err != nil {
 		return time.Since(start), err
 	}
+	r.lag(time.Since(start))
 	return time.Since(start), nil
 }

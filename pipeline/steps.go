@@ -380,18 +380,25 @@ func (r *runner) noteAttempt(idx int) {
 	ao.Attempt(idx+1, a)
 }
 
-// waitPostpone holds the cutover while the postpone file exists; the tail keeps the target close behind.
+// waitPostpone holds the cutover while the postpone file exists or the
+// before-fence hook fails; the tail keeps the target close behind.
 func (r *runner) waitPostpone(ctx context.Context) error {
 	f := r.p.Options.PostponeFile
-	logged := false
-	for f != "" {
-		if _, err := os.Stat(f); err != nil {
+	logged := ""
+	for {
+		why := ""
+		if _, err := os.Stat(f); f != "" && err == nil {
+			why = "postponed: remove " + f + " to cut over"
+		} else if err := r.hook(ctx, HookBeforeFence, plans.StepFence); err != nil {
+			why = "postponed by the before-fence hook: " + err.Error()
+		}
+		if why == "" {
 			return nil
 		}
-		if !logged {
-			r.env.Log.Info("cutover postponed while the postpone file exists", "file", f)
-			r.env.Observer.Progress(plans.StepFence, 0, 0, "postponed: remove "+f+" to cut over")
-			logged = true
+		if why != logged {
+			r.env.Log.Info("cutover "+why, "file", f)
+			r.env.Observer.Progress(plans.StepFence, 0, 0, why)
+			logged = why
 		}
 		if _, err := r.waitCaughtUp(ctx, 0); err != nil {
 			return err
@@ -402,7 +409,6 @@ func (r *runner) waitPostpone(ctx context.Context) error {
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
-	return nil
 }
 
 // notReady says why fencing now would likely overrun the budget: the

@@ -204,6 +204,7 @@ type Plan struct {
 	CreatedAt     time.Time         `json:"created_at"`
 	UpdatedAt     time.Time         `json:"updated_at"`
 	State         string            `json:"state"`
+	Revision      int64             `json:"revision,omitempty"` // counts saves: of two copies (file, sharding database) the higher is the later
 	Args          map[string]string `json:"args"`
 
 	ShardMap Endpoint `json:"shardmap"` // where the sharding database lives (ShardID unused)
@@ -331,6 +332,7 @@ func compact(raw []byte) []byte {
 // Save writes the plan atomically: temp file in the same directory, fsync, rename, fsync the directory.
 func Save(path string, p *Plan) error {
 	p.UpdatedAt = time.Now().UTC()
+	p.Revision++
 	b, err := Marshal(p)
 	if err != nil {
 		return err

@@ -81,7 +81,23 @@ var schemaDDL = []string{
 		connection_id BIGINT UNSIGNED NOT NULL,
 		acquired_at DATETIME(3) NOT NULL
 	) ENGINE=InnoDB`,
+	PlansDDL,
 }
+
+// PlansDDL creates the plans table (package planstore): every plan's
+// checksummed document, so any operator host can list, show and resume it.
+// A map created before it existed gets it at the first run.
+const PlansDDL = `CREATE TABLE IF NOT EXISTS plans (
+		id VARCHAR(128) NOT NULL PRIMARY KEY,
+		revision BIGINT NOT NULL,
+		operation VARCHAR(16) NOT NULL,
+		shard_id INT NOT NULL,
+		state VARCHAR(16) NOT NULL,
+		host VARCHAR(255) NOT NULL,
+		updated_at DATETIME(3) NOT NULL,
+		document LONGBLOB NOT NULL,
+		KEY shard (shard_id)
+	) ENGINE=InnoDB`
 
 // Store is the sharding database on one server.
 type Store struct {

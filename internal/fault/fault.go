@@ -18,3 +18,7 @@ func Hit(point string) {
 		select {} // SIGKILL cannot be caught; wait for it
 	}
 }
+
+// On reports whether point is the configured fault point, for faults that
+// fail an operation instead of killing the process.
+func On(point string) bool { return os.Getenv(Env) == point }

@@ -1,0 +1,185 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shardctl/shardctl/plans"
+)
+
+type rebalanceOut struct {
+	Proposed []struct {
+		Operation string `json:"operation"`
+		Shard     int    `json:"shard_id"`
+		Into      int    `json:"into"`
+		To        string `json:"to"`
+	} `json:"proposed"`
+	Planned   []struct{ Summary, Error string } `json:"planned"`
+	Continued []item                            `json:"continued"`
+	Started   []item                            `json:"started"`
+	Finished  []item                            `json:"finished"`
+	Left      []item                            `json:"left"`
+}
+
+type item struct {
+	PlanID    string `json:"plan_id"`
+	Operation string `json:"operation"`
+	State     string `json:"state"`
+	Error     string `json:"error"`
+}
+
+// hasPlan reports whether a plan of operation op is running step in the plan directory.
+func (c *cluster) hasPlan(step, op string) bool {
+	for _, f := range planFiles(c.t, c.planDir) {
+		if p, err := plans.Load(f); err == nil && p.Operation == op && p.Step(step).State == plans.Running {
+			return true
+		}
+	}
+	return false
+}
+
+func (r rebalanceOut) ops() string {
+	var s []string
+	for _, p := range r.Proposed {
+		s = append(s, p.Operation)
+	}
+	return strings.Join(s, ",")
+}
+
+// Rebalance from cron under the ledger load: five uneven range shards on
+// three servers (the third empty). A dry run changes nothing; an apply
+// killed mid-copy is finished by the next run (a split, a merge and a move);
+// a third run finds nothing to do; --drain empties a server; the ledger is
+// clean and no row changed.
+func TestRebalanceFromCron(t *testing.T) {
+	c := newCluster(t, "e2e_rebal", []int{1, 2, 2, 1, 1}, []int{1000, 100, 100, 300, 300})
+	for i, s := range c.shards {
+		t.Logf("shard %d: %d rows on %s", i+1, s.Rows, s.Server)
+	}
+	groups := []string{c.keys("big", 1, 1000), c.keys("small", 3, 100), c.keys("mid", 4, 300)}
+	before := c.fleetSums(groups)
+	policy := []string{"rebalance", "--max-shard-rows", "6000", "--min-shard-rows", "2000", "--max-server-share", "0.5",
+		"--server", c.env.Addr(3).String(), "--exact", "--concurrency", "2", "--chunk-rows", "200", "--max-blackout", "5s", "-o", "json"}
+	lp := c.startLoad(60, groups...)
+
+	v0, _ := c.store.Version(ctx)
+	var dry rebalanceOut
+	r := c.mustRun(policy...)
+	if err := json.Unmarshal([]byte(r.stdout), &dry); err != nil {
+		t.Fatalf("dry run output: %v\n%s", err, r.stdout)
+	}
+	if dry.ops() != "split,merge,move" || len(dry.Planned) != 3 {
+		t.Fatalf("dry run proposal: %s\n%s", dry.ops(), r.stdout)
+	}
+	for _, p := range dry.Planned {
+		if p.Error != "" || p.Summary == "" {
+			t.Errorf("dry run plan: %+v", p)
+		}
+	}
+	if v1, _ := c.store.Version(ctx); v1 != v0 || len(planFiles(t, c.planDir)) != 0 {
+		t.Fatalf("the dry run changed something: version %d -> %d, plan files %v", v0, v1, planFiles(t, c.planDir))
+	}
+
+	// Cron, first run: killed mid-copy.
+	r = c.run([]string{"SHARDCTL_FAULT=during:copy"}, append(policy, "--apply")...)
+	if !r.killed {
+		t.Fatalf("not killed: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	// Cron, next run: continues the stopped plans, then the move, which the
+	// postpone file holds at its cutover while another rebalance is refused.
+	hold := filepath.Join(c.dir, "hold")
+	os.WriteFile(hold, nil, 0o600)
+	bg := c.start(append(policy, "--apply", "--postpone-cutover-file", hold)...)
+	deadline := time.Now().Add(90 * time.Second)
+	for !c.hasPlan(plans.StepFence, "move") {
+		if time.Now().After(deadline) {
+			t.Fatal("the second run never started the move")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if r := c.run(nil, append(policy, "--apply")...); r.code != 4 {
+		t.Fatalf("a rebalance next to a running one: exit %d, want 4\n%s", r.code, r.stderr)
+	}
+	os.Remove(hold)
+	r = bg.wait(t, 90*time.Second)
+	if r.code != 0 {
+		t.Fatalf("second run: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	var second rebalanceOut
+	if err := json.Unmarshal([]byte(r.stdout), &second); err != nil {
+		t.Fatalf("second run output: %v\n%s", err, r.stdout)
+	}
+	t.Logf("second run: continued %+v, started %+v, finished %d, left %+v", second.Continued, second.Started, len(second.Finished), second.Left)
+	if len(second.Continued) == 0 || len(second.Left) != 0 {
+		t.Fatalf("second run: %s", r.stdout)
+	}
+	done := map[string]int{}
+	for _, f := range second.Finished {
+		done[f.Operation]++
+	}
+	if done["split"] != 1 || done["merge"] != 1 || done["move"] != 1 {
+		t.Fatalf("finished operations %v, want a split, a merge and a move\n%s", done, r.stdout)
+	}
+	// Cron, third run: nothing to do.
+	var third rebalanceOut
+	r = c.mustRun(append(policy, "--apply")...)
+	json.Unmarshal([]byte(r.stdout), &third)
+	if len(third.Proposed)+len(third.Started)+len(third.Continued) != 0 {
+		t.Fatalf("third run did something: %s", r.stdout)
+	}
+	// Draining server 3 moves its shards to the others.
+	drain := c.env.Addr(3).String()
+	r = c.mustRun("rebalance", "--drain", drain, "--exact", "--chunk-rows", "200", "--max-blackout", "5s", "-o", "json", "--apply")
+	var drained rebalanceOut
+	json.Unmarshal([]byte(r.stdout), &drained)
+	m, _ := c.store.Load(ctx)
+	for _, l := range m.Locations {
+		if l.Addr().String() == drain {
+			t.Errorf("shard %d still on the drained server: %s", l.ShardID, r.stdout)
+		}
+	}
+	if len(drained.Finished) == 0 || drained.ops() != strings.Repeat("move,", len(drained.Finished)-1)+"move" {
+		t.Errorf("drain: %s", r.stdout)
+	}
+	lp.stop(t)
+	c.checkLedger(lp)
+	if after := c.fleetSums(groups); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("fleet rows differ:\nbefore %v\nafter  %v", before, after)
+	}
+	counts := c.ownership()
+	t.Logf("rows per shard after: %v", counts)
+}
+
+// HASH shards follow the same policy: the big arc is split at its midpoint,
+// two small neighbouring points fold into one; a second run does nothing.
+func TestRebalanceHashRing(t *testing.T) {
+	c := newClusterOpts(t, "e2e_rebhash", []int{1, 2, 2}, []int{600, 60, 60}, true)
+	for i, s := range c.shards {
+		t.Logf("shard %d: %d rows on %s, point %s", i+1, s.Rows, s.Server, s.Point)
+	}
+	before := c.fleetSums(nil)
+	policy := []string{"rebalance", "--max-shard-rows", "3000", "--min-shard-rows", "1500", "--exact", "--concurrency", "2", "--same-server", "--max-blackout", "5s", "-o", "json", "--apply"}
+	var out rebalanceOut
+	r := c.mustRun(policy...)
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.ops() != "split,merge" || len(out.Finished) != 2 {
+		t.Fatalf("hash rebalance: %s", r.stdout)
+	}
+	r = c.mustRun(policy...)
+	out = rebalanceOut{}
+	json.Unmarshal([]byte(r.stdout), &out)
+	if len(out.Proposed) != 0 {
+		t.Fatalf("second run: %s", r.stdout)
+	}
+	if after := c.fleetSums(nil); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("fleet rows differ:\nbefore %v\nafter  %v", before, after)
+	}
+	t.Logf("rows per shard after: %v", c.ownership())
+}

@@ -1,0 +1,105 @@
+package metrics
+
+import (
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/shardctl/shardctl/plans"
+)
+
+// Parse reads Prometheus text format, as node_exporter and Prometheus would.
+func parse(t *testing.T, r io.Reader) map[string]*dto.MetricFamily {
+	t.Helper()
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := p.TextToMetricFamilies(r)
+	if err != nil {
+		t.Fatalf("not Prometheus text format: %v", err)
+	}
+	return fams
+}
+
+func value(fams map[string]*dto.MetricFamily, name string, want map[string]string) (float64, bool) {
+	f := fams[name]
+	if f == nil {
+		return 0, false
+	}
+next:
+	for _, m := range f.Metric {
+		got := map[string]string{}
+		for _, l := range m.Label {
+			got[l.GetName()] = l.GetValue()
+		}
+		for k, v := range want {
+			if got[k] != v {
+				continue next
+			}
+		}
+		return m.GetGauge().GetValue(), true
+	}
+	return 0, false
+}
+
+func TestFileAndHTTP(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "shardctl.prom")
+	s, err := New(file, "127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := plans.New("move", "move shard 4")
+	p.Source.ShardID = 4
+	o := s.Plan(p)
+	o.Step(plans.StepCopy, "started")
+	o.Progress(plans.StepCopy, 1234, 2000, "")
+	o.Lag(250 * time.Millisecond)
+	lbl := map[string]string{"plan": p.ID, "operation": "move", "shard": "4"}
+
+	resp, err := http.Get("http://" + s.Addr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fams := parse(t, resp.Body)
+	resp.Body.Close()
+	if v, ok := value(fams, "shardctl_rows_copied", lbl); !ok || v != 1234 {
+		t.Errorf("rows copied over HTTP: %v %v", v, ok)
+	}
+	if v, ok := value(fams, "shardctl_step", map[string]string{"plan": p.ID, "step": "copy"}); !ok || v != 1 {
+		t.Errorf("step copy: %v %v", v, ok)
+	}
+	if v, _ := value(fams, "shardctl_lag_seconds", lbl); v != 0.25 {
+		t.Errorf("lag: %v", v)
+	}
+
+	p.State = plans.StateDone
+	p.Result.RowsCopied, p.Result.BlackoutMS = 2000, 42
+	o.Finish(p)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fams = parse(t, f)
+	if v, _ := value(fams, "shardctl_blackout_seconds", lbl); v != 0.042 {
+		t.Errorf("blackout: %v", v)
+	}
+	if v, _ := value(fams, "shardctl_plan_state", map[string]string{"plan": p.ID, "state": "done"}); v != 1 {
+		t.Errorf("state done: %v", v)
+	}
+	if v, _ := value(fams, "shardctl_step", map[string]string{"plan": p.ID, "step": "copy"}); v != 0 {
+		t.Errorf("no step runs after the end: %v", v)
+	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(file), "*")); len(left) != 1 || !strings.HasSuffix(left[0], "shardctl.prom") {
+		t.Errorf("temp files left: %v", left)
+	}
+}

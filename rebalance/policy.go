@@ -1,0 +1,311 @@
+// Package rebalance is the pure policy behind 'shardctl rebalance': given
+// each shard's size and server, it proposes splits, merges and moves that
+// bring every shard and server inside the limits. It reads no database; the
+// command gathers the fleet and runs each proposal as an ordinary plan.
+//
+// One pass proposes at most one operation per shard. Its effects are
+// simulated (a split leaves half on the source and half on the chosen
+// server, a merge adds the shard to its neighbour's server), so the moves
+// that follow account for the splits and merges before them.
+package rebalance
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Shard is one shard as the policy sees it.
+type Shard struct {
+	ID     int    `json:"shard_id"`
+	Server string `json:"server"`
+	Func   int    `json:"func_id"` // partition function (0: not one single mapping; never split or merged)
+	Kind   string `json:"kind"`    // RANGE or HASH split and merge; anything else only moves
+	Order  int    `json:"order"`   // position among the function's mappings: ranges by lower bound, ring points ascending
+	Rows   int64  `json:"rows"`
+	Bytes  int64  `json:"bytes"`
+	// Busy shards (an operator's unfinished plan, or one in flight) are
+	// counted in their server's total but never touched.
+	Busy bool `json:"busy,omitempty"`
+}
+
+// Policy is the limits; a zero limit is off.
+type Policy struct {
+	MaxShardRows, MaxShardBytes int64
+	MinShardRows, MinShardBytes int64
+	MaxServerShare              float64  // of all rows, per server
+	Drain                       []string // servers to empty
+	Servers                     []string // servers that may receive shards besides those holding some
+}
+
+// Operation kinds.
+const (
+	Split = "split"
+	Merge = "merge"
+	Move  = "move"
+)
+
+// Op is one proposed operation.
+type Op struct {
+	Kind   string `json:"operation"`
+	Shard  int    `json:"shard_id"`
+	Into   int    `json:"into,omitempty"` // merge: the neighbour that receives the rows
+	From   string `json:"from"`           // the shard's server
+	To     string `json:"to"`             // split, move: the server that receives rows; merge: Into's server
+	Rows   int64  `json:"rows"`
+	Reason string `json:"reason"`
+}
+
+// Servers are the distinct servers touched by op.
+func (o Op) Servers() []string {
+	if o.From == o.To {
+		return []string{o.From}
+	}
+	return []string{o.From, o.To}
+}
+
+// Shards are the shards op changes.
+func (o Op) Shards() []int {
+	if o.Into != 0 {
+		return []int{o.Shard, o.Into}
+	}
+	return []int{o.Shard}
+}
+
+func (o Op) String() string {
+	switch o.Kind {
+	case Merge:
+		return fmt.Sprintf("merge shard %d into shard %d (%s): %s", o.Shard, o.Into, o.To, o.Reason)
+	default:
+		return fmt.Sprintf("%s shard %d from %s to %s: %s", o.Kind, o.Shard, o.From, o.To, o.Reason)
+	}
+}
+
+// Valid checks the policy for a run: errors an operator must fix.
+func (p Policy) Valid() error {
+	if p.MaxServerShare < 0 || p.MaxServerShare > 1 {
+		return fmt.Errorf("--max-server-share %g: give a fraction between 0 (off) and 1", p.MaxServerShare)
+	}
+	if p.MaxShardRows > 0 && p.MinShardRows >= p.MaxShardRows {
+		return fmt.Errorf("--min-shard-rows %d must be below --max-shard-rows %d (or a merge would be split again)", p.MinShardRows, p.MaxShardRows)
+	}
+	if p.MaxShardBytes > 0 && p.MinShardBytes >= p.MaxShardBytes {
+		return fmt.Errorf("--min-shard-bytes %d must be below --max-shard-bytes %d", p.MinShardBytes, p.MaxShardBytes)
+	}
+	return nil
+}
+
+type state struct {
+	p      Policy
+	load   map[string]int64 // rows per server, as the proposals so far leave it
+	total  int64
+	used   map[int]bool
+	drain  map[string]bool
+	places []string // servers that may receive rows
+}
+
+// Propose returns the operations that bring the fleet inside the policy:
+// drains first, then splits, merges, and moves for the server share.
+func Propose(shards []Shard, p Policy) []Op {
+	st := &state{p: p, load: map[string]int64{}, used: map[int]bool{}, drain: map[string]bool{}}
+	for _, d := range p.Drain {
+		st.drain[d] = true
+	}
+	seen := map[string]bool{}
+	for _, s := range shards {
+		st.load[s.Server] += s.Rows
+		st.total += s.Rows
+		seen[s.Server] = true
+		if s.Busy {
+			st.used[s.ID] = true
+		}
+	}
+	for _, srv := range p.Servers {
+		seen[srv] = true
+	}
+	for srv := range seen {
+		if !st.drain[srv] {
+			st.places = append(st.places, srv)
+		}
+	}
+	sort.Strings(st.places)
+	if len(st.places) == 0 {
+		return nil
+	}
+	byRows := append([]Shard(nil), shards...)
+	sort.SliceStable(byRows, func(i, j int) bool { return byRows[i].Rows > byRows[j].Rows })
+
+	var ops []Op
+	// Drain: every shard off the drained servers, largest first.
+	for _, s := range byRows {
+		if st.drain[s.Server] && !st.used[s.ID] {
+			to := st.lightest("")
+			ops = append(ops, st.move(s, to, "drain "+s.Server))
+		}
+	}
+	// Split what is too big, at its median key (ring arc midpoint); the upper half goes to the lightest server.
+	for _, s := range byRows {
+		if st.used[s.ID] || (s.Kind != "RANGE" && s.Kind != "HASH") || s.Func == 0 {
+			continue
+		}
+		var why string
+		switch {
+		case p.MaxShardRows > 0 && s.Rows > p.MaxShardRows:
+			why = fmt.Sprintf("%d rows, over --max-shard-rows %d", s.Rows, p.MaxShardRows)
+		case p.MaxShardBytes > 0 && s.Bytes > p.MaxShardBytes:
+			why = fmt.Sprintf("%d bytes, over --max-shard-bytes %d", s.Bytes, p.MaxShardBytes)
+		default:
+			continue
+		}
+		to := st.lightest("")
+		st.used[s.ID] = true
+		half := s.Rows / 2
+		st.load[s.Server] -= half
+		st.load[to] += half
+		ops = append(ops, Op{Kind: Split, Shard: s.ID, From: s.Server, To: to, Rows: half, Reason: why})
+	}
+	// Merge neighbours whose sum is small: the smaller goes into the larger
+	// (on the ring, a point merges into the one below it).
+	ops = append(ops, st.merges(shards)...)
+	// Moves: no server above its share.
+	if p.MaxServerShare > 0 && st.total > 0 {
+		limit := int64(p.MaxServerShare * float64(st.total))
+		for guard := 0; guard < len(shards); guard++ {
+			heavy := st.heaviest()
+			if heavy == "" || st.load[heavy] <= limit {
+				break
+			}
+			excess := st.load[heavy] - limit
+			to := st.lightest(heavy)
+			if to == "" {
+				break
+			}
+			// The smallest shard that brings the server under its share without
+			// pushing the receiver over; else the largest that fits the receiver.
+			var fit, under *Shard
+			for i := range byRows {
+				s := &byRows[i]
+				if s.Server != heavy || st.used[s.ID] || s.Rows == 0 || st.load[to]+s.Rows > limit {
+					continue
+				}
+				if s.Rows >= excess {
+					if fit == nil || s.Rows < fit.Rows {
+						fit = s
+					}
+				} else if under == nil || s.Rows > under.Rows {
+					under = s
+				}
+			}
+			best := fit
+			if best == nil {
+				best = under
+			}
+			if best == nil {
+				break
+			}
+			ops = append(ops, st.move(*best, to, fmt.Sprintf("%s holds %.0f%% of the rows, over --max-server-share %.0f%%", heavy, 100*float64(st.load[heavy])/float64(st.total), 100*p.MaxServerShare)))
+		}
+	}
+	return ops
+}
+
+func (st *state) move(s Shard, to, why string) Op {
+	st.used[s.ID] = true
+	st.load[s.Server] -= s.Rows
+	st.load[to] += s.Rows
+	return Op{Kind: Move, Shard: s.ID, From: s.Server, To: to, Rows: s.Rows, Reason: why}
+}
+
+func (st *state) merges(shards []Shard) []Op {
+	p := st.p
+	if p.MinShardRows <= 0 && p.MinShardBytes <= 0 {
+		return nil
+	}
+	funcs := map[int][]Shard{}
+	for _, s := range shards {
+		if s.Func != 0 && (s.Kind == "RANGE" || s.Kind == "HASH") {
+			funcs[s.Func] = append(funcs[s.Func], s)
+		}
+	}
+	ids := make([]int, 0, len(funcs))
+	for id := range funcs {
+		ids = append(ids, id)
+	}
+	sort.Ints(ids)
+	small := func(a, b Shard) bool {
+		rowsOK := p.MinShardRows <= 0 || a.Rows+b.Rows < p.MinShardRows
+		bytesOK := p.MinShardBytes <= 0 || a.Bytes+b.Bytes < p.MinShardBytes
+		return rowsOK && bytesOK
+	}
+	var ops []Op
+	for _, id := range ids {
+		fs := funcs[id]
+		sort.Slice(fs, func(i, j int) bool { return fs[i].Order < fs[j].Order })
+		n := len(fs)
+		pairs := n - 1
+		if n > 2 && fs[0].Kind == "HASH" {
+			pairs = n // the ring wraps: the first point merges into the last
+		}
+		for i := 0; i < pairs; i++ {
+			lo, hi := fs[i], fs[(i+1)%n]
+			if st.used[lo.ID] || st.used[hi.ID] || st.drain[lo.Server] || st.drain[hi.Server] || !small(lo, hi) {
+				continue
+			}
+			src, dst := lo, hi
+			if hi.Kind == "HASH" || hi.Rows <= lo.Rows {
+				src, dst = hi, lo
+			}
+			st.used[lo.ID], st.used[hi.ID] = true, true
+			st.load[src.Server] -= src.Rows
+			st.load[dst.Server] += src.Rows
+			ops = append(ops, Op{Kind: Merge, Shard: src.ID, Into: dst.ID, From: src.Server, To: dst.Server, Rows: src.Rows,
+				Reason: fmt.Sprintf("together %d rows, under --min-shard-rows %d", lo.Rows+hi.Rows, p.MinShardRows)})
+		}
+	}
+	return ops
+}
+
+// lightest is the receiving server with the fewest rows, other than not.
+func (st *state) lightest(not string) string {
+	best := ""
+	for _, s := range st.places {
+		if s != not && (best == "" || st.load[s] < st.load[best]) {
+			best = s
+		}
+	}
+	return best
+}
+
+func (st *state) heaviest() string {
+	best := ""
+	for _, s := range st.places {
+		if best == "" || st.load[s] > st.load[best] {
+			best = s
+		}
+	}
+	return best
+}
+
+// CanStart reports whether op may start next to running: never two
+// operations on one shard, and unless sameServer, never two on one server.
+func CanStart(op Op, running []Op, sameServer bool) bool {
+	for _, r := range running {
+		for _, a := range op.Shards() {
+			for _, b := range r.Shards() {
+				if a == b {
+					return false
+				}
+			}
+		}
+		if sameServer {
+			continue
+		}
+		for _, a := range op.Servers() {
+			for _, b := range r.Servers() {
+				if a == b {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}

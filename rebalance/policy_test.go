@@ -1,0 +1,123 @@
+package rebalance
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func ops(os []Op) string {
+	var b []string
+	for _, o := range os {
+		switch o.Kind {
+		case Merge:
+			b = append(b, fmt.Sprintf("merge %d->%d", o.Shard, o.Into))
+		default:
+			b = append(b, fmt.Sprintf("%s %d %s->%s", o.Kind, o.Shard, o.From, o.To))
+		}
+	}
+	return strings.Join(b, ", ")
+}
+
+func rng(id int, server string, order int, rows int64) Shard {
+	return Shard{ID: id, Server: server, Func: 1, Kind: "RANGE", Order: order, Rows: rows, Bytes: rows * 100}
+}
+
+func TestProposeSplitMergeMove(t *testing.T) {
+	fleet := []Shard{
+		rng(1, "a", 0, 9000),
+		rng(2, "b", 1, 900),
+		rng(3, "b", 2, 900),
+		rng(4, "a", 3, 2700),
+		rng(5, "a", 4, 2700),
+	}
+	p := Policy{MaxShardRows: 6000, MinShardRows: 2000, MaxServerShare: 0.5, Servers: []string{"c"}}
+	got := ops(Propose(fleet, p))
+	// The split sends half of shard 1 to the empty server c; a still holds
+	// 9900 of 16200 rows, so one of its 2700-row shards moves to the lightest, b.
+	want := "split 1 a->c, merge 3->2, move 5 a->b"
+	if got != want && got != "split 1 a->c, merge 3->2, move 4 a->b" {
+		t.Fatalf("proposal:\n got %s\nwant %s", got, want)
+	}
+	// Inside the policy: nothing to do.
+	inside := []Shard{rng(1, "a", 0, 4500), rng(2, "b", 1, 1800), rng(4, "b", 2, 2700), rng(5, "a", 3, 2700), rng(6, "c", 4, 4500)}
+	if got := Propose(inside, p); len(got) != 0 {
+		t.Fatalf("fleet inside the policy: %s", ops(got))
+	}
+}
+
+func TestProposeBytesBusyAndNonRange(t *testing.T) {
+	fleet := []Shard{
+		{ID: 1, Server: "a", Func: 1, Kind: "RANGE", Rows: 10, Bytes: 5 << 20},
+		{ID: 2, Server: "a", Func: 1, Kind: "RANGE", Order: 1, Rows: 10, Bytes: 5 << 20, Busy: true},
+		{ID: 3, Server: "a", Func: 2, Kind: "LIST", Rows: 10, Bytes: 5 << 20},
+		{ID: 4, Server: "b", Func: 0, Kind: "RANGE", Rows: 10, Bytes: 5 << 20}, // several mappings
+	}
+	got := ops(Propose(fleet, Policy{MaxShardBytes: 1 << 20}))
+	if got != "split 1 a->b" {
+		t.Fatalf("only shard 1 may split: %s", got)
+	}
+	// The busy neighbour is never merged.
+	if got := Propose(fleet, Policy{MinShardRows: 100}); len(got) != 0 {
+		t.Fatalf("merge next to a busy shard: %s", ops(got))
+	}
+}
+
+func TestProposeDrain(t *testing.T) {
+	fleet := []Shard{rng(1, "a", 0, 100), rng(2, "a", 1, 300), rng(3, "b", 2, 200), rng(4, "c", 3, 50)}
+	got := ops(Propose(fleet, Policy{Drain: []string{"a"}}))
+	// Largest first, each to the lightest server as it then is.
+	if got != "move 2 a->c, move 1 a->b" {
+		t.Fatalf("drain: %s", got)
+	}
+	// A drained server never receives a split or a merge.
+	got = ops(Propose([]Shard{rng(1, "a", 0, 10), rng(2, "a", 1, 10), rng(3, "b", 2, 5000)}, Policy{Drain: []string{"a"}, MaxShardRows: 1000, MinShardRows: 100}))
+	if strings.Contains(got, "->a") || strings.Contains(got, "merge") {
+		t.Fatalf("drain with limits: %s", got)
+	}
+}
+
+func TestProposeHashRing(t *testing.T) {
+	h := func(id int, server string, order int, rows int64) Shard {
+		return Shard{ID: id, Server: server, Func: 7, Kind: "HASH", Order: order, Rows: rows}
+	}
+	// Point order 0 holds 10 rows, 1 holds 20: merging folds the later point
+	// into the one below it on the ring; the big arc is split at its midpoint.
+	got := ops(Propose([]Shard{h(1, "a", 0, 10), h(2, "b", 1, 20), h(3, "a", 2, 5000)}, Policy{MinShardRows: 100, MaxShardRows: 1000}))
+	if got != "split 3 a->b, merge 2->1" {
+		t.Fatalf("hash ring: %s", got)
+	}
+}
+
+func TestCanStartNeverTwoOnAShardOrServer(t *testing.T) {
+	split := Op{Kind: Split, Shard: 1, From: "a", To: "c"}
+	merge := Op{Kind: Merge, Shard: 3, Into: 2, From: "b", To: "b"}
+	running := []Op{split, merge}
+	cases := []struct {
+		op         Op
+		sameServer bool
+		want       bool
+	}{
+		{Op{Kind: Move, Shard: 4, From: "d", To: "e"}, false, true},
+		{Op{Kind: Move, Shard: 4, From: "a", To: "e"}, false, false}, // server a is busy
+		{Op{Kind: Move, Shard: 4, From: "a", To: "e"}, true, true},
+		{Op{Kind: Move, Shard: 2, From: "d", To: "e"}, true, false}, // shard 2 receives the merge
+		{Op{Kind: Merge, Shard: 5, Into: 1, From: "d", To: "d"}, true, false},
+	}
+	for _, c := range cases {
+		if got := CanStart(c.op, running, c.sameServer); got != c.want {
+			t.Errorf("%v next to %v (same server %v): %v", c.op, running, c.sameServer, got)
+		}
+	}
+}
+
+func TestPolicyValid(t *testing.T) {
+	for _, p := range []Policy{{MaxServerShare: 1.5}, {MaxShardRows: 10, MinShardRows: 10}, {MaxShardBytes: 5, MinShardBytes: 6}} {
+		if p.Valid() == nil {
+			t.Errorf("%+v accepted", p)
+		}
+	}
+	if err := (Policy{MaxShardRows: 10, MinShardRows: 5, MaxServerShare: 0.4}).Valid(); err != nil {
+		t.Error(err)
+	}
+}
