@@ -66,7 +66,7 @@ type app struct {
 	errOut  io.Writer
 	log     *slog.Logger
 	view    atomic.Pointer[liveView] // the step view while it is on screen (log lines print above it)
-	fleet   *fleet // hooks, metrics (cmd/fleet.go)
+	fleet   *fleet                   // hooks, metrics (cmd/fleet.go)
 }
 
 func (a *app) jsonOut() bool { return a.json || a.v.GetString("output") == "json" }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shardctl/shardctl/plans"
+	"github.com/shardctl/shardctl/planstore"
 )
 
 // planLoader reads the current state of a plan by ID or path. Plan files
@@ -19,11 +20,17 @@ type planLoader interface {
 	LoadPlan(ctx context.Context, ref string) (*plans.Plan, error)
 }
 
-// planFileLoader reads plan files from the plan directory.
-type planFileLoader struct{ dir string }
+// fleetLoader reads a plan from the plan directory and the sharding
+// database's plans table (the later copy), so a plan run on another host can
+// be watched; the store's pool is opened once for the whole watch.
+type fleetLoader struct {
+	dir   string
+	store *planstore.Store
+}
 
-func (l planFileLoader) LoadPlan(_ context.Context, ref string) (*plans.Plan, error) {
-	return plans.Load(plans.Resolve(l.dir, ref))
+func (l fleetLoader) LoadPlan(ctx context.Context, ref string) (*plans.Plan, error) {
+	p, _, err := planstore.Load(ctx, l.dir, l.store, ref)
+	return p, err
 }
 
 func (a *app) planWatchCmd() *cobra.Command {
@@ -41,7 +48,9 @@ per step change.`,
 			if every < 100*time.Millisecond {
 				return badInput("--every %s: give at least 100ms", every)
 			}
-			return a.watchPlan(cmd.Context(), planFileLoader{dir: a.planDir()}, args[0], every)
+			ps, closeFn := a.planStore(cmd.Context())
+			defer closeFn()
+			return a.watchPlan(cmd.Context(), fleetLoader{dir: a.planDir(), store: ps}, args[0], every)
 		},
 	}
 	c.Flags().DurationVar(&every, "every", time.Second, "how often to read the plan")
