@@ -44,6 +44,7 @@ type opFlags struct {
 	planOut                                 string
 	opts                                    plans.Options
 	maxBlackout, backoff, maxLag, chunkTime time.Duration
+	reverseWindow                           time.Duration
 }
 
 func (f *opFlags) register(c *cobra.Command) {
@@ -67,6 +68,7 @@ func (f *opFlags) register(c *cobra.Command) {
 	fl.StringArrayVar(&f.opts.Replicas, "replica", nil, "a replica HOST:PORT whose lag --max-lag watches (repeat for several)")
 	fl.DurationVar(&f.chunkTime, "chunk-time", 0, "copy: shrink chunks whose read takes longer than this (0: fixed --chunk-rows)")
 	fl.StringVar(&f.opts.PostponeFile, "postpone-cutover-file", "", "hold the cutover while this file exists (create it before starting; delete it to cut over)")
+	fl.DurationVar(&f.reverseWindow, "reverse-window", 0, "after cutover keep the source copy fenced and in sync this long, so 'plan revert' can switch back (move only; 0: no window, the source is cleaned up at once)")
 	fl.StringVar(&f.opts.ControlFile, "control-file", "", "re-read every 2 s while running: 'max-rate = N', 'max-threads-running = N', 'pause = true'")
 }
 
@@ -77,6 +79,7 @@ func (f *opFlags) options() plans.Options {
 	o.BackoffMS = int(f.backoff.Milliseconds())
 	o.MaxLagMS = int(f.maxLag.Milliseconds())
 	o.ChunkTimeMS = int(f.chunkTime.Milliseconds())
+	o.ReverseWindowS = int64(f.reverseWindow.Seconds())
 	return o
 }
 
@@ -279,6 +282,7 @@ func (a *app) planCmd() *cobra.Command {
 		},
 	}
 	c.AddCommand(list, show, run("apply", "Run a plan written with --plan-out", true), run("resume", "Continue a stopped or crashed plan from its last saved point", false), abort)
+	c.AddCommand(a.windowCmds()...)
 	return c
 }
 

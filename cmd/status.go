@@ -39,9 +39,10 @@ func (a *app) statusCmd() *cobra.Command {
 					return err
 				}
 				out := struct {
-					Version int64         `json:"version"`
-					Shards  []ShardStatus `json:"shards"`
-				}{Version: m.Version}
+					Version int64          `json:"version"`
+					Shards  []ShardStatus  `json:"shards"`
+					Windows []WindowStatus `json:"windows,omitempty"`
+				}{Version: m.Version, Windows: a.windows()}
 				for _, l := range m.Locations {
 					out.Shards = append(out.Shards, a.shardStatus(cmd.Context(), m, l, exact))
 				}
@@ -61,6 +62,7 @@ func (a *app) statusCmd() *cobra.Command {
 						fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", sh.ShardID, sh.Server, sh.Schema, orNone(strings.Join(ms, " ")), sh.Status, rows, size)
 					}
 					tw.Flush()
+					printWindows(w, out.Windows)
 				})
 			})
 		},

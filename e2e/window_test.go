@@ -1,0 +1,280 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/plans"
+)
+
+// bg is a shardctl process in the background (the one running a window).
+type bg struct {
+	cmd      *exec.Cmd
+	out, err bytes.Buffer
+	done     chan struct{}
+	code     int
+}
+
+func (c *cluster) startBG(extraEnv []string, args ...string) *bg {
+	c.t.Helper()
+	b := &bg{cmd: c.command(extraEnv, args...), done: make(chan struct{})}
+	b.cmd.Stdout, b.cmd.Stderr = &b.out, &b.err
+	if err := b.cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	go func() {
+		_ = b.cmd.Wait()
+		b.code = b.cmd.ProcessState.ExitCode()
+		close(b.done)
+	}()
+	c.t.Cleanup(func() { _ = b.cmd.Process.Kill(); <-b.done })
+	return b
+}
+
+// wait waits (bounded) for the process to exit and returns its exit code.
+func (b *bg) wait(t *testing.T, limit time.Duration) int {
+	t.Helper()
+	select {
+	case <-b.done:
+		return b.code
+	case <-time.After(limit):
+		_ = b.cmd.Process.Kill()
+		<-b.done
+		t.Fatalf("process did not end within %s\nstdout: %s\nstderr: %s", limit, b.out.String(), b.err.String())
+		return -1
+	}
+}
+
+func (b *bg) kill9() {
+	_ = b.cmd.Process.Kill()
+	<-b.done
+}
+
+// plan reads the cluster's only plan file.
+func (c *cluster) onlyPlan() (*plans.Plan, string) {
+	c.t.Helper()
+	files := planFiles(c.t, c.planDir)
+	if len(files) != 1 {
+		c.t.Fatalf("plan files: %v", files)
+	}
+	p, err := plans.Load(files[0])
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return p, files[0]
+}
+
+// waitPlan polls the plan file until cond holds (bounded); proc, if given, must keep running.
+func (c *cluster) waitWin(what string, limit time.Duration, proc *bg, cond func(p *plans.Plan) bool) *plans.Plan {
+	c.t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		if files := planFiles(c.t, c.planDir); len(files) == 1 {
+			if p, err := plans.Load(files[0]); err == nil && cond(p) {
+				return p
+			}
+		}
+		if proc != nil {
+			select {
+			case <-proc.done:
+				c.t.Fatalf("waiting for %s: the process ended (exit %d)\n%s", what, proc.code, proc.err.String())
+			default:
+			}
+		}
+		if time.Now().After(deadline) {
+			p, _ := c.onlyPlan()
+			c.t.Fatalf("waiting for %s: not within %s; plan state %s, window %+v", what, limit, p.State, p.Window)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// inWindow: the window's tail runs with the given side serving and has
+// caught up since the last switch and since the time given.
+func inWindow(serving string, since time.Time) func(p *plans.Plan) bool {
+	return func(p *plans.Plan) bool {
+		w := p.Window
+		return p.InWindow() && w.Serving == serving && w.Final.IsZero() && w.CaughtUpAt.After(lastSwitch(p)) && w.CaughtUpAt.After(since)
+	}
+}
+
+func lastSwitch(p *plans.Plan) time.Time {
+	if n := len(p.Window.Switches); n > 0 {
+		return p.Window.Switches[n-1].At
+	}
+	return time.Time{}
+}
+
+// fenced asserts that an application write to the copy on server fails with 1290.
+func (c *cluster) fenced(server int, schema string, key int64) {
+	c.t.Helper()
+	_, err := c.db(server).Exec("UPDATE "+dbutil.Table(schema, "employees")+" SET last_name = last_name WHERE emp_no = ?", key)
+	if dbutil.ErrNumber(err) != 1290 {
+		c.t.Fatalf("a write to the fenced copy %s on server %d: %v, want error 1290", schema, server, err)
+	}
+}
+
+// phaseLoad is one switch's load on its own keys, so each ledger holds on its own.
+func (c *cluster) phaseLoad(k int) (*loadProc, []string) {
+	lo, lo2 := c.shards[0].Lower+1+int64(k)*150, c.shards[1].Lower+1+int64(k)*100
+	groups := []string{fmt.Sprintf("moving=%d-%d", lo, lo+150), fmt.Sprintf("other=%d-%d", lo2, lo2+100)}
+	return c.startLoad(60, groups...), groups
+}
+
+func (c *cluster) stopCheck(lp *loadProc, ledgers ...*loadProc) {
+	c.t.Helper()
+	st := lp.stop(c.t)
+	if g := st.Groups["other"]; g.Errors != 0 || g.Retries != 0 || g.Acked == 0 {
+		c.t.Errorf("the other shard saw errors or retries: %+v", g)
+	}
+	if g := st.Groups["moving"]; g.Errors != 0 || g.Acked == 0 {
+		c.t.Errorf("writes to the moving shard failed: %+v", g)
+	}
+	for _, l := range append(ledgers, lp) {
+		c.checkLedger(l)
+	}
+}
+
+// Cut over into a window, revert, revert again (forward), complete: the
+// ledger is clean after each switch, the other shard on the source server
+// sees no error, the fenced side refuses application writes with 1290.
+func TestMoveRevertWindow(t *testing.T) {
+	c := newCluster(t, "e2e_rwin", []int{1, 1}, []int{1200, 600})
+	schema, to := c.shards[0].Schema, c.env.Addr(3).String()
+	seeded := c.shards[0].Lower + 1
+
+	// Refusals first: nothing changes, exit 2.
+	if r := c.run(nil, "split", "--shard", "1", "--to", to, "--reverse-window", "1m", "--yes"); r.code != 2 || !strings.Contains(r.stderr, "move only") {
+		t.Fatalf("split with --reverse-window: exit %d\n%s", r.code, r.stderr)
+	}
+	r := c.mustRun("move", "--shard", "1", "--to", to, "--reverse-window", "1m", "--dry-run")
+	if !strings.Contains(r.stdout, "plan revert") || !strings.Contains(r.stdout, "plan complete") || !strings.Contains(r.stdout, "reverse window") {
+		t.Fatalf("dry run does not show the window's statements:\n%s", r.stdout)
+	}
+	if files := planFiles(t, c.planDir); len(files) != 0 {
+		t.Fatalf("refusals and the dry run left plans: %v", files)
+	}
+
+	lp1, _ := c.phaseLoad(0)
+	mv := c.startBG(nil, "move", "--shard", "1", "--to", to, "--yes", "--reverse-window", "3m", "--max-blackout", "5s", "--chunk-rows", "1000")
+	p := c.waitWin("the window", 90*time.Second, mv, inWindow(plans.SideTarget, time.Now()))
+	id := p.ID
+	c.stopCheck(lp1)
+	c.fenced(1, schema, seeded)
+	if r := c.run(nil, "plan", "abort", id); r.code != 2 || !strings.Contains(r.stderr, "plan revert") {
+		t.Fatalf("abort inside the window: exit %d\n%s", r.code, r.stderr)
+	}
+	r = c.mustRun("plan", "list", "-o", "json")
+	if !strings.Contains(r.stdout, `"window"`) || !strings.Contains(r.stdout, `"serving": "target"`) {
+		t.Fatalf("plan list -o json shows no window:\n%s", r.stdout)
+	}
+	if r = c.mustRun("status"); !strings.Contains(r.stdout, "reverse window: plan "+id) {
+		t.Fatalf("status shows no window:\n%s", r.stdout)
+	}
+	if r = c.mustRun("plan", "show", id); !strings.Contains(r.stdout, "reverse window: open until") {
+		t.Fatalf("plan show shows no window:\n%s", r.stdout)
+	}
+
+	// Revert to the source, then forward again, each under its own load.
+	lp2, _ := c.phaseLoad(1)
+	time.Sleep(time.Second) // writes on the target before the switch
+	c.mustRun("plan", "revert", id, "--wait", "90s")
+	c.waitWin("the tail back to the target", 60*time.Second, mv, inWindow(plans.SideSource, time.Now()))
+	c.stopCheck(lp2, lp1)
+	c.fenced(3, schema, seeded)
+	m, _ := c.store.Load(ctx)
+	if l, _ := m.Location(1); l.Addr() != c.env.Addr(1) {
+		t.Fatalf("after revert shard 1 is at %s", l.Addr())
+	}
+
+	lp3, _ := c.phaseLoad(2)
+	time.Sleep(time.Second)
+	c.mustRun("plan", "revert", id, "--wait", "90s")
+	c.waitWin("the tail back to the source", 60*time.Second, mv, inWindow(plans.SideTarget, time.Now()))
+	c.stopCheck(lp3, lp1, lp2)
+	c.fenced(1, schema, seeded)
+
+	lp4, _ := c.phaseLoad(3)
+	time.Sleep(time.Second)
+	c.mustRun("plan", "complete", id, "--wait", "90s")
+	if code := mv.wait(t, 60*time.Second); code != 0 {
+		t.Fatalf("the move process ended with exit %d\n%s", code, mv.err.String())
+	}
+	c.stopCheck(lp4, lp1, lp2, lp3)
+	p, _ = c.onlyPlan()
+	if p.State != plans.StateDone || len(p.Window.Switches) != 2 || p.Window.EndReason != "completed by request" {
+		t.Fatalf("after complete: state %s, window %+v", p.State, p.Window)
+	}
+	for i, s := range p.Window.Switches {
+		t.Logf("switch %d to the %s: blackout %.1f ms", i+1, s.To, s.BlackoutMS)
+		if s.BlackoutMS <= 0 {
+			t.Errorf("switch %d has no blackout recorded", i+1)
+		}
+	}
+	if schemaExists(t, c.db(1), schema) {
+		t.Error("the source copy is still there after complete")
+	}
+	if r := c.run(nil, "plan", "revert", id); r.code != 2 {
+		t.Fatalf("revert after complete: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+// kill -9 in the reverse tail, behind a revert's fence, and in complete:
+// each resumed to a clean ledger; the window ends reverted (source serving).
+func TestMoveRevertCrashes(t *testing.T) {
+	c := newCluster(t, "e2e_rcrash", []int{1, 1}, []int{1000, 500})
+	schema, to := c.shards[0].Schema, c.env.Addr(3).String()
+
+	lp1, _ := c.phaseLoad(0)
+	mv := c.run([]string{"SHARDCTL_FAULT=during:window"}, "move", "--shard", "1", "--to", to, "--yes", "--reverse-window", "3m", "--max-blackout", "5s", "--chunk-rows", "1000")
+	if !mv.killed {
+		t.Fatalf("fault during:window did not kill the process: exit %d\n%s", mv.code, mv.stderr)
+	}
+	p, _ := c.onlyPlan()
+	id := p.ID
+	res := c.startBG(nil, "plan", "resume", id)
+	c.waitWin("the window after the tail's crash", 60*time.Second, res, inWindow(plans.SideTarget, time.Now()))
+	c.stopCheck(lp1)
+
+	// Behind the revert's fence.
+	res.kill9()
+	lp2, _ := c.phaseLoad(1)
+	res = c.startBG([]string{"SHARDCTL_FAULT=during:revert"}, "plan", "resume", id)
+	c.waitWin("the window", 60*time.Second, res, inWindow(plans.SideTarget, time.Now()))
+	if r := c.run(nil, "plan", "revert", id, "--wait", "60s"); r.code != 3 {
+		t.Fatalf("revert whose process died behind the fence: exit %d, want 3\n%s", r.code, r.stderr)
+	}
+	if p, _ = c.onlyPlan(); p.Window.Final.IsZero() {
+		t.Fatalf("the crash was not behind the fence: %+v", p.Window)
+	}
+	res = c.startBG(nil, "plan", "resume", id)
+	c.waitWin("the switch finished by resume", 60*time.Second, res, inWindow(plans.SideSource, time.Now()))
+	c.stopCheck(lp2, lp1)
+	c.fenced(3, schema, c.shards[0].Lower+1)
+
+	// In complete.
+	res.kill9()
+	lp3, _ := c.phaseLoad(2)
+	res = c.startBG([]string{"SHARDCTL_FAULT=during:complete"}, "plan", "resume", id)
+	c.waitWin("the window", 60*time.Second, res, inWindow(plans.SideSource, time.Now()))
+	if r := c.run(nil, "plan", "complete", id, "--wait", "60s"); r.code != 3 {
+		t.Fatalf("complete whose process died: exit %d, want 3\n%s", r.code, r.stderr)
+	}
+	c.mustRun("plan", "resume", id)
+	c.stopCheck(lp3, lp1, lp2)
+	p, _ = c.onlyPlan()
+	if p.State != plans.StateAborted || !p.Done(plans.StepWindow) {
+		t.Fatalf("after complete with the source serving: state %s, window %+v", p.State, p.Window)
+	}
+	if schemaExists(t, c.db(3), schema) {
+		t.Error("the target copy is still there after a reverted window completed")
+	}
+	if _, err := c.db(1).Exec("UPDATE "+dbutil.Table(schema, "employees")+" SET last_name = last_name WHERE emp_no = ?", c.shards[0].Lower+1); err != nil {
+		t.Errorf("the serving source is not writable after complete: %v", err)
+	}
+}
