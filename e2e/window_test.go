@@ -278,3 +278,23 @@ func TestMoveRevertCrashes(t *testing.T) {
 		t.Errorf("the serving source is not writable after complete: %v", err)
 	}
 }
+
+// A window that nobody completes ends by itself: the tail stops, the cleanup
+// runs, and the move finishes as without a window.
+func TestMoveReverseWindowEnds(t *testing.T) {
+	c := newCluster(t, "e2e_rend", []int{1, 1}, []int{400, 300})
+	schema, to := c.shards[0].Schema, c.env.Addr(3).String()
+	if r := c.run(nil, "merge", "--shard", "2", "--into", "1", "--reverse-window", "1m"); r.code != 2 || !strings.Contains(r.stderr, "move only") {
+		t.Fatalf("merge with --reverse-window: exit %d\n%s", r.code, r.stderr)
+	}
+	lp, _ := c.phaseLoad(0)
+	c.mustRun("move", "--shard", "1", "--to", to, "--yes", "--reverse-window", "3s", "--max-blackout", "5s")
+	c.stopCheck(lp)
+	p, _ := c.onlyPlan()
+	if p.State != plans.StateDone || p.Window.EndReason != "the window ended" || len(p.Window.Switches) != 0 {
+		t.Fatalf("state %s, window %+v", p.State, p.Window)
+	}
+	if schemaExists(t, c.db(1), schema) {
+		t.Error("the source copy is still there after the window ended")
+	}
+}
