@@ -129,11 +129,13 @@ func (c *cluster) phaseLoad(k int) (*loadProc, []string) {
 func (c *cluster) stopCheck(lp *loadProc, ledgers ...*loadProc) {
 	c.t.Helper()
 	st := lp.stop(c.t)
-	if g := st.Groups["other"]; g.Errors != 0 || g.Retries != 0 || g.Acked == 0 {
-		c.t.Errorf("the other shard saw errors or retries: %+v", g)
+	for name, g := range st.Groups {
+		if name != "moving" && (g.Errors != 0 || g.Retries != 0 || g.Acked == 0) {
+			c.t.Errorf("group %s (keys that do not move) saw errors or retries: %+v", name, g)
+		}
 	}
 	if g := st.Groups["moving"]; g.Errors != 0 || g.Acked == 0 {
-		c.t.Errorf("writes to the moving shard failed: %+v", g)
+		c.t.Errorf("writes to the moving keys failed: %+v", g)
 	}
 	for _, l := range append(ledgers, lp) {
 		c.checkLedger(l)
@@ -149,9 +151,6 @@ func TestMoveRevertWindow(t *testing.T) {
 	seeded := c.shards[0].Lower + 1
 
 	// Refusals first: nothing changes, exit 2.
-	if r := c.run(nil, "split", "--shard", "1", "--to", to, "--reverse-window", "1m", "--yes"); r.code != 2 || !strings.Contains(r.stderr, "move only") {
-		t.Fatalf("split with --reverse-window: exit %d\n%s", r.code, r.stderr)
-	}
 	r := c.mustRun("move", "--shard", "1", "--to", to, "--reverse-window", "1m", "--dry-run")
 	if !strings.Contains(r.stdout, "plan revert") || !strings.Contains(r.stdout, "plan complete") || !strings.Contains(r.stdout, "reverse window") {
 		t.Fatalf("dry run does not show the window's statements:\n%s", r.stdout)
@@ -284,7 +283,7 @@ func TestMoveRevertCrashes(t *testing.T) {
 func TestMoveReverseWindowEnds(t *testing.T) {
 	c := newCluster(t, "e2e_rend", []int{1, 1}, []int{400, 300})
 	schema, to := c.shards[0].Schema, c.env.Addr(3).String()
-	if r := c.run(nil, "merge", "--shard", "2", "--into", "1", "--reverse-window", "1m"); r.code != 2 || !strings.Contains(r.stderr, "move only") {
+	if r := c.run(nil, "merge", "--shard", "2", "--into", "1", "--reverse-window", "1m"); r.code != 2 || !strings.Contains(r.stderr, "move and split") {
 		t.Fatalf("merge with --reverse-window: exit %d\n%s", r.code, r.stderr)
 	}
 	lp, _ := c.phaseLoad(0)
@@ -297,4 +296,101 @@ func TestMoveReverseWindowEnds(t *testing.T) {
 	if schemaExists(t, c.db(1), schema) {
 		t.Error("the source copy is still there after the window ended")
 	}
+}
+
+// A split's window: the moved range is tailed back into the source (its other
+// keys stay writable there, the global tables are not tailed), revert points
+// the range back at the source shard, revert again forward, complete cleans
+// the moved range off the source.
+func TestSplitRevertWindow(t *testing.T) {
+	c := newCluster(t, "e2e_swin", []int{1, 1}, []int{1200, 400})
+	schema, to := c.shards[0].Schema, c.env.Addr(3).String()
+	lo := c.shards[0].Lower
+	at := lo + 1 + 600
+	phase := func(k int) *loadProc {
+		return c.startLoad(60, fmt.Sprintf("moving=%d-%d", at+int64(k)*150, at+int64(k)*150+150),
+			fmt.Sprintf("staying=%d-%d", lo+1+int64(k)*100, lo+1+int64(k)*100+100),
+			fmt.Sprintf("other=%d-%d", c.shards[1].Lower+1+int64(k)*100, c.shards[1].Lower+1+int64(k)*100+100))
+	}
+	lp1 := phase(0)
+	sp := c.startBG(nil, "split", "--shard", "1", "--at", fmt.Sprint(at), "--to", to, "--yes", "--reverse-window", "3m", "--max-blackout", "5s", "--chunk-rows", "1000")
+	p := c.waitWin("the window", 90*time.Second, sp, inWindow(plans.SideTarget, time.Now()))
+	id, newSchema, newShard := p.ID, p.Target.Schema, p.Target.ShardID
+	c.stopCheck(lp1)
+	c.fenced(1, schema, at+1)
+	if _, err := c.db(1).Exec("UPDATE "+dbutil.Table(schema, "employees")+" SET last_name = last_name WHERE emp_no = ?", lo+1); err != nil {
+		t.Fatalf("a key that stays on the source is fenced: %v", err)
+	}
+
+	lp2 := phase(1)
+	time.Sleep(time.Second)
+	c.mustRun("plan", "revert", id, "--wait", "90s")
+	c.waitWin("the tail to the new shard", 60*time.Second, sp, inWindow(plans.SideSource, time.Now()))
+	c.stopCheck(lp2, lp1)
+	c.fenced(3, newSchema, at+1)
+	m, _ := c.store.Load(ctx)
+	if len(m.ShardMappings(newShard)) != 0 {
+		t.Fatalf("after revert the new shard %d still has mappings %v", newShard, m.ShardMappings(newShard))
+	}
+
+	lp3 := phase(2)
+	time.Sleep(time.Second)
+	c.mustRun("plan", "revert", id, "--wait", "90s")
+	c.waitWin("the tail to the source", 60*time.Second, sp, inWindow(plans.SideTarget, time.Now()))
+	c.stopCheck(lp3, lp1, lp2)
+
+	lp4 := phase(3)
+	time.Sleep(time.Second)
+	c.mustRun("plan", "complete", id, "--wait", "90s")
+	if code := sp.wait(t, 60*time.Second); code != 0 {
+		t.Fatalf("the split process ended with exit %d\n%s", code, sp.err.String())
+	}
+	c.stopCheck(lp4, lp1, lp2, lp3)
+	p, _ = c.onlyPlan()
+	if p.State != plans.StateDone || len(p.Window.Switches) != 2 {
+		t.Fatalf("after complete: state %s, window %+v", p.State, p.Window)
+	}
+	for i, s := range p.Window.Switches {
+		t.Logf("switch %d to the %s: blackout %.1f ms", i+1, s.To, s.BlackoutMS)
+	}
+	var n int
+	if err := c.db(1).QueryRow("SELECT COUNT(*) FROM "+dbutil.Table(schema, "employees")+" WHERE emp_no >= ?", at).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("the moved range is still on the source after complete: %d rows (%v)", n, err)
+	}
+}
+
+// A hash split reverted and completed with the source serving: the ring
+// point and the new shard's location go, the new shard's copy is dropped,
+// the plan ends aborted, every key is where the shard map says.
+func TestHashSplitRevertThenComplete(t *testing.T) {
+	c := newClusterOpts(t, "e2e_hswin", []int{1, 2}, []int{1000, 300}, true)
+	lp1 := c.startLoad(60, "moving=1-1500")
+	sp := c.startBG(nil, "split", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "--reverse-window", "3m", "--max-blackout", "5s")
+	p := c.waitWin("the window", 90*time.Second, sp, inWindow(plans.SideTarget, time.Now()))
+	id, newSchema := p.ID, p.Target.Schema
+	c.stopCheck(lp1)
+	lp2 := c.startLoad(60, "moving=1500-3000")
+	time.Sleep(time.Second)
+	c.mustRun("plan", "revert", id, "--wait", "90s")
+	c.waitWin("the tail to the new shard", 60*time.Second, sp, inWindow(plans.SideSource, time.Now()))
+	c.stopCheck(lp2, lp1)
+	c.mustRun("plan", "complete", id, "--wait", "90s")
+	if code := sp.wait(t, 60*time.Second); code != 0 {
+		t.Fatalf("the split process ended with exit %d\n%s", code, sp.err.String())
+	}
+	p, _ = c.onlyPlan()
+	if p.State != plans.StateAborted {
+		t.Fatalf("after complete with the source serving: state %s", p.State)
+	}
+	for _, lp := range []*loadProc{lp1, lp2} {
+		c.checkLedger(lp)
+	}
+	m, _ := c.store.Load(ctx)
+	if len(m.Locations) != 2 || len(m.Mappings) != 2 {
+		t.Fatalf("after a reverted split completed: locations %+v mappings %+v", m.Locations, m.Mappings)
+	}
+	if schemaExists(t, c.db(3), newSchema) {
+		t.Error("the new shard's copy is still there")
+	}
+	c.ownership()
 }

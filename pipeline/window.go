@@ -29,6 +29,7 @@ import (
 	"github.com/shardctl/shardctl/lock"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/shardmap"
+	"github.com/shardctl/shardctl/tables"
 )
 
 // ErrNotNow is a window request that was not carried out (or not yet): the
@@ -50,8 +51,11 @@ func setupWindow(p *plans.Plan) {
 	}
 	w := &plans.Window{DurationS: p.Options.ReverseWindowS, Serving: plans.SideSource, Forward: p.Cutover}
 	for _, c := range p.Cutover {
-		if c.Op == shardmap.OpMoveLocation {
+		switch c.Op {
+		case shardmap.OpMoveLocation: // move: the location back at the source server
 			c.Host, c.Port = p.Source.Host, p.Source.Port
+		case shardmap.OpRepoint: // split: the moved range or arc back to the source shard
+			c.ShardID = p.Source.ShardID
 		}
 		w.Revert = append(w.Revert, c)
 	}
@@ -76,8 +80,9 @@ func windowPreview(p *plans.Plan) []struct {
 		step    string
 		changes []shardmap.Change
 	}{
-		{"plan revert (inside the window; offline first as at fence, then)", p.Window.Revert},
-		{"plan revert again (back to the target)", p.Window.Forward},
+		{"plan revert, behind the fence (inside the window)", windowOffline(p)},
+		{"plan revert, switch to the source", p.Window.Revert},
+		{"plan revert again, switch back to the target", p.Window.Forward},
 	}
 }
 
@@ -99,8 +104,8 @@ func WindowProblems(ctx context.Context, dst *sql.DB, p *plans.Plan) ([]string, 
 	if p.Window == nil && p.Options.ReverseWindowS <= 0 {
 		return nil, nil
 	}
-	if p.Operation != "move" {
-		return []string{fmt.Sprintf("--reverse-window is supported for move only, not yet for %s: run it without a window", p.Operation)}, nil
+	if p.Operation != "move" && p.Operation != "split" {
+		return []string{fmt.Sprintf("--reverse-window is supported for move and split, not yet for %s: run it without a window", p.Operation)}, nil
 	}
 	var problems []string
 	var logBin int
@@ -157,6 +162,7 @@ func (r *runner) windowAtCutover(ctx context.Context) error {
 	}
 	r.mu.Lock()
 	w.Tail, w.Serving = plans.Position(pos), plans.SideTarget
+	w.Forward = r.p.Cutover // a split's new shard id is known now
 	r.mu.Unlock()
 	return r.save(true)
 }
@@ -225,7 +231,7 @@ func (wr *windowRun) ensure(ctx context.Context) error {
 	}
 	cfg := binlog.Config{
 		Source: addrOf(l.fromEP), Creds: r.env.Creds, Schema: l.fromEP.Schema,
-		Target: l.to, TargetSchema: l.toEP.Schema, Tables: r.p.Copy,
+		Target: l.to, TargetSchema: l.toEP.Schema, Tables: windowTables(r.p),
 		ServerID: uint32(1_000_000 + mrand.Intn(1_000_000_000)),
 		Start:    binlog.Position(from),
 		Checkpoint: func(_ context.Context, pos binlog.Position) error {
@@ -328,7 +334,7 @@ func (wr *windowRun) restore(ctx context.Context) error {
 	if err := fence.Remove(ctx, l.from, l.fromEP.Schema, fenceNames(r.p), wr.lockWait()); err != nil {
 		return fmt.Errorf("reverse window: %w", err)
 	}
-	return r.env.Store.Apply(ctx, "reverse window: serving side online", onlineAgain(r.p.Offline))
+	return r.env.Store.Apply(ctx, "reverse window: serving side online", onlineAgain(windowOffline(r.p)))
 }
 
 // window is the step between cutover and cleanup: it runs the tail, carries
@@ -508,7 +514,7 @@ func (wr *windowRun) trySwitch(ctx context.Context, budget time.Duration) error 
 		mark = time.Now()
 	}
 	left := func() time.Duration { return max(budget-time.Since(start), 10*time.Millisecond) }
-	if err := r.env.Store.Apply(ctx, "reverse window: take the mappings offline", r.p.Offline); err != nil {
+	if err := r.env.Store.Apply(ctx, "reverse window: take the mappings offline", windowOffline(r.p)); err != nil {
 		return err
 	}
 	phase("offline")
@@ -523,7 +529,7 @@ func (wr *windowRun) trySwitch(ctx context.Context, budget time.Duration) error 
 		if ferr := fence.Remove(bg, l.from, l.fromEP.Schema, fenceNames(r.p), wr.lockWait()); ferr != nil {
 			err = errors.Join(err, ferr)
 		}
-		if aerr := r.env.Store.Apply(bg, "reverse window: put the mappings back online", onlineAgain(r.p.Offline)); aerr != nil {
+		if aerr := r.env.Store.Apply(bg, "reverse window: put the mappings back online", onlineAgain(windowOffline(r.p))); aerr != nil {
 			err = errors.Join(err, aerr)
 		}
 		r.mu.Lock()
@@ -634,6 +640,35 @@ func (wr *windowRun) finishSwitch(ctx context.Context, start time.Time, idx int)
 	return wr.ensure(ctx)
 }
 
+// windowOffline takes offline what the cutover put online. (The plan's own
+// offline changes may add mappings, as a hash split's ring point: not again.)
+func windowOffline(p *plans.Plan) []shardmap.Change {
+	var out []shardmap.Change
+	for _, c := range p.Cutover {
+		if c.Op == shardmap.OpSetStatus && c.Status == shardmap.Online {
+			c.Status = shardmap.Offline
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// windowTables are the tables the window's tail keeps in sync: a move's
+// whole schema; a split's sharded tables, filtered to the moved range (the
+// global tables are the source's own, and each shard has its copy).
+func windowTables(p *plans.Plan) []tables.Table {
+	if p.Operation == "move" {
+		return p.Copy
+	}
+	var out []tables.Table
+	for _, t := range p.Copy {
+		if t.Sharded {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
 // dropTargetCopy is the cleanup of a window that ended with the source
 // serving: the target copy goes, once the shard map is seen pointing at the source.
 func (r *runner) dropTargetCopy(ctx context.Context) error {
@@ -641,12 +676,24 @@ func (r *runner) dropTargetCopy(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	loc, err := m.Location(r.p.Source.ShardID)
-	if err != nil {
-		return err
+	if r.p.Target.ShardID != r.p.Source.ShardID {
+		// split: the new shard must route nothing any more
+		if ms := m.ShardMappings(r.p.Target.ShardID); len(ms) > 0 {
+			return fmt.Errorf("refusing to drop the target copy %s on %s: shard %d still has mappings (%s)", r.p.Target.Schema, r.p.Target.Addr(), r.p.Target.ShardID, ms[0])
+		}
+	} else {
+		loc, err := m.Location(r.p.Source.ShardID)
+		if err != nil {
+			return err
+		}
+		if loc.Host != r.p.Source.Host || loc.Port != r.p.Source.Port || loc.Schema != r.p.Source.Schema {
+			return fmt.Errorf("refusing to drop the target copy %s on %s: the shard map points shard %d at %s/%s, not at the source", r.p.Target.Schema, r.p.Target.Addr(), loc.ShardID, loc.Addr(), loc.Schema)
+		}
 	}
-	if loc.Host != r.p.Source.Host || loc.Port != r.p.Source.Port || loc.Schema != r.p.Source.Schema {
-		return fmt.Errorf("refusing to drop the target copy %s on %s: the shard map points shard %d at %s/%s, not at the source", r.p.Target.Schema, r.p.Target.Addr(), loc.ShardID, loc.Addr(), loc.Schema)
+	// The plan's abort changes undo what the operation added to the shard
+	// map (a split's mapping split and new location); a move's only set online.
+	if err := r.env.Store.Apply(ctx, "reverse window: undo the shard-map changes of "+r.p.ID, r.p.Abort); err != nil {
+		return err
 	}
 	if err := fence.Remove(ctx, r.src, r.p.Source.Schema, fenceNames(r.p), time.Duration(r.p.Options.LockWaitMS)*time.Millisecond); err != nil {
 		return err
