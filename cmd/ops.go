@@ -68,7 +68,7 @@ func (f *opFlags) register(c *cobra.Command) {
 	fl.StringArrayVar(&f.opts.Replicas, "replica", nil, "a replica HOST:PORT whose lag --max-lag watches (repeat for several)")
 	fl.DurationVar(&f.chunkTime, "chunk-time", 0, "copy: shrink chunks whose read takes longer than this (0: fixed --chunk-rows)")
 	fl.StringVar(&f.opts.PostponeFile, "postpone-cutover-file", "", "hold the cutover while this file exists (create it before starting; delete it to cut over)")
-	fl.DurationVar(&f.reverseWindow, "reverse-window", 0, "after cutover keep the source copy fenced and in sync this long, so 'plan revert' can switch back (move and split; 0: no window, the source is cleaned up at once)")
+	fl.DurationVar(&f.reverseWindow, "reverse-window", 0, "after cutover keep the source copy fenced and in sync this long, so 'plan revert' can switch back (0: no window, the source is cleaned up at once)")
 	fl.StringVar(&f.opts.ControlFile, "control-file", "", "re-read every 2 s while running: 'max-rate = N', 'max-threads-running = N', 'pause = true'")
 }
 

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/internal/testenv"
 	"github.com/shardctl/shardctl/plans"
+	"github.com/shardctl/shardctl/sandbox"
 )
 
 // bg is a shardctl process in the background (the one running a window).
@@ -287,8 +289,25 @@ func TestMoveRevertCrashes(t *testing.T) {
 func TestMoveReverseWindowEnds(t *testing.T) {
 	c := newCluster(t, "e2e_rend", []int{1, 1}, []int{400, 300})
 	schema, to := c.shards[0].Schema, c.env.Addr(3).String()
-	if r := c.run(nil, "merge", "--shard", "2", "--into", "1", "--reverse-window", "1m"); r.code != 2 || !strings.Contains(r.stderr, "move and split") {
-		t.Fatalf("merge with --reverse-window: exit %d\n%s", r.code, r.stderr)
+	if r := c.run(nil, "merge", "--shard", "2", "--into", "1", "--reverse-window", "1m", "--dry-run"); r.code != 0 || !strings.Contains(r.stdout, "plan revert") {
+		t.Fatalf("merge --reverse-window --dry-run does not show the revert: exit %d\n%s", r.code, r.stderr)
+	}
+	// A target without a binlog cannot be tailed back: refused before anything changes.
+	port, err := testenv.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := sandbox.Config{Dir: t.TempDir(), Servers: 1, BasePort: port, ExtraArgs: []string{"--skip-log-bin"}}
+	if _, err := sandbox.Up(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sandbox.Down(ctx, cfg, true) })
+	v0, _ := c.store.Version(ctx)
+	if r := c.run(nil, "move", "--shard", "1", "--to", fmt.Sprintf("127.0.0.1:%d", port), "--reverse-window", "1m", "--yes"); r.code != 2 || !strings.Contains(r.stderr, "no binary log to tail back") {
+		t.Fatalf("window onto a target without binlog: exit %d\n%s", r.code, r.stderr)
+	}
+	if v1, _ := c.store.Version(ctx); v1 != v0 || len(planFiles(t, c.planDir)) != 0 {
+		t.Fatal("the refused move changed something")
 	}
 	lp, _ := c.phaseLoad(0)
 	c.mustRun("move", "--shard", "1", "--to", to, "--yes", "--reverse-window", "3s", "--max-blackout", "5s")
@@ -299,6 +318,9 @@ func TestMoveReverseWindowEnds(t *testing.T) {
 	}
 	if schemaExists(t, c.db(1), schema) {
 		t.Error("the source copy is still there after the window ended")
+	}
+	if r := c.run(nil, "plan", "revert", p.ID); r.code != 2 || !strings.Contains(r.stderr, "window has ended") {
+		t.Fatalf("revert after the window ended: exit %d\n%s", r.code, r.stderr)
 	}
 }
 
@@ -395,6 +417,102 @@ func TestHashSplitRevertThenComplete(t *testing.T) {
 	}
 	if schemaExists(t, c.db(3), newSchema) {
 		t.Error("the new shard's copy is still there")
+	}
+	c.ownership()
+}
+
+// A merge's window: the merged range is split out of the target's mapping
+// again on revert and merged again going forward; the target's own keys stay
+// writable throughout, only the merged range is fenced there.
+func TestMergeRevertWindow(t *testing.T) {
+	c := newCluster(t, "e2e_mwin", []int{1, 2, 1}, []int{600, 600, 300})
+	tgt, src := c.shards[0], c.shards[1]
+	phase := func(k int) *loadProc {
+		return c.startLoad(60, fmt.Sprintf("moving=%d-%d", src.Lower+1+int64(k)*150, src.Lower+1+int64(k)*150+150),
+			fmt.Sprintf("staying=%d-%d", tgt.Lower+1+int64(k)*100, tgt.Lower+1+int64(k)*100+100),
+			fmt.Sprintf("other=%d-%d", c.shards[2].Lower+1+int64(k)*100, c.shards[2].Lower+1+int64(k)*100+100))
+	}
+	writable := func(server int, schema string, key int64) {
+		t.Helper()
+		if _, err := c.db(server).Exec("UPDATE "+dbutil.Table(schema, "employees")+" SET last_name = last_name WHERE emp_no = ?", key); err != nil {
+			t.Fatalf("a key that does not move is fenced in %s: %v", schema, err)
+		}
+	}
+	lp1 := phase(0)
+	mg := c.startBG(nil, "merge", "--shard", "2", "--into", "1", "--yes", "--reverse-window", "3m", "--max-blackout", "5s", "--chunk-rows", "1000")
+	p := c.waitWin("the window", 90*time.Second, mg, inWindow(plans.SideTarget, time.Now()))
+	id := p.ID
+	c.stopCheck(lp1)
+	c.fenced(2, src.Schema, src.Lower+1)
+	writable(1, tgt.Schema, tgt.Lower+1)
+
+	lp2 := phase(1)
+	time.Sleep(time.Second)
+	c.mustRun("plan", "revert", id, "--wait", "90s")
+	c.waitWin("the tail to the target", 60*time.Second, mg, inWindow(plans.SideSource, time.Now()))
+	c.stopCheck(lp2, lp1)
+	c.fenced(1, tgt.Schema, src.Lower+1)
+	writable(1, tgt.Schema, tgt.Lower+1)
+	m, _ := c.store.Load(ctx)
+	if len(m.ShardMappings(2)) != 1 || len(m.ShardMappings(1)) != 1 {
+		t.Fatalf("after revert: shard 1 mappings %v, shard 2 mappings %v", m.ShardMappings(1), m.ShardMappings(2))
+	}
+
+	lp3 := phase(2)
+	time.Sleep(time.Second)
+	c.mustRun("plan", "revert", id, "--wait", "90s")
+	c.waitWin("the tail to the source", 60*time.Second, mg, inWindow(plans.SideTarget, time.Now()))
+	c.stopCheck(lp3, lp1, lp2)
+
+	c.mustRun("plan", "complete", id, "--wait", "90s")
+	if code := mg.wait(t, 60*time.Second); code != 0 {
+		t.Fatalf("the merge process ended with exit %d\n%s", code, mg.err.String())
+	}
+	for _, lp := range []*loadProc{lp1, lp2, lp3} {
+		c.checkLedger(lp)
+	}
+	p, _ = c.onlyPlan()
+	if p.State != plans.StateDone || len(p.Window.Switches) != 2 {
+		t.Fatalf("after complete: state %s, window %+v", p.State, p.Window)
+	}
+	for i, s := range p.Window.Switches {
+		t.Logf("switch %d to the %s: blackout %.1f ms", i+1, s.To, s.BlackoutMS)
+	}
+	m, _ = c.store.Load(ctx)
+	if _, err := m.Location(2); err == nil || len(m.ShardMappings(1)) != 1 {
+		t.Fatalf("after a merge completed: locations %+v mappings %+v", m.Locations, m.Mappings)
+	}
+	c.ownership()
+}
+
+// A hash merge reverted and completed with the source serving: the ring
+// point comes back for the source shard, the merged rows leave the target,
+// the plan ends aborted.
+func TestHashMergeRevertThenComplete(t *testing.T) {
+	c := newClusterOpts(t, "e2e_hmwin", []int{1, 2}, []int{600, 600}, true)
+	lp1 := c.startLoad(60, "moving=1-1500")
+	mg := c.startBG(nil, "merge", "--shard", "2", "--into", "1", "--yes", "--reverse-window", "3m", "--max-blackout", "5s")
+	p := c.waitWin("the window", 90*time.Second, mg, inWindow(plans.SideTarget, time.Now()))
+	id := p.ID
+	c.stopCheck(lp1)
+	lp2 := c.startLoad(60, "moving=1500-3000")
+	time.Sleep(time.Second)
+	c.mustRun("plan", "revert", id, "--wait", "90s")
+	c.waitWin("the tail to the target", 60*time.Second, mg, inWindow(plans.SideSource, time.Now()))
+	c.stopCheck(lp2, lp1)
+	c.mustRun("plan", "complete", id, "--wait", "90s")
+	if code := mg.wait(t, 60*time.Second); code != 0 {
+		t.Fatalf("the merge process ended with exit %d\n%s", code, mg.err.String())
+	}
+	if p, _ = c.onlyPlan(); p.State != plans.StateAborted {
+		t.Fatalf("after complete with the source serving: state %s", p.State)
+	}
+	for _, lp := range []*loadProc{lp1, lp2} {
+		c.checkLedger(lp)
+	}
+	m, _ := c.store.Load(ctx)
+	if len(m.Locations) != 2 || len(m.ShardMappings(2)) != 1 || len(m.ShardMappings(1)) != 1 {
+		t.Fatalf("after a reverted merge completed: locations %+v mappings %+v", m.Locations, m.Mappings)
 	}
 	c.ownership()
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/shardctl/shardctl/internal/fault"
 	"github.com/shardctl/shardctl/lock"
 	"github.com/shardctl/shardctl/plans"
+	"github.com/shardctl/shardctl/prune"
 	"github.com/shardctl/shardctl/shardmap"
 	"github.com/shardctl/shardctl/tables"
 )
@@ -54,8 +55,14 @@ func setupWindow(p *plans.Plan) {
 		switch c.Op {
 		case shardmap.OpMoveLocation: // move: the location back at the source server
 			c.Host, c.Port = p.Source.Host, p.Source.Port
-		case shardmap.OpRepoint: // split: the moved range or arc back to the source shard
+		case shardmap.OpRepoint: // split, merge: the moved range or arc back to the source shard
 			c.ShardID = p.Source.ShardID
+		case shardmap.OpMergeRange: // merge: the switch's offline changes split the range out again
+			continue
+		case shardmap.OpRemoveMapping: // hash merge: they add the ring point back (offline, on the target)
+			w.Revert = append(w.Revert, shardmap.Change{Op: shardmap.OpRepoint, Ref: c.Ref, ShardID: p.Source.ShardID},
+				shardmap.Change{Op: shardmap.OpSetStatus, Ref: c.Ref, Status: shardmap.Online})
+			continue
 		}
 		w.Revert = append(w.Revert, c)
 	}
@@ -80,7 +87,7 @@ func windowPreview(p *plans.Plan) []struct {
 		step    string
 		changes []shardmap.Change
 	}{
-		{"plan revert, behind the fence (inside the window)", windowOffline(p)},
+		{"plan revert, behind the fence (inside the window)", offChanges(p, plans.SideTarget)},
 		{"plan revert, switch to the source", p.Window.Revert},
 		{"plan revert again, switch back to the target", p.Window.Forward},
 	}
@@ -104,8 +111,10 @@ func WindowProblems(ctx context.Context, dst *sql.DB, p *plans.Plan) ([]string, 
 	if p.Window == nil && p.Options.ReverseWindowS <= 0 {
 		return nil, nil
 	}
-	if p.Operation != "move" && p.Operation != "split" {
-		return []string{fmt.Sprintf("--reverse-window is supported for move and split, not yet for %s: run it without a window", p.Operation)}, nil
+	switch p.Operation {
+	case "move", "split", "merge":
+	default:
+		return []string{fmt.Sprintf("--reverse-window is not supported for %s: run it without a window", p.Operation)}, nil
 	}
 	var problems []string
 	var logBin int
@@ -218,7 +227,7 @@ func (wr *windowRun) ensure(ctx context.Context) error {
 	}
 	r, w := wr.r, wr.r.p.Window
 	l := r.leg(w.Serving)
-	if err := fence.Install(ctx, l.to, l.toEP.Schema, fenceTables(r.p), wr.lockWait()); err != nil {
+	if err := fence.Install(ctx, l.to, l.toEP.Schema, windowFence(r.p, other(l.serving)), wr.lockWait()); err != nil {
 		return fmt.Errorf("reverse window: fence the %s copy %s: %w", other(l.serving), l.toEP.Schema, err)
 	}
 	r.mu.Lock()
@@ -331,10 +340,17 @@ func (wr *windowRun) restore(ctx context.Context) error {
 		return wr.finishSwitch(ctx, time.Time{}, -1)
 	}
 	l := r.leg(w.Serving)
-	if err := fence.Remove(ctx, l.from, l.fromEP.Schema, fenceNames(r.p), wr.lockWait()); err != nil {
+	if err := fence.Remove(ctx, l.from, l.fromEP.Schema, names(windowFence(r.p, l.serving)), wr.lockWait()); err != nil {
 		return fmt.Errorf("reverse window: %w", err)
 	}
-	return r.env.Store.Apply(ctx, "reverse window: serving side online", onlineAgain(windowOffline(r.p)))
+	// One change at a time: a merged range's mapping no longer exists to be set online.
+	for _, c := range backChanges(r.p, l.serving) {
+		err := r.env.Store.Apply(ctx, "reverse window: serving side online", []shardmap.Change{c})
+		if err != nil && !(c.Op == shardmap.OpSetStatus && errors.Is(err, shardmap.ErrNotFound)) {
+			return err
+		}
+	}
+	return nil
 }
 
 // window is the step between cutover and cleanup: it runs the tail, carries
@@ -514,7 +530,7 @@ func (wr *windowRun) trySwitch(ctx context.Context, budget time.Duration) error 
 		mark = time.Now()
 	}
 	left := func() time.Duration { return max(budget-time.Since(start), 10*time.Millisecond) }
-	if err := r.env.Store.Apply(ctx, "reverse window: take the mappings offline", windowOffline(r.p)); err != nil {
+	if err := r.env.Store.Apply(ctx, "reverse window: take the mappings offline", offChanges(r.p, l.serving)); err != nil {
 		return err
 	}
 	phase("offline")
@@ -526,10 +542,10 @@ func (wr *windowRun) trySwitch(ctx context.Context, budget time.Duration) error 
 		w.Final, w.Next = plans.Position{}, plans.Position{}
 		r.mu.Unlock()
 		err := r.save(true)
-		if ferr := fence.Remove(bg, l.from, l.fromEP.Schema, fenceNames(r.p), wr.lockWait()); ferr != nil {
+		if ferr := fence.Remove(bg, l.from, l.fromEP.Schema, names(windowFence(r.p, l.serving)), wr.lockWait()); ferr != nil {
 			err = errors.Join(err, ferr)
 		}
-		if aerr := r.env.Store.Apply(bg, "reverse window: put the mappings back online", onlineAgain(windowOffline(r.p))); aerr != nil {
+		if aerr := r.env.Store.Apply(bg, "reverse window: put the mappings back online", backChanges(r.p, l.serving)); aerr != nil {
 			err = errors.Join(err, aerr)
 		}
 		r.mu.Lock()
@@ -542,7 +558,7 @@ func (wr *windowRun) trySwitch(ctx context.Context, budget time.Duration) error 
 		}
 		return fmt.Errorf("%w: %v", errBackedOff, reason)
 	}
-	if err := fence.Install(ctx, l.from, l.fromEP.Schema, fenceTables(r.p), left()); err != nil {
+	if err := fence.Install(ctx, l.from, l.fromEP.Schema, windowFence(r.p, l.serving), left()); err != nil {
 		return undo(fmt.Errorf("fence the %s: %w", l.serving, err))
 	}
 	phase("fence")
@@ -604,7 +620,7 @@ func (wr *windowRun) finishSwitch(ctx context.Context, start time.Time, idx int)
 	if err := r.save(true); err != nil {
 		return err
 	}
-	if err := fence.Remove(ctx, l.to, l.toEP.Schema, fenceNames(r.p), wr.lockWait()); err != nil {
+	if err := fence.Remove(ctx, l.to, l.toEP.Schema, names(windowFence(r.p, other(l.serving))), wr.lockWait()); err != nil {
 		return fmt.Errorf("reverse window: lift the fence on the %s: %w", other(l.serving), err)
 	}
 	changes := w.Revert
@@ -640,15 +656,60 @@ func (wr *windowRun) finishSwitch(ctx context.Context, start time.Time, idx int)
 	return wr.ensure(ctx)
 }
 
-// windowOffline takes offline what the cutover put online. (The plan's own
-// offline changes may add mappings, as a hash split's ring point: not again.)
-func windowOffline(p *plans.Plan) []shardmap.Change {
-	var out []shardmap.Change
+// offChanges take the moved rows offline on the serving side, derived from
+// the cutover's changes (the plan's own offline changes may add mappings,
+// as a hash split's ring point: not again). With the target serving, a
+// merged range is first split out of the target's mapping again, and a
+// merged ring point added back, pointing at the target.
+func offChanges(p *plans.Plan, serving string) []shardmap.Change {
+	var pre, off []shardmap.Change
 	for _, c := range p.Cutover {
-		if c.Op == shardmap.OpSetStatus && c.Status == shardmap.Online {
-			c.Status = shardmap.Offline
-			out = append(out, c)
+		switch {
+		case c.Op == shardmap.OpSetStatus && c.Status == shardmap.Online:
+			off = append(off, shardmap.Change{Op: shardmap.OpSetStatus, Ref: c.Ref, Status: shardmap.Offline})
+		case c.Op == shardmap.OpMergeRange && serving == plans.SideTarget:
+			pre = append(pre, shardmap.Change{Op: shardmap.OpSplitRange, Ref: shardmap.Ref{FuncID: c.Ref.FuncID}, At: c.Ref.Lower})
+		case c.Op == shardmap.OpRemoveMapping && serving == plans.SideTarget:
+			pre = append(pre, shardmap.Change{Op: shardmap.OpAddHashPoint, Ref: c.Ref, ShardID: p.Target.ShardID, Status: shardmap.Offline})
+		case c.Op == shardmap.OpRemoveMapping:
+			off = append(off, shardmap.Change{Op: shardmap.OpSetStatus, Ref: c.Ref, Status: shardmap.Offline})
 		}
+	}
+	return append(pre, off...)
+}
+
+// backChanges undo offChanges: mappings online again, and with the target
+// serving, the range merged (or the ring point removed) again.
+func backChanges(p *plans.Plan, serving string) []shardmap.Change {
+	back := onlineAgain(offChanges(p, serving))
+	if serving == plans.SideTarget {
+		for _, c := range p.Cutover {
+			if c.Op == shardmap.OpMergeRange || c.Op == shardmap.OpRemoveMapping {
+				back = append(back, c)
+			}
+		}
+	}
+	return back
+}
+
+// windowFence is what a side's fence covers: on the source the plan's
+// fence; on the target of a merge only the merged range (the target's own
+// keys stay writable); on any other target the same tables and rows.
+func windowFence(p *plans.Plan, side string) []fence.Table {
+	if side == plans.SideTarget && p.Operation == "merge" {
+		var out []fence.Table
+		for _, t := range p.Copy {
+			out = append(out, fence.Table{Name: t.Name, Filter: t.Filter})
+		}
+		return out
+	}
+	return fenceTables(p)
+}
+
+func names(ts []fence.Table) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = t.Name
 	}
 	return out
 }
@@ -676,19 +737,8 @@ func (r *runner) dropTargetCopy(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if r.p.Target.ShardID != r.p.Source.ShardID {
-		// split: the new shard must route nothing any more
-		if ms := m.ShardMappings(r.p.Target.ShardID); len(ms) > 0 {
-			return fmt.Errorf("refusing to drop the target copy %s on %s: shard %d still has mappings (%s)", r.p.Target.Schema, r.p.Target.Addr(), r.p.Target.ShardID, ms[0])
-		}
-	} else {
-		loc, err := m.Location(r.p.Source.ShardID)
-		if err != nil {
-			return err
-		}
-		if loc.Host != r.p.Source.Host || loc.Port != r.p.Source.Port || loc.Schema != r.p.Source.Schema {
-			return fmt.Errorf("refusing to drop the target copy %s on %s: the shard map points shard %d at %s/%s, not at the source", r.p.Target.Schema, r.p.Target.Addr(), loc.ShardID, loc.Addr(), loc.Schema)
-		}
+	if err := routesToSource(m, r.p); err != nil {
+		return fmt.Errorf("refusing to remove the target copy %s on %s: %w", r.p.Target.Schema, r.p.Target.Addr(), err)
 	}
 	// The plan's abort changes undo what the operation added to the shard
 	// map (a split's mapping split and new location); a move's only set online.
@@ -698,8 +748,48 @@ func (r *runner) dropTargetCopy(ctx context.Context) error {
 	if err := fence.Remove(ctx, r.src, r.p.Source.Schema, fenceNames(r.p), time.Duration(r.p.Options.LockWaitMS)*time.Millisecond); err != nil {
 		return err
 	}
+	if !r.p.DropTargetSchema {
+		// merge: the target is a live shard; only the merged range's rows go.
+		lockWait := time.Duration(r.p.Options.LockWaitMS) * time.Millisecond
+		pr := &prune.Pruner{DB: r.dst, Schema: r.p.Target.Schema, ChunkRows: r.p.Options.PruneChunkRows}
+		for _, t := range r.p.AbortTarget {
+			if _, err := pr.Table(ctx, t, prune.Watermark{}, func(prune.Watermark) error { return nil }); err != nil {
+				return fmt.Errorf("remove the merged rows from %s.%s: %w", r.p.Target.Schema, t.Name, err)
+			}
+		}
+		return fence.Remove(ctx, r.dst, r.p.Target.Schema, names(windowFence(r.p, plans.SideTarget)), lockWait)
+	}
 	if _, err := r.dst.ExecContext(ctx, "DROP DATABASE IF EXISTS "+dbutil.QuoteIdent(r.p.Target.Schema)); err != nil {
 		return fmt.Errorf("drop the target copy %s on %s: %w", r.p.Target.Schema, r.p.Target.Addr(), err)
+	}
+	return nil
+}
+
+// routesToSource checks that the shard map sends the moved rows to the
+// source: the location back at the source server (move), the moved range or
+// ring point at the source shard (split, merge).
+func routesToSource(m *shardmap.Map, p *plans.Plan) error {
+	for _, c := range p.Window.Revert {
+		switch c.Op {
+		case shardmap.OpMoveLocation:
+			loc, err := m.Location(p.Source.ShardID)
+			if err != nil {
+				return err
+			}
+			if loc.Host != p.Source.Host || loc.Port != p.Source.Port {
+				return fmt.Errorf("the shard map points shard %d at %s, not at the source %s", loc.ShardID, loc.Addr(), p.Source.Addr())
+			}
+		case shardmap.OpRepoint:
+			ok := false
+			for _, mp := range m.ShardMappings(p.Source.ShardID) {
+				r := mp.Ref()
+				ok = ok || r.FuncID == c.Ref.FuncID && r.Kind == c.Ref.Kind && r.Hash == c.Ref.Hash &&
+					(r.Lower == nil) == (c.Ref.Lower == nil) && (r.Lower == nil || r.Lower.Compare(*c.Ref.Lower) == 0)
+			}
+			if !ok {
+				return fmt.Errorf("the moved mapping does not point at shard %d", p.Source.ShardID)
+			}
+		}
 	}
 	return nil
 }
