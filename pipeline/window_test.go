@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/shardctl/shardctl/keyspace"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/shardmap"
 )
@@ -108,5 +109,63 @@ func TestRecordRequestKeepsTen(t *testing.T) {
 	}
 	if n := len(p.Window.Requests); n != 10 || p.Window.Requests[9].ID != "l" {
 		t.Fatalf("requests %+v", p.Window.Requests)
+	}
+}
+
+// A range merge's switch changes: going back splits the merged range out
+// again before taking it offline; backing off merges it again.
+func TestMergeWindowChanges(t *testing.T) {
+	lower := keyspace.Key{Int: 2000}
+	sref := shardmap.Ref{FuncID: 1, Kind: shardmap.Range, Lower: &lower}
+	p := plans.New("merge", "merge shard 2 into 1")
+	p.Source = plans.Endpoint{ShardID: 2, Host: "h2", Port: 1, Schema: "s2"}
+	p.Target = plans.Endpoint{ShardID: 1, Host: "h1", Port: 1, Schema: "s1"}
+	p.Cutover = []shardmap.Change{{Op: shardmap.OpRepoint, Ref: sref, ShardID: 1}, {Op: shardmap.OpSetStatus, Ref: sref, Status: shardmap.Online}, {Op: shardmap.OpMergeRange, Ref: sref}}
+	p.Options.ReverseWindowS = 60
+	setupWindow(p)
+	ops := func(cs []shardmap.Change) (out []string) {
+		for _, c := range cs {
+			out = append(out, c.Op+"/"+c.Status)
+		}
+		return out
+	}
+	if got := ops(p.Window.Revert); len(got) != 2 || got[0] != "repoint/" || p.Window.Revert[0].ShardID != 2 || got[1] != "set_status/online" {
+		t.Fatalf("revert %v", got)
+	}
+	if got := ops(offChanges(p, plans.SideTarget)); len(got) != 2 || got[0] != "split_range/" || got[1] != "set_status/offline" {
+		t.Fatalf("offline from the target %v", got)
+	}
+	if c := offChanges(p, plans.SideTarget)[0]; c.At.Compare(lower) != 0 {
+		t.Fatalf("split at %v, want %v", c.At, lower)
+	}
+	if got := ops(backChanges(p, plans.SideTarget)); len(got) != 2 || got[0] != "set_status/online" || got[1] != "merge_range/" {
+		t.Fatalf("back on the target %v", got)
+	}
+	if got := ops(offChanges(p, plans.SideSource)); len(got) != 1 || got[0] != "set_status/offline" {
+		t.Fatalf("offline from the source %v", got)
+	}
+}
+
+// A hash merge: the ring point comes back (offline, at the target) before the switch.
+func TestHashMergeWindowChanges(t *testing.T) {
+	sref := shardmap.Ref{FuncID: 1, Kind: shardmap.Hash, Hash: "80000000000000000000000000000000"}
+	p := plans.New("merge", "merge shard 2 into 1")
+	p.Source = plans.Endpoint{ShardID: 2}
+	p.Target = plans.Endpoint{ShardID: 1}
+	p.Cutover = []shardmap.Change{{Op: shardmap.OpRemoveMapping, Ref: sref}}
+	p.Options.ReverseWindowS = 60
+	setupWindow(p)
+	off := offChanges(p, plans.SideTarget)
+	if len(off) != 1 || off[0].Op != shardmap.OpAddHashPoint || off[0].ShardID != 1 || off[0].Status != shardmap.Offline {
+		t.Fatalf("offline from the target %+v", off)
+	}
+	if r := p.Window.Revert; len(r) != 2 || r[0].Op != shardmap.OpRepoint || r[0].ShardID != 2 || r[1].Status != shardmap.Online {
+		t.Fatalf("revert %+v", r)
+	}
+	if b := backChanges(p, plans.SideTarget); len(b) != 1 || b[0].Op != shardmap.OpRemoveMapping {
+		t.Fatalf("back on the target %+v", b)
+	}
+	if off := offChanges(p, plans.SideSource); len(off) != 1 || off[0].Op != shardmap.OpSetStatus || off[0].Status != shardmap.Offline {
+		t.Fatalf("offline from the source %+v", off)
 	}
 }
