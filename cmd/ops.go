@@ -175,7 +175,11 @@ func (a *app) runPlan(ctx context.Context, env pipeline.Env, p *plans.Plan, path
 	}
 	return a.emit(summary, func(w io.Writer) {
 		r := p.Result
-		fmt.Fprintf(w, "%s: done\n", p.Summary)
+		if p.State == plans.StateAborted {
+			fmt.Fprintf(w, "%s: reverted inside its window; the target copy is removed, the plan ends aborted\n", p.Summary)
+		} else {
+			fmt.Fprintf(w, "%s: done\n", p.Summary)
+		}
 		fmt.Fprintf(w, "  rows copied %d, binlog row changes applied %d, rows verified %d, source rows cleaned up %d\n", r.RowsCopied, r.EventsApplied, r.RowsVerified, r.RowsDeleted)
 		fmt.Fprintf(w, "  write blackout %.1f ms; plan %s\n", r.BlackoutMS, path)
 	})
@@ -227,7 +231,7 @@ func (a *app) planCmd() *cobra.Command {
 						fmt.Fprintf(w, "%s  DAMAGED: %s\n", e.ID, e.Error)
 						continue
 					}
-					fmt.Fprintf(w, "%s  %-8s next: %-10s %s\n", e.ID, e.State, orNone(e.Step), e.Summary)
+					fmt.Fprintf(w, "%s  %-8s next: %-10s %s%s\n", e.ID, e.State, orNone(e.Step), e.Summary, windowNote(e.Window))
 				}
 			})
 		},

@@ -101,3 +101,11 @@ func printWindows(w io.Writer, ws []WindowStatus) {
 			x.PlanID, x.Summary, x.Serving, x.LagMS, x.Until.Format(time.RFC3339), x.PlanID)
 	}
 }
+
+// windowNote is a plan list's mention of an open window.
+func windowNote(w *plans.WindowInfo) string {
+	if w == nil || !w.Active {
+		return ""
+	}
+	return fmt.Sprintf("  [reverse window: the %s serves, until %s]", w.Serving, w.Until.Format(time.RFC3339))
+}
