@@ -517,3 +517,28 @@ func TestHashMergeRevertThenComplete(t *testing.T) {
 	}
 	c.ownership()
 }
+
+// DDL on the serving side inside the window: the reverse tail stops (it
+// cannot decode rows safely), revert becomes impossible, complete still works.
+func TestReverseWindowDDL(t *testing.T) {
+	c := newCluster(t, "e2e_rddl", []int{1}, []int{300})
+	schema := c.shards[0].Schema
+	mv := c.startBG(nil, "move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "--reverse-window", "3m", "--max-blackout", "5s")
+	p := c.waitWin("the window", 90*time.Second, mv, inWindow(plans.SideTarget, time.Now()))
+	if _, err := c.db(3).Exec("ALTER TABLE " + dbutil.Table(schema, "employees") + " ADD COLUMN nickname VARCHAR(20)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.db(3).Exec("UPDATE "+dbutil.Table(schema, "employees")+" SET nickname = 'x' WHERE emp_no = ?", c.shards[0].Lower+1); err != nil {
+		t.Fatal(err)
+	}
+	if code := mv.wait(t, 60*time.Second); code == 0 {
+		t.Fatalf("the window went on after DDL on the serving side\n%s", mv.err.String())
+	}
+	if r := c.run(nil, "plan", "revert", p.ID, "--wait", "30s"); r.code == 0 || !strings.Contains(r.stderr, "DDL") {
+		t.Fatalf("revert after DDL: exit %d\n%s", r.code, r.stderr)
+	}
+	c.mustRun("plan", "complete", p.ID, "--wait", "60s")
+	if p, _ = c.onlyPlan(); p.State != plans.StateDone || schemaExists(t, c.db(1), schema) {
+		t.Fatalf("complete after DDL: state %s", p.State)
+	}
+}

@@ -379,10 +379,21 @@ func (r *runner) window(ctx context.Context) error {
 	r.env.Log.Info("reverse window open", "until", w.Until.Format(time.RFC3339), "serving", w.Serving)
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
-	lastLag, measured := time.Time{}, 0
+	lastLag, measured, failed := time.Time{}, 0, 0
 	for {
 		if err := wr.ensure(ctx); err != nil {
-			return err
+			// A tail that broke on a schema change or a purged binlog cannot go
+			// on; a lost connection may: a few tries, then the plan stops.
+			if failed++; failed >= 5 || errors.Is(err, binlog.ErrDDL) || errors.Is(err, ErrPurged) || ctx.Err() != nil {
+				return err
+			}
+			r.env.Log.Warn("reverse window: tail stopped; starting it again", "err", err, "try", failed)
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Duration(failed) * 2 * time.Second):
+			}
+			continue
 		}
 		select {
 		case <-ctx.Done():
@@ -417,7 +428,7 @@ func (r *runner) window(ctx context.Context) error {
 			if err := wr.measureLag(ctx); err != nil {
 				return err
 			}
-			lastLag = time.Now()
+			lastLag, failed = time.Now(), 0
 			r.env.Observer.Progress(plans.StepWindow, 0, 0, fmt.Sprintf("serving: %s; reverse tail lag %.0f ms; ends %s", w.Serving, w.LagMS, w.Until.Format(time.RFC3339)))
 			if measured++; measured == 3 {
 				fault.Hit("during:window")
@@ -596,8 +607,10 @@ func (wr *windowRun) trySwitch(ctx context.Context, budget time.Duration) error 
 func (wr *windowRun) finishSwitch(ctx context.Context, start time.Time, idx int) error {
 	r, w := wr.r, wr.r.p.Window
 	l := r.leg(w.Serving)
-	final := w.Final
-	if binlog.Position(w.Tail).Compare(binlog.Position(final)) < 0 {
+	r.mu.Lock()
+	final, behind := w.Final, binlog.Position(w.Tail).Compare(binlog.Position(w.Final)) < 0
+	r.mu.Unlock()
+	if behind {
 		if err := wr.ensure(ctx); err != nil {
 			return err
 		}
