@@ -542,3 +542,57 @@ func TestReverseWindowDDL(t *testing.T) {
 		t.Fatalf("complete after DDL: state %s", p.State)
 	}
 }
+
+// A revert that cannot fit its budget (a transaction holds a fenced table on
+// the serving side) backs off: exit 3, the merged range is merged again and
+// online at the target, whose own keys never stopped; once the transaction
+// ends the revert goes through.
+func TestMergeRevertBacksOff(t *testing.T) {
+	c := newCluster(t, "e2e_rback", []int{1, 2}, []int{300, 300})
+	tgt, src := c.shards[0], c.shards[1]
+	mg := c.startBG(nil, "merge", "--shard", "2", "--into", "1", "--yes", "--reverse-window", "3m",
+		"--max-blackout", "1s", "--cutover-backoff", "100ms", "--cutover-attempts", "6")
+	p := c.waitWin("the window", 90*time.Second, mg, inWindow(plans.SideTarget, time.Now()))
+	lp := c.startLoad(40, fmt.Sprintf("staying=%d-%d", tgt.Lower+1, tgt.Lower+100))
+	tx, err := c.db(1).Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback() })
+	if _, err := tx.Exec("UPDATE "+dbutil.Table(tgt.Schema, "employees")+" SET last_name = 'LongTrx' WHERE emp_no = ?", src.Lower+5); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.run(nil, "plan", "revert", p.ID, "--wait", "90s"); r.code != 3 || !strings.Contains(r.stderr, "no switch fitted") {
+		t.Fatalf("revert behind a long transaction: exit %d, want 3\n%s", r.code, r.stderr)
+	}
+	m, _ := c.store.Load(ctx)
+	if ms := m.ShardMappings(1); len(m.ShardMappings(2)) != 0 || len(ms) != 1 || ms[0].Status != "online" {
+		t.Fatalf("after a backed-off revert: shard 1 %v, shard 2 %v", m.ShardMappings(1), m.ShardMappings(2))
+	}
+	backedOff := 0
+	p, _ = c.onlyPlan()
+	for _, a := range p.Attempts {
+		if strings.HasPrefix(a.Result, "switch backed off") {
+			backedOff++
+		}
+	}
+	if backedOff == 0 || p.Window.Serving != plans.SideTarget {
+		t.Fatalf("no backed-off switch recorded (serving %s): %+v", p.Window.Serving, p.Attempts)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	c.mustRun("plan", "revert", p.ID, "--wait", "90s")
+	c.waitWin("the tail to the target", 60*time.Second, mg, inWindow(plans.SideSource, time.Now()))
+	st := lp.stop(t)
+	if g := st.Groups["staying"]; g.Errors != 0 || g.Acked == 0 {
+		t.Errorf("the target's own keys saw errors: %+v", g)
+	}
+	c.checkLedger(lp)
+	c.mustRun("plan", "complete", p.ID, "--wait", "90s")
+	if code := mg.wait(t, 60*time.Second); code != 0 {
+		t.Fatalf("the merge process ended with exit %d\n%s", code, mg.err.String())
+	}
+	c.checkLedger(lp)
+	c.ownership()
+}
