@@ -48,6 +48,9 @@ type Config struct {
 	// Throttle, if set, is called before each target transaction and may
 	// sleep (it slows the apply under load on the target or its replicas).
 	Throttle func(ctx context.Context) error
+	// SessionSQL runs on the applier's target session after its own
+	// settings (a reverse tail passes the fence with fence.BypassSQL).
+	SessionSQL []string
 }
 
 // Stats are counters of a running tail.
@@ -352,6 +355,12 @@ func (t *Tailer) target(ctx context.Context) (*sql.Conn, error) {
 		"SET SESSION time_zone = '+00:00'",
 		"SET SESSION foreign_key_checks = 0",
 	} {
+		if _, err := c.ExecContext(ctx, q); err != nil {
+			discard(c)
+			return nil, fmt.Errorf("binlog tail of %s: target session (%s): %w", t.cfg.Schema, q, err)
+		}
+	}
+	for _, q := range t.cfg.SessionSQL {
 		if _, err := c.ExecContext(ctx, q); err != nil {
 			discard(c)
 			return nil, fmt.Errorf("binlog tail of %s: target session (%s): %w", t.cfg.Schema, q, err)

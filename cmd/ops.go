@@ -44,6 +44,7 @@ type opFlags struct {
 	planOut                                 string
 	opts                                    plans.Options
 	maxBlackout, backoff, maxLag, chunkTime time.Duration
+	reverseWindow                           time.Duration
 }
 
 func (f *opFlags) register(c *cobra.Command) {
@@ -67,6 +68,7 @@ func (f *opFlags) register(c *cobra.Command) {
 	fl.StringArrayVar(&f.opts.Replicas, "replica", nil, "a replica HOST:PORT whose lag --max-lag watches (repeat for several)")
 	fl.DurationVar(&f.chunkTime, "chunk-time", 0, "copy: shrink chunks whose read takes longer than this (0: fixed --chunk-rows)")
 	fl.StringVar(&f.opts.PostponeFile, "postpone-cutover-file", "", "hold the cutover while this file exists (create it before starting; delete it to cut over)")
+	fl.DurationVar(&f.reverseWindow, "reverse-window", 0, "after cutover keep the source copy fenced and in sync this long, so 'plan revert' can switch back (0: no window, the source is cleaned up at once)")
 	fl.StringVar(&f.opts.ControlFile, "control-file", "", "re-read every 2 s while running: 'max-rate = N', 'max-threads-running = N', 'pause = true'")
 }
 
@@ -77,6 +79,7 @@ func (f *opFlags) options() plans.Options {
 	o.BackoffMS = int(f.backoff.Milliseconds())
 	o.MaxLagMS = int(f.maxLag.Milliseconds())
 	o.ChunkTimeMS = int(f.chunkTime.Milliseconds())
+	o.ReverseWindowS = int64(f.reverseWindow.Seconds())
 	return o
 }
 
@@ -194,7 +197,11 @@ func (a *app) runPlan(ctx context.Context, env pipeline.Env, p *plans.Plan, path
 	}
 	return a.emit(summary, func(w io.Writer) {
 		r := p.Result
-		fmt.Fprintf(w, "%s: done\n", p.Summary)
+		if p.State == plans.StateAborted {
+			fmt.Fprintf(w, "%s: reverted inside its window; the target copy is removed, the plan ends aborted\n", p.Summary)
+		} else {
+			fmt.Fprintf(w, "%s: done\n", p.Summary)
+		}
 		fmt.Fprintf(w, "  rows copied %d, binlog row changes applied %d, rows verified %d, source rows cleaned up %d\n", r.RowsCopied, r.EventsApplied, r.RowsVerified, r.RowsDeleted)
 		fmt.Fprintf(w, "  write blackout %.1f ms; plan %s\n", r.BlackoutMS, path)
 	})
@@ -247,7 +254,7 @@ func (a *app) planCmd() *cobra.Command {
 						fmt.Fprintf(w, "%s  DAMAGED: %s\n", e.ID, e.Error)
 						continue
 					}
-					fmt.Fprintf(w, "%s  %-8s next: %-10s %s\n", e.ID, e.State, orNone(e.Step), e.Summary)
+					fmt.Fprintf(w, "%s  %-8s next: %-10s %s%s\n", e.ID, e.State, orNone(e.Step), e.Summary, windowNote(e.Window))
 				}
 			})
 		},
@@ -315,6 +322,7 @@ func (a *app) planCmd() *cobra.Command {
 		},
 	}
 	c.AddCommand(list, show, run("apply", "Run a plan written with --plan-out", true), run("resume", "Continue a stopped or crashed plan from its last saved point", false), abort, a.planWatchCmd())
+	c.AddCommand(a.windowCmds()...)
 	return c
 }
 

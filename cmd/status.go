@@ -41,9 +41,10 @@ func (a *app) statusCmd() *cobra.Command {
 					return err
 				}
 				out := struct {
-					Version int64         `json:"version"`
-					Shards  []ShardStatus `json:"shards"`
-				}{Version: m.Version}
+					Version int64          `json:"version"`
+					Shards  []ShardStatus  `json:"shards"`
+					Windows []WindowStatus `json:"windows,omitempty"`
+				}{Version: m.Version, Windows: a.windows()}
 				for _, l := range m.Locations {
 					out.Shards = append(out.Shards, a.shardStatus(cmd.Context(), m, l, exact))
 				}
@@ -66,6 +67,7 @@ func (a *app) statusCmd() *cobra.Command {
 					if note := estimateNote(out.Shards); note != "" {
 						fmt.Fprintln(w, note)
 					}
+					printWindows(w, out.Windows)
 				})
 			})
 		},

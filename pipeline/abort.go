@@ -17,6 +17,10 @@ import (
 // target. After cutover it refuses: the shard map already points at the
 // target, and moving back is a new operation.
 func Abort(ctx context.Context, env Env, p *plans.Plan) error {
+	if p.InWindow() {
+		return fmt.Errorf("%w: plan %s has cut over and is inside its reverse window: switch back with 'shardctl plan revert %s', or finish with 'shardctl plan complete %s' (it drops the copy that does not serve)",
+			ErrCutOver, p.ID, p.ID, p.ID)
+	}
 	if p.CutOver() {
 		return fmt.Errorf("%w: plan %s has cut over, the shard map points at %s; to undo it, move the shard back (shardctl move --shard %d --to %s)",
 			ErrCutOver, p.ID, p.Target.Addr(), p.Source.ShardID, p.Source.Addr())

@@ -134,9 +134,11 @@ func Run(ctx context.Context, env Env, p *plans.Plan) error {
 		plans.StepVerify:    r.verify,
 		plans.StepFence:     r.fence,
 		plans.StepCutover:   r.cutover,
+		plans.StepWindow:    r.window,
 		plans.StepCleanup:   r.cleanup,
 	}
-	for _, name := range plans.Steps {
+	for _, s := range p.Steps { // plans.Steps, plus the window where the plan has one
+		name := s.Name
 		if p.Done(name) {
 			continue
 		}
@@ -175,6 +177,9 @@ func Run(ctx context.Context, env Env, p *plans.Plan) error {
 		fault.Hit("after:" + name)
 	}
 	p.State = plans.StateDone
+	if reverted(p) {
+		p.State = plans.StateAborted // the window ended with the source serving: the move was undone
+	}
 	return r.save(true)
 }
 

@@ -26,14 +26,15 @@ func Finish(ctx context.Context, env Env, p *plans.Plan) error {
 	if err := r.planChecks(ctx); err != nil {
 		return err
 	}
+	setupWindow(p)
 	if err := Preflight(ctx, r.src, r.dst, p); err != nil {
 		return err
 	}
 	p.SQLPreview = nil
-	for _, g := range []struct {
+	for _, g := range append([]struct {
 		step    string
 		changes []shardmap.Change
-	}{{"create", p.Prepare}, {"fence", p.Offline}, {"cutover", p.Cutover}, {"cleanup", p.AfterCleanup}, {"abort (only if aborted)", p.Abort}} {
+	}{{"create", p.Prepare}, {"fence", p.Offline}, {"cutover", p.Cutover}, {"cleanup", p.AfterCleanup}, {"abort (only if aborted)", p.Abort}}, windowPreview(p)...) {
 		if len(g.changes) == 0 {
 			continue
 		}
@@ -47,6 +48,7 @@ func Finish(ctx context.Context, env Env, p *plans.Plan) error {
 		}
 		p.SQLPreview = append(p.SQLPreview, fmt.Sprintf("UPDATE `%s`.`version` SET version = version + 1 WHERE id = 1;", env.Store.Schema))
 	}
+	p.SQLPreview = append(p.SQLPreview, windowCompleteSQL(p)...)
 	return nil
 }
 

@@ -75,6 +75,11 @@ func Preflight(ctx context.Context, src, dst *sql.DB, p *plans.Plan) error {
 			problems = append(problems, fmt.Sprintf("the source schema %s carries fence triggers from another operation (%s): resume or abort that plan first", p.Source.Schema, strings.Join(left, ", ")))
 		}
 	}
+	wp, err := WindowProblems(ctx, dst, p)
+	if err != nil {
+		return err
+	}
+	problems = append(problems, wp...)
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: %s", ErrRefused, strings.Join(problems, "; "))
 	}
@@ -423,17 +428,23 @@ func (r *runner) notReady(ctx context.Context, budget time.Duration) (why string
 	if took > budget/2 {
 		return fmt.Sprintf("the target needed %s to catch up, over half the %s budget", took.Round(time.Millisecond), budget), false, nil
 	}
+	why, err = longTransaction(ctx, r.src, budget, "source")
+	return why, why != "", err
+}
+
+// longTransaction names a transaction older than budget that holds locks on db, or "".
+func longTransaction(ctx context.Context, db *sql.DB, budget time.Duration, side string) (string, error) {
 	var id, thread, age int64
-	err = r.src.QueryRowContext(ctx, `SELECT trx_id, trx_mysql_thread_id, TIMESTAMPDIFF(MICROSECOND, trx_started, NOW(6)) FROM information_schema.INNODB_TRX
+	err := db.QueryRowContext(ctx, `SELECT trx_id, trx_mysql_thread_id, TIMESTAMPDIFF(MICROSECOND, trx_started, NOW(6)) FROM information_schema.INNODB_TRX
 		WHERE trx_started < NOW(6) - INTERVAL ? MICROSECOND AND (trx_rows_modified > 0 OR trx_tables_locked > 0 OR trx_lock_structs > 0)
 		ORDER BY trx_started LIMIT 1`, budget.Microseconds()).Scan(&id, &thread, &age)
 	if err == sql.ErrNoRows {
-		return "", false, nil
+		return "", nil
 	}
 	if err != nil {
-		return "", false, fmt.Errorf("look for long transactions: %w", err)
+		return "", fmt.Errorf("look for long transactions: %w", err)
 	}
-	return fmt.Sprintf("transaction %d (connection %d) has been open %s on the source", id, thread, (time.Duration(age) * time.Microsecond).Round(time.Millisecond)), true, nil
+	return fmt.Sprintf("transaction %d (connection %d) has been open %s on the %s", id, thread, (time.Duration(age) * time.Microsecond).Round(time.Millisecond), side), nil
 }
 
 // tryFence is one cutover attempt within the budget.
@@ -593,6 +604,9 @@ func (r *runner) cutover(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := r.windowAtCutover(ctx); err != nil {
+		return err
+	}
 	start := time.Now()
 	if err := r.env.Store.Apply(ctx, "cut over", r.p.Cutover); err != nil {
 		return err
@@ -621,6 +635,9 @@ func (r *runner) cutover(ctx context.Context) error {
 // cleanup deletes what the source no longer owns in small chunks (a DROP of
 // a large table can stall the server), then drops the schema or lifts the fence.
 func (r *runner) cleanup(ctx context.Context) error {
+	if reverted(r.p) {
+		return r.dropTargetCopy(ctx)
+	}
 	if r.p.KeepSource {
 		return errSkipped
 	}

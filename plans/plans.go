@@ -120,6 +120,7 @@ type Options struct {
 	ChunkTimeMS       int      `json:"chunk_time_ms,omitempty"`       // copy: shrink chunks that take longer to read than this
 	PostponeFile      string   `json:"postpone_file,omitempty"`       // the cutover waits while this file exists
 	ControlFile       string   `json:"control_file,omitempty"`        // re-read every 2 s: max-rate, max-threads-running, pause
+	ReverseWindowS    int64    `json:"reverse_window_s,omitempty"`    // after cutover keep the source fenced and in sync this long (0: no window)
 }
 
 // DefaultOptions are the settings a plan starts with.
@@ -235,6 +236,7 @@ type Plan struct {
 	Checkpoints Checkpoints  `json:"checkpoints"`
 	Attempts    []Attempt    `json:"cutover_attempts,omitempty"`
 	Result      Result       `json:"result"`
+	Window      *Window      `json:"window,omitempty"` // reverse-replication window after cutover (window.go)
 }
 
 // New starts a plan with every step pending.
@@ -406,6 +408,8 @@ type Entry struct {
 	Step      string    `json:"step"` // the first step not done
 	UpdatedAt time.Time `json:"updated_at"`
 	Error     string    `json:"error,omitempty"`
+
+	Window *WindowInfo `json:"window,omitempty"` // a reverse window, for cron
 }
 
 // List reads every plan in dir, newest first; damaged files are listed with their error.
@@ -423,6 +427,7 @@ func List(dir string) ([]Entry, error) {
 		} else {
 			e.Operation, e.Summary, e.State, e.UpdatedAt = p.Operation, p.Summary, p.State, p.UpdatedAt
 			e.Step = p.NextStep()
+			e.Window = p.Window.Info(p)
 		}
 		out = append(out, e)
 	}

@@ -72,6 +72,7 @@ func Print(w io.Writer, p *Plan) {
 			fmt.Fprintf(w, "  %d. %s  blackout %.1f ms  %s\n", i+1, a.Started.Format(time.RFC3339), a.BlackoutM, a.Result)
 		}
 	}
+	PrintWindow(w, p)
 	c := p.Checkpoints
 	if !c.Start.IsZero() {
 		fmt.Fprintf(w, "\ncheckpoints: start %s, applied %s", c.Start, c.Applied)
@@ -110,6 +111,8 @@ func describeStep(p *Plan, step string) string {
 		return "mark the mappings offline, fence writes on " + strings.Join(names, ", ") + ", wait for the final position"
 	case StepCutover:
 		return "switch the shard map to the target and mark it online"
+	case StepWindow:
+		return "reverse window: tail the serving side back into the fenced copy until 'plan complete' or the window ends"
 	case StepCleanup:
 		if p.KeepSource {
 			return "skipped: --keep-source leaves the source copy (fenced) for a manual check"
