@@ -75,11 +75,6 @@ func Preflight(ctx context.Context, src, dst *sql.DB, p *plans.Plan) error {
 			problems = append(problems, fmt.Sprintf("the source schema %s carries fence triggers from another operation (%s): resume or abort that plan first", p.Source.Schema, strings.Join(left, ", ")))
 		}
 	}
-	wp, err := WindowProblems(ctx, dst, p)
-	if err != nil {
-		return err
-	}
-	problems = append(problems, wp...)
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: %s", ErrRefused, strings.Join(problems, "; "))
 	}

@@ -766,11 +766,17 @@ func (r *runner) dropTargetCopy(ctx context.Context) error {
 		lockWait := time.Duration(r.p.Options.LockWaitMS) * time.Millisecond
 		pr := &prune.Pruner{DB: r.dst, Schema: r.p.Target.Schema, ChunkRows: r.p.Options.PruneChunkRows}
 		for _, t := range r.p.AbortTarget {
+			if err := GuardRemoval(ctx, r.env.Store, r.p.Target, &t); err != nil {
+				return fmt.Errorf("reverse window: %w", err)
+			}
 			if _, err := pr.Table(ctx, t, prune.Watermark{}, func(prune.Watermark) error { return nil }); err != nil {
 				return fmt.Errorf("remove the merged rows from %s.%s: %w", r.p.Target.Schema, t.Name, err)
 			}
 		}
 		return fence.Remove(ctx, r.dst, r.p.Target.Schema, names(windowFence(r.p, plans.SideTarget)), lockWait)
+	}
+	if err := GuardRemoval(ctx, r.env.Store, r.p.Target, nil); err != nil {
+		return fmt.Errorf("reverse window: %w", err)
 	}
 	if _, err := r.dst.ExecContext(ctx, "DROP DATABASE IF EXISTS "+dbutil.QuoteIdent(r.p.Target.Schema)); err != nil {
 		return fmt.Errorf("drop the target copy %s on %s: %w", r.p.Target.Schema, r.p.Target.Addr(), err)
