@@ -39,6 +39,7 @@ type Copier struct {
 	Throttle                   func(ctx context.Context) error // optional, called before each chunk is read (may sleep)
 	ChunkTime                  time.Duration                   // optional: a chunk whose read takes longer is followed by a smaller one
 	Progress                   func(table string, rows int64)  // optional, rows added by each chunk; called from several goroutines
+	NoLoadData                 bool                            // write with multi-row INSERTs even where the target allows LOAD DATA LOCAL
 }
 
 const (
@@ -106,7 +107,8 @@ type batch struct {
 	seq   int
 	rows  int
 	bytes int64    // size of the values, with a per-value allowance
-	args  []any    // rows × columns values, row-major
+	args  []any    // rows × columns values, row-major (INSERT)
+	data  *[]byte  // the rows as LOAD DATA text (LOAD DATA), from bufPool
 	last  []string // key of the last row, text form
 }
 
@@ -165,9 +167,15 @@ func (c *Copier) CopyTable(ctx context.Context, t tables.Table, from Watermark, 
 	budget := min(max(maxPacket/3, 64<<10), 8<<20)
 	stmtCap := min(stmtBytes, max(maxPacket/2, 64<<10))
 
+	load := !c.NoLoadData && loadable(cols[:written])
+	if load {
+		if load, err = localInfile(ctx, c.Target); err != nil {
+			return from, wrap("read target local_infile", err)
+		}
+	}
 	r := &reader{
 		c: c, t: t, conn: src, cols: cols, written: written, key: key, keyPos: keyPos, budget: budget,
-		limit: c.chunkRows(),
+		limit: c.chunkRows(), load: load,
 	}
 	r.where, r.whereArgs = t.Filter.SQL(dbutil.QuoteIdent)
 	r.query = "SELECT " + selectList(cols) + " FROM " + dbutil.Table(c.SourceSchema, t.Name) + " FORCE INDEX (PRIMARY) WHERE "
@@ -184,10 +192,13 @@ func (c *Copier) CopyTable(ctx context.Context, t tables.Table, from Watermark, 
 			cancel(wrap("read chunk", err))
 		}
 	})
-	ins := c.insertText(t.Name, cols[:written], key)
+	w := &writer{ins: c.insertText(t.Name, cols[:written], key), ncols: written, stmtCap: stmtCap}
+	if load {
+		w.load = func(name string, replace bool) string { return c.loadText(t.Name, cols[:written], name, replace) }
+	}
 	for range c.writers() {
 		wg.Go(func() {
-			if err := c.write(ctx, ch, ins, written, stmtCap, tr); err != nil {
+			if err := c.write(ctx, ch, w, tr); err != nil {
 				cancel(wrap("write chunk", err))
 			}
 		})
@@ -352,15 +363,23 @@ func (c *Copier) insertText(table string, cols []chunk.Column, key chunk.Key) fu
 	}
 }
 
+// writer says how a table's chunks are written.
+type writer struct {
+	ins     func(rows int) string                  // multi-row INSERT
+	load    func(name string, replace bool) string // LOAD DATA LOCAL; nil: INSERT
+	ncols   int
+	stmtCap int64
+}
+
 // write is one writer: it takes chunks off ch and commits each on its own
 // target session until ch closes or ctx is cancelled.
-func (c *Copier) write(ctx context.Context, ch <-chan batch, ins func(int) string, ncols int, stmtCap int64, tr *tracker) error {
+func (c *Copier) write(ctx context.Context, ch <-chan batch, w *writer, tr *tracker) error {
 	conn, err := chunk.Session(ctx, c.Target, writerSetup...)
 	if err != nil {
 		return err
 	}
 	defer chunk.Release(conn)
-	stmts := &stmtCache{conn: conn, text: ins}
+	stmts := &stmtCache{conn: conn, text: w.ins}
 	defer stmts.close()
 	for {
 		var b batch
@@ -374,7 +393,11 @@ func (c *Copier) write(ctx context.Context, ch <-chan batch, ins func(int) strin
 			return nil
 		}
 		for attempt := 0; ; attempt++ {
-			err = writeChunk(ctx, conn, stmts, b, ncols, stmtCap)
+			if w.load != nil {
+				err = loadChunk(ctx, conn, w.load, b)
+			} else {
+				err = writeChunk(ctx, conn, stmts, b, w.ncols, w.stmtCap)
+			}
 			if err == nil || attempt >= lockRetries || !dbutil.IsRetryableLockErr(err) {
 				break
 			}
@@ -490,6 +513,7 @@ type reader struct {
 	key       chunk.Key
 	keyPos    []int
 	budget    int64 // bytes of values per chunk
+	load      bool  // encode rows as LOAD DATA text instead of arguments
 	limit     int   // rows asked for by the next read
 	query     string
 	where     string
@@ -556,20 +580,36 @@ func (r *reader) read(ctx context.Context, after []string) (b batch, cut bool, e
 		dest[i] = &raw[i]
 	}
 	lastKey := make([][]byte, len(r.keyPos))
-	b.args = make([]any, 0, r.limit*r.written)
+	var buf []byte
+	if r.load {
+		b.data = getBuf()
+		buf = *b.data
+		defer func() { *b.data = buf }()
+	} else {
+		b.args = make([]any, 0, r.limit*r.written)
+	}
 	var size int64
 	var mem arena
 	for rows.Next() {
 		if err := rows.Scan(dest...); err != nil {
 			return b, false, err
 		}
-		for _, v := range raw[:r.written] {
-			if v == nil {
+		for i, v := range raw[:r.written] {
+			switch {
+			case r.load:
+				if i > 0 {
+					buf = append(buf, '\t')
+				}
+				buf = appendField(buf, v)
+			case v == nil:
 				b.args = append(b.args, nil)
-			} else {
+			default:
 				b.args = append(b.args, mem.copy(v))
 			}
 			size += int64(len(v)) + valueOverhead
+		}
+		if r.load {
+			buf = append(buf, '\n')
 		}
 		for i, p := range r.keyPos {
 			lastKey[i] = append(lastKey[i][:0], raw[p]...)
@@ -634,6 +674,8 @@ func (tr *tracker) committed(b batch) error {
 		tr.progress(tr.table, int64(b.rows))
 	}
 	b.args = nil
+	putBuf(b.data)
+	b.data = nil
 	tr.pending[b.seq] = b
 	advanced := false
 	for {
