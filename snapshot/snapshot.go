@@ -40,6 +40,7 @@ type Copier struct {
 	ChunkTime                  time.Duration                   // optional: a chunk whose read takes longer is followed by a smaller one
 	Progress                   func(table string, rows int64)  // optional, rows added by each chunk; called from several goroutines
 	NoLoadData                 bool                            // write with multi-row INSERTs even where the target allows LOAD DATA LOCAL
+	IndexesFirst               bool                            // create plain secondary indexes with the table instead of after its rows
 }
 
 const (
@@ -83,6 +84,10 @@ func (c *Copier) CreateTables(ctx context.Context, ts []tables.Table) error {
 		return fmt.Errorf("copy: open session on target schema %s: %w", c.TargetSchema, err)
 	}
 	defer chunk.Release(conn)
+	ref, err := referencedTables(ctx, c.Source, c.SourceSchema)
+	if err != nil {
+		return fmt.Errorf("copy: read foreign keys of %s: %w", c.SourceSchema, err)
+	}
 	for _, t := range ts {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -90,6 +95,9 @@ func (c *Copier) CreateTables(ctx context.Context, ts []tables.Table) error {
 		var name, ddl string
 		if err := c.Source.QueryRowContext(ctx, "SHOW CREATE TABLE "+dbutil.Table(c.SourceSchema, t.Name)).Scan(&name, &ddl); err != nil {
 			return fmt.Errorf("copy %s.%s: show create table: %w", c.SourceSchema, t.Name, err)
+		}
+		if !c.IndexesFirst {
+			_, ddl = deferrable(ddl, ref[t.Name]) // built by CopyTable once the rows are in
 		}
 		rest, ok := strings.CutPrefix(ddl, "CREATE TABLE ")
 		if !ok {
@@ -209,6 +217,10 @@ func (c *Copier) CopyTable(ctx context.Context, t tables.Table, from Watermark, 
 	}
 	if err := context.Cause(ctx); err != nil {
 		return tr.lastSaved(), err // already wrapped by whoever cancelled
+	}
+	// Before the table is marked done, so a resume builds what a crash left out.
+	if err := c.buildIndexes(ctx, t.Name); err != nil {
+		return tr.lastSaved(), wrap("build indexes", err)
 	}
 	if err := tr.finish(); err != nil {
 		return tr.lastSaved(), wrap("finish", err)
