@@ -26,7 +26,8 @@ import (
 // SHARDCTL_BENCH_WRITERS the writers per table (default 3),
 // SHARDCTL_BENCH_ROUNDS the rounds (default 2); SHARDCTL_BENCH_INSERT=1
 // writes with INSERTs instead of LOAD DATA, SHARDCTL_BENCH_INDEXES_FIRST=1
-// creates the secondary indexes with the table.
+// creates the secondary indexes with the table, SHARDCTL_BENCH_READERS sets
+// the readers per table (default 1).
 func TestBenchCopySysbench1M(t *testing.T) {
 	if os.Getenv("SHARDCTL_BENCH") != "1" {
 		t.Skip("set SHARDCTL_BENCH=1 to run the copy benchmark")
@@ -53,6 +54,7 @@ func TestBenchCopySysbench1M(t *testing.T) {
 		c.Writers = writers
 		c.NoLoadData = os.Getenv("SHARDCTL_BENCH_INSERT") == "1"
 		c.IndexesFirst = os.Getenv("SHARDCTL_BENCH_INDEXES_FIRST") == "1"
+		c.Readers = envInt("SHARDCTL_BENCH_READERS", defaultReaders)
 		if err := c.CreateTables(ctx, ts); err != nil {
 			t.Fatal(err)
 		}
@@ -68,7 +70,7 @@ func TestBenchCopySysbench1M(t *testing.T) {
 		if wm.Rows != int64(rows) || count(t, f.dst, f.tname, "sbtest1") != int64(rows) {
 			t.Fatalf("copied %d rows", wm.Rows)
 		}
-		t.Logf("round %d: shardctl copy (insert %v, indexes first %v), chunk %d, %d writers: %s, %.0f rows/s; CPU s: %s", round, c.NoLoadData, c.IndexesFirst, defaultChunkRows, writers, el.Round(time.Millisecond), float64(rows)/el.Seconds(), cpu.stop(0))
+		t.Logf("round %d: shardctl copy (insert %v, indexes first %v, %d readers), chunk %d, %d writers: %s, %.0f rows/s; CPU s: %s", round, c.NoLoadData, c.IndexesFirst, c.Readers, defaultChunkRows, writers, el.Round(time.Millisecond), float64(rows)/el.Seconds(), cpu.stop(0))
 
 		if errDump != nil || errLoad != nil {
 			continue

@@ -41,11 +41,17 @@ type Copier struct {
 	Progress                   func(table string, rows int64)  // optional, rows added by each chunk; called from several goroutines
 	NoLoadData                 bool                            // write with multi-row INSERTs even where the target allows LOAD DATA LOCAL
 	IndexesFirst               bool                            // create plain secondary indexes with the table instead of after its rows
+	Readers                    int                             // readers per large table, each on its own key range; default 1 (see defaultReaders)
+	SplitRows                  int64                           // a table with more rows left than this (estimated) is split among Readers; default 200000
 }
 
 const (
 	defaultChunkRows = 5000
 	defaultWriters   = 3
+	// One reader per table: on 2 cores the target's CPU bounds the copy and a
+	// second reader showed no gain (docs/BENCHMARKS.md); more cores may differ.
+	defaultReaders   = 1
+	defaultSplitRows = 200000
 	// Per-value allowance for the protocol's type, length and NULL-map bytes.
 	valueOverhead = 12
 	lockRetries   = 3
@@ -112,7 +118,8 @@ func (c *Copier) CreateTables(ctx context.Context, ts []tables.Table) error {
 
 // batch is one chunk read from the source, waiting to be written.
 type batch struct {
-	seq   int
+	part  int // the reader's key range, in key order
+	seq   int // the chunk's place in its range
 	rows  int
 	bytes int64    // size of the values, with a per-value allowance
 	args  []any    // rows × columns values, row-major (INSERT)
@@ -188,17 +195,53 @@ func (c *Copier) CopyTable(ctx context.Context, t tables.Table, from Watermark, 
 	r.where, r.whereArgs = t.Filter.SQL(dbutil.QuoteIdent)
 	r.query = "SELECT " + selectList(cols) + " FROM " + dbutil.Table(c.SourceSchema, t.Name) + " FORCE INDEX (PRIMARY) WHERE "
 
+	bounds, err := c.split(ctx, src, t, key, r.where, r.whereArgs, from)
+	if err != nil {
+		return from, wrap("split into key ranges", err)
+	}
+
 	parent := ctx
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	tr := newTracker(from, t.Name, save, c.Progress)
+	tr.parts = len(bounds) + 1
 	ch := make(chan batch, c.writers())
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		defer close(ch)
-		if err := r.run(ctx, from.After, ch); err != nil {
-			cancel(wrap("read chunk", err))
+	var wg, readers sync.WaitGroup
+	for part := 0; part <= len(bounds); part++ {
+		lo, hi := from.After, []string(nil)
+		if part > 0 {
+			lo = bounds[part-1]
 		}
+		if part < len(bounds) {
+			hi = bounds[part]
+		}
+		readers.Go(func() {
+			pr := *r
+			if part > 0 { // the first range reads on src; the others on sessions of their own
+				conn, err := chunk.Session(ctx, c.Source, chunk.UTC)
+				if err != nil {
+					cancel(wrap("open source session", err))
+					return
+				}
+				defer chunk.Release(conn)
+				pr.conn = conn
+			}
+			n, err := pr.run(ctx, part, lo, hi, ch)
+			if err != nil {
+				cancel(wrap("read chunk", err))
+				return
+			}
+			if ctx.Err() != nil {
+				return // stopped early: the range is not done, the prefix must not pass it
+			}
+			if err := tr.ended(part, n); err != nil {
+				cancel(wrap("write chunk", err))
+			}
+		})
+	}
+	wg.Go(func() {
+		readers.Wait()
+		close(ch)
 	})
 	w := &writer{ins: c.insertText(t.Name, cols[:written], key), ncols: written, stmtCap: stmtCap}
 	if load {
@@ -532,38 +575,41 @@ type reader struct {
 	whereArgs []any
 }
 
-func (r *reader) run(ctx context.Context, after []string, ch chan<- batch) error {
+// run reads the chunks of key range (after, hi] (hi nil: no end) and
+// returns how many it sent.
+func (r *reader) run(ctx context.Context, part int, after, hi []string, ch chan<- batch) (int, error) {
 	full := r.c.chunkRows()
 	for seq := 0; ; seq++ {
 		if err := ctx.Err(); err != nil {
-			return nil // the canceller reports why
+			return seq, nil // the canceller reports why
 		}
 		if r.c.Throttle != nil {
 			if err := r.c.Throttle(ctx); err != nil {
-				return fmt.Errorf("throttle: %w", err)
+				return seq, fmt.Errorf("throttle: %w", err)
 			}
 		}
 		began := time.Now()
-		b, cut, err := r.read(ctx, after)
+		b, cut, err := r.read(ctx, after, hi)
 		if err != nil {
-			return err
+			return seq, err
 		}
 		took := time.Since(began)
 		if b.rows == 0 {
-			return nil
+			putBuf(b.data)
+			return seq, nil
 		}
-		b.seq = seq
+		b.part, b.seq = part, seq
 		select {
 		case ch <- b:
 		case <-ctx.Done():
-			return nil
+			return seq, nil
 		}
 		after = b.last
 		switch {
 		case cut: // rows are big: ask for no more than fitted this time
 			r.limit = b.rows
 		case b.rows < r.limit:
-			return nil // the scope is exhausted; later rows are the binlog tail's
+			return seq + 1, nil // the range is exhausted; later rows are the binlog tail's
 		case r.c.ChunkTime > 0 && took > r.c.ChunkTime: // a loaded source: smaller chunks, shorter reads
 			r.limit = max(100, int(float64(r.limit)*float64(r.c.ChunkTime)/float64(took)))
 		default:
@@ -572,10 +618,10 @@ func (r *reader) run(ctx context.Context, after []string, ch chan<- batch) error
 	}
 }
 
-// read reads one chunk after `after`. cut reports that it stopped early
-// because the chunk reached its byte budget.
-func (r *reader) read(ctx context.Context, after []string) (b batch, cut bool, err error) {
-	rng, args, err := r.key.Range(after, nil)
+// read reads one chunk after `after`, up to hi (nil: no end). cut reports
+// that it stopped early because the chunk reached its byte budget.
+func (r *reader) read(ctx context.Context, after, hi []string) (b batch, cut bool, err error) {
+	rng, args, err := r.key.Range(after, hi)
 	if err != nil {
 		return b, false, err
 	}
@@ -666,17 +712,20 @@ func (a *arena) copy(raw []byte) []byte {
 // of the longest committed prefix.
 type tracker struct {
 	mu       sync.Mutex
-	wm       Watermark     // progress: the committed prefix
-	saved    Watermark     // the last watermark save accepted
-	next     int           // lowest sequence number not yet committed
-	pending  map[int]batch // committed chunks after a gap (args dropped)
+	wm       Watermark        // progress: the committed prefix
+	saved    Watermark        // the last watermark save accepted
+	parts    int              // key ranges, read at once; the prefix runs through them in order
+	part     int              // the range the prefix is in
+	next     int              // lowest sequence number of that range not yet committed
+	ends     map[int]int      // range → how many chunks it had, once its reader is done
+	pending  map[[2]int]batch // committed chunks after a gap (args dropped), by range and sequence
 	save     func(Watermark) error
 	table    string
 	progress func(string, int64)
 }
 
 func newTracker(from Watermark, table string, save func(Watermark) error, progress func(string, int64)) *tracker {
-	return &tracker{wm: from, saved: from, pending: map[int]batch{}, save: save, table: table, progress: progress}
+	return &tracker{wm: from, saved: from, parts: 1, ends: map[int]int{}, pending: map[[2]int]batch{}, save: save, table: table, progress: progress}
 }
 
 func (tr *tracker) committed(b batch) error {
@@ -688,18 +737,35 @@ func (tr *tracker) committed(b batch) error {
 	b.args = nil
 	putBuf(b.data)
 	b.data = nil
-	tr.pending[b.seq] = b
+	tr.pending[[2]int{b.part, b.seq}] = b
+	return tr.advance()
+}
+
+// ended records that range part had n chunks.
+func (tr *tracker) ended(part, n int) error {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	tr.ends[part] = n
+	return tr.advance()
+}
+
+// advance extends the committed prefix as far as it goes and saves it.
+func (tr *tracker) advance() error {
 	advanced := false
 	for {
-		p, ok := tr.pending[tr.next]
-		if !ok {
-			break
+		if p, ok := tr.pending[[2]int{tr.part, tr.next}]; ok {
+			delete(tr.pending, [2]int{tr.part, tr.next})
+			tr.next++
+			tr.wm.After = p.last
+			tr.wm.Rows += int64(p.rows)
+			advanced = true
+			continue
 		}
-		delete(tr.pending, tr.next)
-		tr.next++
-		tr.wm.After = p.last
-		tr.wm.Rows += int64(p.rows)
-		advanced = true
+		if n, ok := tr.ends[tr.part]; ok && n == tr.next && tr.part < tr.parts-1 {
+			tr.part, tr.next = tr.part+1, 0
+			continue
+		}
+		break
 	}
 	if advanced {
 		return tr.store()
@@ -731,4 +797,38 @@ func (tr *tracker) lastSaved() Watermark {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	return tr.saved
+}
+
+// split returns the inner bounds of the key ranges a large table's readers
+// take: none (one reader) unless more than SplitRows rows are left. Each
+// bound is found by walking the primary key, so ranges hold about as many
+// rows each whatever the keys look like.
+func (c *Copier) split(ctx context.Context, q dbutil.Querier, t tables.Table, key chunk.Key, where string, whereArgs []any, from Watermark) ([][]string, error) {
+	readers := c.Readers
+	if readers == 0 {
+		readers = defaultReaders
+	}
+	splitRows := c.SplitRows
+	if splitRows <= 0 {
+		splitRows = defaultSplitRows
+	}
+	left := t.EstRows - from.Rows
+	if readers < 2 || left <= splitRows {
+		return nil, nil
+	}
+	step := int(left / int64(readers))
+	var bounds [][]string
+	after := from.After
+	for range readers - 1 {
+		b, ok, err := chunk.Upper(ctx, q, key, after, where, whereArgs, step)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+		bounds = append(bounds, b)
+		after = b
+	}
+	return bounds, nil
 }
