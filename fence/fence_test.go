@@ -115,3 +115,38 @@ func TestFenceDoesNotPileUpBehindOpenTransaction(t *testing.T) {
 		t.Fatalf("whole-table fence: %v", err)
 	}
 }
+
+// Sessions opened ahead of the blackout install the same fence.
+func TestFenceOnSessionsOpenedAhead(t *testing.T) {
+	env := testenv.Get(t)
+	db := env.DB(t, 1, "")
+	exec(t, db, "DROP DATABASE IF EXISTS fence_s")
+	exec(t, db, "CREATE DATABASE fence_s")
+	t.Cleanup(func() { _, _ = db.Exec("DROP DATABASE IF EXISTS fence_s") })
+	exec(t, db, "CREATE TABLE fence_s.a (id INT PRIMARY KEY)")
+	exec(t, db, "CREATE TABLE fence_s.b (id INT PRIMARY KEY)")
+	ts := []fence.Table{{Name: "a"}, {Name: "b"}}
+	s, err := fence.OpenSessions(ctx, db, len(ts), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Install(ctx, "fence_s", ts, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := fence.Installed(ctx, db, "fence_s"); err != nil || len(got) != 6 {
+		t.Fatalf("installed %v %v, want 6 triggers", got, err)
+	}
+	if _, err := db.Exec("INSERT INTO fence_s.b VALUES (1)"); dbutil.ErrNumber(err) != fence.ErrNumber {
+		t.Fatalf("write through the fence: %v", err)
+	}
+	if err := s.Install(ctx, "fence_s", append(ts, fence.Table{Name: "c"}), time.Second); err == nil {
+		t.Fatal("more tables than sessions should be refused")
+	}
+	if err := fence.Remove(ctx, db, "fence_s", []string{"a", "b"}, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := fence.Installed(ctx, db, "fence_s"); len(got) != 0 {
+		t.Fatalf("left %v", got)
+	}
+}

@@ -83,18 +83,23 @@ func Install(ctx context.Context, db *sql.DB, schema string, ts []Table, lockWai
 		names[i] = t.Name
 	}
 	return perTable(ctx, db, names, lockWait, func(conn *sql.Conn, i int) error {
-		for _, stmt := range ddl(schema, ts[i]) {
-			left := time.Until(deadline)
-			if left <= 0 {
-				return fmt.Errorf("fence %s.%s: %w", schema, ts[i].Name, ErrBudget)
-			}
-			bounded := fmt.Sprintf("SET STATEMENT max_statement_time = %.3f FOR ", max(left.Seconds(), 0.001)) + stmt
-			if _, err := conn.ExecContext(ctx, bounded); err != nil {
-				return fmt.Errorf("fence %s.%s: %w", schema, ts[i].Name, err)
-			}
-		}
-		return nil
+		return installOne(ctx, conn, schema, ts[i], deadline)
 	})
+}
+
+// installOne creates t's fence triggers on conn, each statement bounded by deadline.
+func installOne(ctx context.Context, conn *sql.Conn, schema string, t Table, deadline time.Time) error {
+	for _, stmt := range ddl(schema, t) {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return fmt.Errorf("fence %s.%s: %w", schema, t.Name, ErrBudget)
+		}
+		bounded := fmt.Sprintf("SET STATEMENT max_statement_time = %.3f FOR ", max(left.Seconds(), 0.001)) + stmt
+		if _, err := conn.ExecContext(ctx, bounded); err != nil {
+			return fmt.Errorf("fence %s.%s: %w", schema, t.Name, err)
+		}
+	}
+	return nil
 }
 
 // ErrBudget is returned when the fence could not be installed in the time it was given.
@@ -125,8 +130,21 @@ func session(ctx context.Context, db *sql.DB, lockWait time.Duration, fn func(*s
 	if err != nil {
 		return err
 	}
-	// Session settings must not leak into the pool.
-	defer func() { _ = conn.Raw(func(any) error { return driver.ErrBadConn }); conn.Close() }()
+	defer release(conn)
+	if err := setup(ctx, conn, lockWait); err != nil {
+		return err
+	}
+	return fn(conn)
+}
+
+// release closes a fence session: its settings must not leak into the pool.
+func release(conn *sql.Conn) {
+	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	_ = conn.Close()
+}
+
+// setup prepares a fence session.
+func setup(ctx context.Context, conn *sql.Conn, lockWait time.Duration) error {
 	secs := max(1, int(lockWait.Seconds()+0.999))
 	// lock_wait_timeout counts whole seconds; max_statement_time (MariaDB,
 	// fractional) bounds the metadata-lock wait of each DDL to lockWait exactly.
@@ -136,7 +154,7 @@ func session(ctx context.Context, db *sql.DB, lockWait time.Duration, fn func(*s
 			return err
 		}
 	}
-	return fn(conn)
+	return nil
 }
 
 // Remove drops the fence triggers of every table (idempotent).

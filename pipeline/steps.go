@@ -444,6 +444,12 @@ func longTransaction(ctx context.Context, db *sql.DB, budget time.Duration, side
 
 // tryFence is one cutover attempt within the budget.
 func (r *runner) tryFence(ctx context.Context, budget time.Duration) error {
+	// The fence's sessions are opened before the blackout starts.
+	sessions, err := fence.OpenSessions(ctx, r.src, len(r.p.Fence), budget)
+	if err != nil {
+		return fmt.Errorf("open fence sessions: %w", err)
+	}
+	defer sessions.Close()
 	start := time.Now()
 	idx := r.recordAttempt(plans.Attempt{Started: start.UTC(), Phases: map[string]float64{}, Result: "fencing"})
 	mark := start
@@ -475,7 +481,7 @@ func (r *runner) tryFence(ctx context.Context, budget time.Duration) error {
 		}
 		return fmt.Errorf("%w: %v", errBackedOff, reason)
 	}
-	if err := fence.Install(ctx, r.src, r.p.Source.Schema, fenceTables(r.p), left()); err != nil {
+	if err := sessions.Install(ctx, r.p.Source.Schema, fenceTables(r.p), left()); err != nil {
 		if fence.IsTimeout(err) || dbutil.IsRetryableLockErr(err) {
 			return undo(fmt.Errorf("a transaction held a fenced table beyond the budget: %w", err))
 		}

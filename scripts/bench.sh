@@ -20,7 +20,10 @@
 # them at the end. Nothing is asserted: it prints one Markdown table of
 # measured figures, ratios and targets, and exits 0 when everything was
 # measured (1 when a tool, shardctl included, failed). Logs and JSON of each
-# run stay in the work directory it prints.
+# run stay in the work directory it prints. Every command runs under a
+# timeout (BENCH_STEP_TIMEOUT seconds, default 300 with --small, 1800
+# otherwise) and the whole run under a watchdog (BENCH_TIMEOUT, default 900
+# with --small, 7200 otherwise): it never hangs.
 set -euo pipefail
 shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
@@ -42,6 +45,8 @@ else
   COPY_ROWS=1000000; CATCHUP_ROWS=200000; CATCHUP_T=30; CUTOVERS=10; EMPLOYEES=5000
   PRUNE_ROWS=500000; MEM_ROWS_A=1000000; MEM_ROWS_B=5000000; MODE=full
 fi
+STEP_TIMEOUT=${BENCH_STEP_TIMEOUT:-$([ -n "$SMALL" ] && echo 300 || echo 1800)}
+RUN_TIMEOUT=${BENCH_TIMEOUT:-$([ -n "$SMALL" ] && echo 900 || echo 7200)}
 THREADS=2          # mydumper/myloader threads (shardctl's copy of one table: 1 reader + 3 writers, not a CLI flag)
 PRUNE_CHUNK=1000
 SB_THREADS=4       # sysbench oltp_write_only threads for the catch-up backlog
@@ -71,7 +76,9 @@ RES="$WORK/results"
 
 port() { echo $((BASE + $1 - 1)); }
 addr() { echo "127.0.0.1:$(port "$1")"; }
-M() { local p; p=$(port "$1"); shift; mariadb --no-defaults -h127.0.0.1 -P"$p" -u"$DBUSER" -p"$DBPASS" "$@"; }
+# T CMD...: CMD under the step timeout (SIGTERM, then SIGKILL 10 s later)
+T() { timeout -k 10 "$STEP_TIMEOUT" "$@"; }
+M() { local p; p=$(port "$1"); shift; T mariadb --no-defaults -h127.0.0.1 -P"$p" -u"$DBUSER" -p"$DBPASS" "$@"; }
 now() { date +%s.%N; }
 # f EXPR: awk arithmetic, printed with 2 decimals; div A B: A / B ("n/a" when B is 0)
 f() { awk "BEGIN { printf \"%.2f\", ($1) }" 2>/dev/null || echo n/a; }
@@ -95,7 +102,7 @@ use_map() {
 # sc OUT ARGS...: run shardctl with -o json, stdout to OUT, stderr to OUT.err
 sc() {
   local out=$1 rc=0; shift
-  "${SC[@]}" "$@" -o json >"$out" 2>"$out.err" || rc=$?
+  T "${SC[@]}" "$@" -o json >"$out" 2>"$out.err" || rc=$?
   [ $rc -eq 0 ] || fail "shardctl $* exited $rc" "$out.err" || return $rc
 }
 # sb_map: a shard map with the RANGE function "sb" on sbtest1.id
@@ -117,7 +124,7 @@ sysbench_args() { # SERVER SCHEMA ROWS
 prepare() { # SERVER SCHEMA ROWS
   M "$1" -e "CREATE DATABASE IF NOT EXISTS \`$2\`"
   # shellcheck disable=SC2046
-  sysbench oltp_read_write $(sysbench_args "$@") prepare >"$WORK/prepare-$2.log" 2>&1 ||
+  T sysbench oltp_read_write $(sysbench_args "$@") prepare >"$WORK/prepare-$2.log" 2>&1 ||
     fail "sysbench prepare of $3 rows into $2 failed" "$WORK/prepare-$2.log"
 }
 count() { M "$1" -N -e "SELECT COUNT(*) FROM \`$2\`.sbtest1"; }
@@ -140,6 +147,11 @@ mariadbd_ticks() {
   done
 }
 cpu_mark() { { head -n 1 /proc/stat; mariadbd_ticks; echo; } >"$WORK/cpu-$1"; }
+# srv_cpu NAME: CPU seconds of the three servers together since cpu_mark NAME
+srv_cpu() {
+  awk -v a="$(tail -n 1 "$WORK/cpu-$1")" -v b="$(mariadbd_ticks)" -v clk="$CLK" 'BEGIN {
+    split(a, x, " "); split(b, y, " "); printf "%.2f", (y[1] + y[2] + y[3] - x[1] - x[2] - x[3]) / clk }'
+}
 cpu_report() {
   local a b
   a=$(cat "$WORK/cpu-$1" | tr '\n' ' ')
@@ -154,14 +166,24 @@ cpu_report() {
       (y[12] - x[12]) / clk, (y[13] - x[13]) / clk, (y[14] - x[14]) / clk }'
 }
 rss_mb() { awk '/Maximum resident set size/ { printf "%.1f", $NF / 1024 }' "$1"; }
-cpu_s() { awk '/User time|System time/ { s += $NF } END { printf "%.1f", s }' "$1"; }
+cpu_s() { awk '/User time|System time/ { s += $NF } END { printf "%.2f", s }' "$1"; }
 # top_later SECONDS FILE: one 'top -b -n1' snapshot in the background, SECONDS from now
 # (the second of two frames one second apart: the first one's %CPU is not over a short interval)
 top_later() { (sleep "$1"; top -b -n2 -d1 -w 160 2>/dev/null | awk '/^top - / { n++ } n == 2' | head -n 16 >"$2") & }
 
+# bounded_wait PID SECONDS: wait for a background job, killing it when it outlives SECONDS
+bounded_wait() {
+  local i
+  for i in $(seq $(($2 * 10))); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$1" 2>/dev/null || true
+  wait "$1"
+}
+
 LOAD_PID_FILE="$WORK/load.pid"
+WATCHDOG=""
 cleanup() {
   local rc=$?
+  [ -z "$WATCHDOG" ] || kill "$WATCHDOG" 2>/dev/null || true
   if [ -s "$LOAD_PID_FILE" ]; then kill -TERM "$(cat "$LOAD_PID_FILE")" 2>/dev/null || true; fi
   if [ -z "${BENCH_KEEP_SANDBOX:-}" ]; then
     "$S" sandbox down --sandbox-dir "$DIR" --base-port "$BASE" --servers 3 --purge >/dev/null 2>&1 || true
@@ -208,10 +230,11 @@ measure_copy() {
   cpu_mark copy
   top_later "$([ -n "$SMALL" ] && echo 0 || echo 5)" "$WORK/copy-top.txt"
   t0=$(now)
-  /usr/bin/time -v -o "$WORK/copy.time" "${SC[@]}" move --shard "$id" --to "$(addr 2)" --yes -o json --no-verify --keep-source \
+  /usr/bin/time -v -o "$WORK/copy.time" timeout -k 10 "$STEP_TIMEOUT" "${SC[@]}" move --shard "$id" --to "$(addr 2)" --yes -o json --no-verify --keep-source \
     >"$WORK/copy.json" 2>"$WORK/copy.json.err" || fail "shardctl move exited $?" "$WORK/copy.json.err"
   t1=$(now)
   wait
+  put copy_srv_cpu_s "$(srv_cpu copy)"
   put copy_cpu "$(cpu_report copy)"
   put copy_shardctl_cpu_s "$(cpu_s "$WORK/copy.time")"
   rows=$(jq -r .result.rows_copied "$WORK/copy.json")
@@ -230,7 +253,7 @@ measure_copy() {
   M 3 -e "DROP DATABASE IF EXISTS ref_dump; CREATE DATABASE ref_dump"
   cpu_mark dump
   t0=$(now)
-  mysqldump --no-defaults -h127.0.0.1 -P"$(port 1)" -u"$DBUSER" -p"$DBPASS" --single-transaction --skip-triggers sbcopy sbtest1 2>"$WORK/mysqldump.err" |
+  T mysqldump --no-defaults -h127.0.0.1 -P"$(port 1)" -u"$DBUSER" -p"$DBPASS" --single-transaction --skip-triggers sbcopy sbtest1 2>"$WORK/mysqldump.err" |
     M 3 ref_dump 2>"$WORK/mysql.err" || fail "mysqldump | mysql failed" "$WORK/mysqldump.err"
   t1=$(now)
   put dump_cpu "$(cpu_report dump)"
@@ -244,14 +267,16 @@ measure_copy() {
   rm -rf "$WORK/dump"
   cpu_mark mydumper
   t0=$(now)
-  mydumper -h 127.0.0.1 -P "$(port 1)" -u "$DBUSER" -p "$DBPASS" -B sbcopy -T sbtest1 -t "$THREADS" \
+  /usr/bin/time -v -o "$WORK/mydumper.time" timeout -k 10 "$STEP_TIMEOUT" mydumper -h 127.0.0.1 -P "$(port 1)" -u "$DBUSER" -p "$DBPASS" -B sbcopy -T sbtest1 -t "$THREADS" \
     -r $((COPY_ROWS / 10)) --trx-consistency-only -o "$WORK/dump" -v 1 >"$WORK/mydumper.log" 2>&1 ||
     fail "mydumper failed" "$WORK/mydumper.log"
   dump=$(now)
-  myloader -h 127.0.0.1 -P "$(port 3)" -u "$DBUSER" -p "$DBPASS" -d "$WORK/dump" -s sbcopy -B ref_myd \
+  /usr/bin/time -v -o "$WORK/myloader.time" timeout -k 10 "$STEP_TIMEOUT" myloader -h 127.0.0.1 -P "$(port 3)" -u "$DBUSER" -p "$DBPASS" -d "$WORK/dump" -s sbcopy -B ref_myd \
     -t "$THREADS" -e -v 1 >"$WORK/myloader.log" 2>&1 || fail "myloader failed" "$WORK/myloader.log"
   t1=$(now)
+  put mydumper_srv_cpu_s "$(srv_cpu mydumper)"
   put mydumper_cpu "$(cpu_report mydumper)"
+  put mydumper_client_cpu_s "$(f "$(cpu_s "$WORK/mydumper.time") + $(cpu_s "$WORK/myloader.time")")"
   [ "$(count 3 ref_myd)" = "$COPY_ROWS" ] || fail "mydumper/myloader: row count differs"
   put mydumper_s "$(f "$t1 - $t0")"
   put mydumper_dump_s "$(f "$dump - $t0")"
@@ -279,7 +304,7 @@ measure_memory() {
     prepare 1 "sbmem$n" "$rows"
     settle 1
     progress "memory: /usr/bin/time -v shardctl move of $rows rows (server 1 -> 2; verify and cleanup on)"
-    /usr/bin/time -v -o "$WORK/mem$n.time" "${SC[@]}" move --shard "$id" --to "$(addr 2)" --yes -o json \
+    /usr/bin/time -v -o "$WORK/mem$n.time" timeout -k 10 "$STEP_TIMEOUT" "${SC[@]}" move --shard "$id" --to "$(addr 2)" --yes -o json \
       >"$WORK/mem$n.json" 2>"$WORK/mem$n.json.err" || fail "shardctl move exited $?" "$WORK/mem$n.json.err"
     [ "$(jq -r .result.rows_copied "$WORK/mem$n.json")" = "$rows" ] || fail "move of $rows rows copied $(jq -r .result.rows_copied "$WORK/mem$n.json")"
     put "mem${n}_rows" "$rows"
@@ -304,7 +329,7 @@ measure_catchup() {
   progress "catch-up: SHARDCTL_FAULT=after:copy shardctl move (expect exit 137)"
   rc=0
   # (in a subshell whose stderr is /dev/null: bash reports the SIGKILL there, not on the terminal)
-  (SHARDCTL_FAULT=after:copy "${SC[@]}" move --shard "$id" --to "$(addr 2)" --yes -o json --no-verify --keep-source \
+  (SHARDCTL_FAULT=after:copy T "${SC[@]}" move --shard "$id" --to "$(addr 2)" --yes -o json --no-verify --keep-source \
     >"$WORK/catchup1.json" 2>"$WORK/catchup1.json.err"; exit $?) 2>/dev/null || rc=$?
   [ $rc -eq 137 ] || fail "the move exited $rc, not 137 (killed after the copy)" "$WORK/catchup1.json.err"
   sc "$WORK/catchup-plans.json" plan list
@@ -314,7 +339,7 @@ measure_catchup() {
   progress "catch-up: sysbench oltp_write_only --threads=$SB_THREADS --time=$CATCHUP_T on the source (the backlog)"
   sbargs=$(sysbench_args 1 sbcatchup "$CATCHUP_ROWS")
   # shellcheck disable=SC2086
-  sysbench oltp_write_only $sbargs --threads="$SB_THREADS" --time="$CATCHUP_T" --report-interval=0 run >"$WORK/catchup-sysbench.log" 2>&1 ||
+  T sysbench oltp_write_only $sbargs --threads="$SB_THREADS" --time="$CATCHUP_T" --report-interval=0 run >"$WORK/catchup-sysbench.log" 2>&1 ||
     fail "sysbench oltp_write_only failed" "$WORK/catchup-sysbench.log"
   put catchup_tps "$(sed -n 's/.*transactions: *[0-9]* *(\([0-9.]*\) per sec.).*/\1/p' "$WORK/catchup-sysbench.log")"
   put catchup_tx "$(sed -n 's/.*transactions: *\([0-9]*\) .*/\1/p' "$WORK/catchup-sysbench.log")"
@@ -322,7 +347,7 @@ measure_catchup() {
   progress "catch-up: shardctl plan resume $plan"
   cpu_mark catchup
   t0=$(now)
-  /usr/bin/time -v -o "$WORK/catchup2.time" "${SC[@]}" plan resume "$plan" -o json >"$WORK/catchup2.json" 2>"$WORK/catchup2.json.err" ||
+  /usr/bin/time -v -o "$WORK/catchup2.time" timeout -k 10 "$STEP_TIMEOUT" "${SC[@]}" plan resume "$plan" -o json >"$WORK/catchup2.json" 2>"$WORK/catchup2.json.err" ||
     fail "shardctl plan resume exited $?" "$WORK/catchup2.json.err"
   t1=$(now)
   put catchup_shardctl_cpu_s "$(cpu_s "$WORK/catchup2.time")"
@@ -353,7 +378,7 @@ measure_blackout() {
   # moving: shard 1, which goes back and forth between servers 1 and 2;
   # other: shard 4, which stays on server 1 (the source of every other cutover,
   # the target of the others). --concurrency is per group: 4 writers each.
-  "${SC[@]}" load --keys "moving=1-$hi" --keys "other=3000001-$((3000000 + hi))" \
+  timeout -k 10 "$STEP_TIMEOUT" "${SC[@]}" load --keys "moving=1-$hi" --keys "other=3000001-$((3000000 + hi))" \
     --concurrency "$LOAD_CONC" --rate 0 --ledger "$WORK/ledger.jsonl" -o json >"$WORK/load.json" 2>"$WORK/load.err" &
   echo $! >"$LOAD_PID_FILE"
   sleep 2
@@ -373,7 +398,7 @@ measure_blackout() {
   done
   sleep 1
   kill -TERM "$(cat "$LOAD_PID_FILE")"
-  wait "$(cat "$LOAD_PID_FILE")" || fail "shardctl load exited $?" "$WORK/load.err"
+  bounded_wait "$(cat "$LOAD_PID_FILE")" 60 || fail "shardctl load exited $?" "$WORK/load.err"
   : >"$LOAD_PID_FILE"
   put blackout_move_s "$(paste -sd, "$WORK/blackout-moves" | sed 's/,/, /g')"
   put blackout_all "$(awk '{ printf "%s%.0f", (NR > 1 ? " " : ""), $1 }' "$WORK/blackouts")"
@@ -390,7 +415,7 @@ measure_blackout() {
   put other_retries "$(jq -r .Groups.other.Retries "$WORK/load.json")"
   put other_gap_ms "$(jq -r '.Groups.other.LongestGap / 1e6 | round' "$WORK/load.json")"
   progress "blackout: shardctl load check"
-  if "${SC[@]}" load check "$WORK/ledger.jsonl" -o json >"$WORK/ledger-check.json" 2>"$WORK/ledger-check.err"; then
+  if T "${SC[@]}" load check "$WORK/ledger.jsonl" -o json >"$WORK/ledger-check.json" 2>"$WORK/ledger-check.err"; then
     put ledger_check "ok ($(jq -r .Keys "$WORK/ledger-check.json") keys)"
   else
     put ledger_check "FAILED: $(jq -c .Problems "$WORK/ledger-check.json" 2>/dev/null | cut -c1-200)"
@@ -440,7 +465,7 @@ measure_prune() {
     cpu_mark "pt_$mode"
     t0=$(now)
     # --no-safe-auto-increment: delete the highest id too, as shardctl does (all rows)
-    pt-archiver --source "h=127.0.0.1,P=$(port 1),u=$DBUSER,p=$DBPASS,D=pt_$mode,t=sbtest1,A=utf8mb4" \
+    T pt-archiver --source "h=127.0.0.1,P=$(port 1),u=$DBUSER,p=$DBPASS,D=pt_$mode,t=sbtest1,A=utf8mb4" \
       --purge --where '1=1' --limit "$PRUNE_CHUNK" --commit-each --no-safe-auto-increment --statistics \
       $([ $mode = bulk ] && echo --bulk-delete) >"$WORK/pt-$mode.log" 2>&1 || fail "pt-archiver failed" "$WORK/pt-$mode.log"
     t1=$(now)
@@ -457,9 +482,12 @@ measure_prune() {
 # ---------------------------------------------------------------- run
 
 mkdir -p "$(dirname "$DIR")"
+# The watchdog: a run past RUN_TIMEOUT is stopped (the cleanup takes the sandbox down).
+(for ((i = 0; i < RUN_TIMEOUT; i++)); do sleep 1; done; echo "bench: stopped after $RUN_TIMEOUT s (BENCH_TIMEOUT)" >&2; kill -TERM $$) 2>/dev/null &
+WATCHDOG=$!
 progress "sandbox: 3 servers on ports $BASE-$((BASE + 2)) in $DIR ($MODE mode; work files in $WORK)"
 "$S" sandbox down --sandbox-dir "$DIR" --base-port "$BASE" --servers 3 --purge >/dev/null 2>&1 || true
-"$S" sandbox up --sandbox-dir "$DIR" --base-port "$BASE" --servers 3 >"$WORK/sandbox-up.log" 2>&1 ||
+T "$S" sandbox up --sandbox-dir "$DIR" --base-port "$BASE" --servers 3 >"$WORK/sandbox-up.log" 2>&1 ||
   { cat "$WORK/sandbox-up.log" >&2; exit 1; }
 LOADAVG_START=$(cut -d' ' -f1-3 /proc/loadavg)
 
@@ -502,6 +530,11 @@ table() {
     row "same vs \`mysqldump --single-transaction \| mysql\`" "$c s" "$(get dump_s) s ($(rps "$COPY_ROWS" "$(get dump_s)"))" "${r}×" "≥ 2×" "$(met "$r" ">=" 2)"
     r=$(div "$(get mydumper_s)" "$(get copy_create_copy_s)")
     row "same, create + copy steps only (\`step_seconds\`)" "$(get copy_create_copy_s) s ($(rps "$COPY_ROWS" "$(get copy_create_copy_s)"))" "$(get mydumper_s) s (mydumper+myloader)" "${r}×" "≥ 1.5×" "$(met "$r" ">=" 1.5)"
+    m1=$(f "($(get copy_srv_cpu_s) + $(get copy_shardctl_cpu_s)) * 1000000 / $COPY_ROWS")
+    m2=$(f "($(get mydumper_srv_cpu_s) + $(get mydumper_client_cpu_s)) * 1000000 / $COPY_ROWS")
+    r=$(div "$m2" "$m1")
+    row "same, CPU-seconds per 1M rows (all three servers + the client: \`/proc/<pid>/stat\`, \`/usr/bin/time\`; wall time swings on a loaded machine, CPU less)" \
+      "$m1 CPU-s (servers $(get copy_srv_cpu_s), shardctl $(get copy_shardctl_cpu_s))" "$m2 CPU-s (servers $(get mydumper_srv_cpu_s), mydumper+myloader $(get mydumper_client_cpu_s))" "${r}×" "≥ 1.5×" "$(met "$r" ">=" 1.5)"
   fi
   if failed catchup; then failrow "binlog catch-up" catchup "≤ T/2"; else
     r=$(div "$CATCHUP_T" "$(get catchup_s)")

@@ -24,7 +24,10 @@ import (
 // installed: the machine is shared, so only side-by-side figures compare.
 // It runs only with SHARDCTL_BENCH=1; SHARDCTL_BENCH_ROWS changes the size,
 // SHARDCTL_BENCH_WRITERS the writers per table (default 3),
-// SHARDCTL_BENCH_ROUNDS the rounds (default 2).
+// SHARDCTL_BENCH_ROUNDS the rounds (default 2); SHARDCTL_BENCH_INSERT=1
+// writes with INSERTs instead of LOAD DATA, SHARDCTL_BENCH_INDEXES_FIRST=1
+// creates the secondary indexes with the table, SHARDCTL_BENCH_READERS sets
+// the readers per table (default 1).
 func TestBenchCopySysbench1M(t *testing.T) {
 	if os.Getenv("SHARDCTL_BENCH") != "1" {
 		t.Skip("set SHARDCTL_BENCH=1 to run the copy benchmark")
@@ -49,6 +52,9 @@ func TestBenchCopySysbench1M(t *testing.T) {
 		exec(t, f.dst, "DROP DATABASE IF EXISTS "+dbutil.QuoteIdent(f.tname))
 		c := f.copier()
 		c.Writers = writers
+		c.NoLoadData = os.Getenv("SHARDCTL_BENCH_INSERT") == "1"
+		c.IndexesFirst = os.Getenv("SHARDCTL_BENCH_INDEXES_FIRST") == "1"
+		c.Readers = envInt("SHARDCTL_BENCH_READERS", defaultReaders)
 		if err := c.CreateTables(ctx, ts); err != nil {
 			t.Fatal(err)
 		}
@@ -64,7 +70,7 @@ func TestBenchCopySysbench1M(t *testing.T) {
 		if wm.Rows != int64(rows) || count(t, f.dst, f.tname, "sbtest1") != int64(rows) {
 			t.Fatalf("copied %d rows", wm.Rows)
 		}
-		t.Logf("round %d: shardctl copy, chunk %d, %d writers: %s, %.0f rows/s; CPU s: %s", round, defaultChunkRows, writers, el.Round(time.Millisecond), float64(rows)/el.Seconds(), cpu.stop(0))
+		t.Logf("round %d: shardctl copy (insert %v, indexes first %v, %d readers), chunk %d, %d writers: %s, %.0f rows/s; CPU s: %s", round, c.NoLoadData, c.IndexesFirst, c.Readers, defaultChunkRows, writers, el.Round(time.Millisecond), float64(rows)/el.Seconds(), cpu.stop(0))
 
 		if errDump != nil || errLoad != nil {
 			continue

@@ -39,11 +39,19 @@ type Copier struct {
 	Throttle                   func(ctx context.Context) error // optional, called before each chunk is read (may sleep)
 	ChunkTime                  time.Duration                   // optional: a chunk whose read takes longer is followed by a smaller one
 	Progress                   func(table string, rows int64)  // optional, rows added by each chunk; called from several goroutines
+	NoLoadData                 bool                            // write with multi-row INSERTs even where the target allows LOAD DATA LOCAL
+	IndexesFirst               bool                            // create plain secondary indexes with the table instead of after its rows
+	Readers                    int                             // readers per large table, each on its own key range; default 1 (see defaultReaders)
+	SplitRows                  int64                           // a table with more rows left than this (estimated) is split among Readers; default 200000
 }
 
 const (
 	defaultChunkRows = 5000
 	defaultWriters   = 3
+	// One reader per table: on 2 cores the target's CPU bounds the copy and a
+	// second reader showed no gain (docs/BENCHMARKS.md); more cores may differ.
+	defaultReaders   = 1
+	defaultSplitRows = 200000
 	// Per-value allowance for the protocol's type, length and NULL-map bytes.
 	valueOverhead = 12
 	lockRetries   = 3
@@ -82,6 +90,10 @@ func (c *Copier) CreateTables(ctx context.Context, ts []tables.Table) error {
 		return fmt.Errorf("copy: open session on target schema %s: %w", c.TargetSchema, err)
 	}
 	defer chunk.Release(conn)
+	ref, err := referencedTables(ctx, c.Source, c.SourceSchema)
+	if err != nil {
+		return fmt.Errorf("copy: read foreign keys of %s: %w", c.SourceSchema, err)
+	}
 	for _, t := range ts {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -89,6 +101,9 @@ func (c *Copier) CreateTables(ctx context.Context, ts []tables.Table) error {
 		var name, ddl string
 		if err := c.Source.QueryRowContext(ctx, "SHOW CREATE TABLE "+dbutil.Table(c.SourceSchema, t.Name)).Scan(&name, &ddl); err != nil {
 			return fmt.Errorf("copy %s.%s: show create table: %w", c.SourceSchema, t.Name, err)
+		}
+		if !c.IndexesFirst {
+			_, ddl = deferrable(ddl, ref[t.Name]) // built by CopyTable once the rows are in
 		}
 		rest, ok := strings.CutPrefix(ddl, "CREATE TABLE ")
 		if !ok {
@@ -103,10 +118,12 @@ func (c *Copier) CreateTables(ctx context.Context, ts []tables.Table) error {
 
 // batch is one chunk read from the source, waiting to be written.
 type batch struct {
-	seq   int
+	part  int // the reader's key range, in key order
+	seq   int // the chunk's place in its range
 	rows  int
 	bytes int64    // size of the values, with a per-value allowance
-	args  []any    // rows × columns values, row-major
+	args  []any    // rows × columns values, row-major (INSERT)
+	data  *[]byte  // the rows as LOAD DATA text (LOAD DATA), from bufPool
 	last  []string // key of the last row, text form
 }
 
@@ -165,29 +182,74 @@ func (c *Copier) CopyTable(ctx context.Context, t tables.Table, from Watermark, 
 	budget := min(max(maxPacket/3, 64<<10), 8<<20)
 	stmtCap := min(stmtBytes, max(maxPacket/2, 64<<10))
 
+	load := !c.NoLoadData && loadable(cols[:written])
+	if load {
+		if load, err = localInfile(ctx, c.Target); err != nil {
+			return from, wrap("read target local_infile", err)
+		}
+	}
 	r := &reader{
 		c: c, t: t, conn: src, cols: cols, written: written, key: key, keyPos: keyPos, budget: budget,
-		limit: c.chunkRows(),
+		limit: c.chunkRows(), load: load,
 	}
 	r.where, r.whereArgs = t.Filter.SQL(dbutil.QuoteIdent)
 	r.query = "SELECT " + selectList(cols) + " FROM " + dbutil.Table(c.SourceSchema, t.Name) + " FORCE INDEX (PRIMARY) WHERE "
+
+	bounds, err := c.split(ctx, src, t, key, r.where, r.whereArgs, from)
+	if err != nil {
+		return from, wrap("split into key ranges", err)
+	}
 
 	parent := ctx
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	tr := newTracker(from, t.Name, save, c.Progress)
+	tr.parts = len(bounds) + 1
 	ch := make(chan batch, c.writers())
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		defer close(ch)
-		if err := r.run(ctx, from.After, ch); err != nil {
-			cancel(wrap("read chunk", err))
+	var wg, readers sync.WaitGroup
+	for part := 0; part <= len(bounds); part++ {
+		lo, hi := from.After, []string(nil)
+		if part > 0 {
+			lo = bounds[part-1]
 		}
+		if part < len(bounds) {
+			hi = bounds[part]
+		}
+		readers.Go(func() {
+			pr := *r
+			if part > 0 { // the first range reads on src; the others on sessions of their own
+				conn, err := chunk.Session(ctx, c.Source, chunk.UTC)
+				if err != nil {
+					cancel(wrap("open source session", err))
+					return
+				}
+				defer chunk.Release(conn)
+				pr.conn = conn
+			}
+			n, err := pr.run(ctx, part, lo, hi, ch)
+			if err != nil {
+				cancel(wrap("read chunk", err))
+				return
+			}
+			if ctx.Err() != nil {
+				return // stopped early: the range is not done, the prefix must not pass it
+			}
+			if err := tr.ended(part, n); err != nil {
+				cancel(wrap("write chunk", err))
+			}
+		})
+	}
+	wg.Go(func() {
+		readers.Wait()
+		close(ch)
 	})
-	ins := c.insertText(t.Name, cols[:written], key)
+	w := &writer{ins: c.insertText(t.Name, cols[:written], key), ncols: written, stmtCap: stmtCap}
+	if load {
+		w.load = func(name string, replace bool) string { return c.loadText(t.Name, cols[:written], name, replace) }
+	}
 	for range c.writers() {
 		wg.Go(func() {
-			if err := c.write(ctx, ch, ins, written, stmtCap, tr); err != nil {
+			if err := c.write(ctx, ch, w, tr); err != nil {
 				cancel(wrap("write chunk", err))
 			}
 		})
@@ -198,6 +260,10 @@ func (c *Copier) CopyTable(ctx context.Context, t tables.Table, from Watermark, 
 	}
 	if err := context.Cause(ctx); err != nil {
 		return tr.lastSaved(), err // already wrapped by whoever cancelled
+	}
+	// Before the table is marked done, so a resume builds what a crash left out.
+	if err := c.buildIndexes(ctx, t.Name); err != nil {
+		return tr.lastSaved(), wrap("build indexes", err)
 	}
 	if err := tr.finish(); err != nil {
 		return tr.lastSaved(), wrap("finish", err)
@@ -352,15 +418,23 @@ func (c *Copier) insertText(table string, cols []chunk.Column, key chunk.Key) fu
 	}
 }
 
+// writer says how a table's chunks are written.
+type writer struct {
+	ins     func(rows int) string                  // multi-row INSERT
+	load    func(name string, replace bool) string // LOAD DATA LOCAL; nil: INSERT
+	ncols   int
+	stmtCap int64
+}
+
 // write is one writer: it takes chunks off ch and commits each on its own
 // target session until ch closes or ctx is cancelled.
-func (c *Copier) write(ctx context.Context, ch <-chan batch, ins func(int) string, ncols int, stmtCap int64, tr *tracker) error {
+func (c *Copier) write(ctx context.Context, ch <-chan batch, w *writer, tr *tracker) error {
 	conn, err := chunk.Session(ctx, c.Target, writerSetup...)
 	if err != nil {
 		return err
 	}
 	defer chunk.Release(conn)
-	stmts := &stmtCache{conn: conn, text: ins}
+	stmts := &stmtCache{conn: conn, text: w.ins}
 	defer stmts.close()
 	for {
 		var b batch
@@ -374,7 +448,11 @@ func (c *Copier) write(ctx context.Context, ch <-chan batch, ins func(int) strin
 			return nil
 		}
 		for attempt := 0; ; attempt++ {
-			err = writeChunk(ctx, conn, stmts, b, ncols, stmtCap)
+			if w.load != nil {
+				err = loadChunk(ctx, conn, w.load, b)
+			} else {
+				err = writeChunk(ctx, conn, stmts, b, w.ncols, w.stmtCap)
+			}
 			if err == nil || attempt >= lockRetries || !dbutil.IsRetryableLockErr(err) {
 				break
 			}
@@ -490,44 +568,48 @@ type reader struct {
 	key       chunk.Key
 	keyPos    []int
 	budget    int64 // bytes of values per chunk
+	load      bool  // encode rows as LOAD DATA text instead of arguments
 	limit     int   // rows asked for by the next read
 	query     string
 	where     string
 	whereArgs []any
 }
 
-func (r *reader) run(ctx context.Context, after []string, ch chan<- batch) error {
+// run reads the chunks of key range (after, hi] (hi nil: no end) and
+// returns how many it sent.
+func (r *reader) run(ctx context.Context, part int, after, hi []string, ch chan<- batch) (int, error) {
 	full := r.c.chunkRows()
 	for seq := 0; ; seq++ {
 		if err := ctx.Err(); err != nil {
-			return nil // the canceller reports why
+			return seq, nil // the canceller reports why
 		}
 		if r.c.Throttle != nil {
 			if err := r.c.Throttle(ctx); err != nil {
-				return fmt.Errorf("throttle: %w", err)
+				return seq, fmt.Errorf("throttle: %w", err)
 			}
 		}
 		began := time.Now()
-		b, cut, err := r.read(ctx, after)
+		b, cut, err := r.read(ctx, after, hi)
 		if err != nil {
-			return err
+			return seq, err
 		}
 		took := time.Since(began)
 		if b.rows == 0 {
-			return nil
+			putBuf(b.data)
+			return seq, nil
 		}
-		b.seq = seq
+		b.part, b.seq = part, seq
 		select {
 		case ch <- b:
 		case <-ctx.Done():
-			return nil
+			return seq, nil
 		}
 		after = b.last
 		switch {
 		case cut: // rows are big: ask for no more than fitted this time
 			r.limit = b.rows
 		case b.rows < r.limit:
-			return nil // the scope is exhausted; later rows are the binlog tail's
+			return seq + 1, nil // the range is exhausted; later rows are the binlog tail's
 		case r.c.ChunkTime > 0 && took > r.c.ChunkTime: // a loaded source: smaller chunks, shorter reads
 			r.limit = max(100, int(float64(r.limit)*float64(r.c.ChunkTime)/float64(took)))
 		default:
@@ -536,10 +618,10 @@ func (r *reader) run(ctx context.Context, after []string, ch chan<- batch) error
 	}
 }
 
-// read reads one chunk after `after`. cut reports that it stopped early
-// because the chunk reached its byte budget.
-func (r *reader) read(ctx context.Context, after []string) (b batch, cut bool, err error) {
-	rng, args, err := r.key.Range(after, nil)
+// read reads one chunk after `after`, up to hi (nil: no end). cut reports
+// that it stopped early because the chunk reached its byte budget.
+func (r *reader) read(ctx context.Context, after, hi []string) (b batch, cut bool, err error) {
+	rng, args, err := r.key.Range(after, hi)
 	if err != nil {
 		return b, false, err
 	}
@@ -556,20 +638,36 @@ func (r *reader) read(ctx context.Context, after []string) (b batch, cut bool, e
 		dest[i] = &raw[i]
 	}
 	lastKey := make([][]byte, len(r.keyPos))
-	b.args = make([]any, 0, r.limit*r.written)
+	var buf []byte
+	if r.load {
+		b.data = getBuf()
+		buf = *b.data
+		defer func() { *b.data = buf }()
+	} else {
+		b.args = make([]any, 0, r.limit*r.written)
+	}
 	var size int64
 	var mem arena
 	for rows.Next() {
 		if err := rows.Scan(dest...); err != nil {
 			return b, false, err
 		}
-		for _, v := range raw[:r.written] {
-			if v == nil {
+		for i, v := range raw[:r.written] {
+			switch {
+			case r.load:
+				if i > 0 {
+					buf = append(buf, '\t')
+				}
+				buf = appendField(buf, v)
+			case v == nil:
 				b.args = append(b.args, nil)
-			} else {
+			default:
 				b.args = append(b.args, mem.copy(v))
 			}
 			size += int64(len(v)) + valueOverhead
+		}
+		if r.load {
+			buf = append(buf, '\n')
 		}
 		for i, p := range r.keyPos {
 			lastKey[i] = append(lastKey[i][:0], raw[p]...)
@@ -614,17 +712,20 @@ func (a *arena) copy(raw []byte) []byte {
 // of the longest committed prefix.
 type tracker struct {
 	mu       sync.Mutex
-	wm       Watermark     // progress: the committed prefix
-	saved    Watermark     // the last watermark save accepted
-	next     int           // lowest sequence number not yet committed
-	pending  map[int]batch // committed chunks after a gap (args dropped)
+	wm       Watermark        // progress: the committed prefix
+	saved    Watermark        // the last watermark save accepted
+	parts    int              // key ranges, read at once; the prefix runs through them in order
+	part     int              // the range the prefix is in
+	next     int              // lowest sequence number of that range not yet committed
+	ends     map[int]int      // range → how many chunks it had, once its reader is done
+	pending  map[[2]int]batch // committed chunks after a gap (args dropped), by range and sequence
 	save     func(Watermark) error
 	table    string
 	progress func(string, int64)
 }
 
 func newTracker(from Watermark, table string, save func(Watermark) error, progress func(string, int64)) *tracker {
-	return &tracker{wm: from, saved: from, pending: map[int]batch{}, save: save, table: table, progress: progress}
+	return &tracker{wm: from, saved: from, parts: 1, ends: map[int]int{}, pending: map[[2]int]batch{}, save: save, table: table, progress: progress}
 }
 
 func (tr *tracker) committed(b batch) error {
@@ -634,18 +735,37 @@ func (tr *tracker) committed(b batch) error {
 		tr.progress(tr.table, int64(b.rows))
 	}
 	b.args = nil
-	tr.pending[b.seq] = b
+	putBuf(b.data)
+	b.data = nil
+	tr.pending[[2]int{b.part, b.seq}] = b
+	return tr.advance()
+}
+
+// ended records that range part had n chunks.
+func (tr *tracker) ended(part, n int) error {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	tr.ends[part] = n
+	return tr.advance()
+}
+
+// advance extends the committed prefix as far as it goes and saves it.
+func (tr *tracker) advance() error {
 	advanced := false
 	for {
-		p, ok := tr.pending[tr.next]
-		if !ok {
-			break
+		if p, ok := tr.pending[[2]int{tr.part, tr.next}]; ok {
+			delete(tr.pending, [2]int{tr.part, tr.next})
+			tr.next++
+			tr.wm.After = p.last
+			tr.wm.Rows += int64(p.rows)
+			advanced = true
+			continue
 		}
-		delete(tr.pending, tr.next)
-		tr.next++
-		tr.wm.After = p.last
-		tr.wm.Rows += int64(p.rows)
-		advanced = true
+		if n, ok := tr.ends[tr.part]; ok && n == tr.next && tr.part < tr.parts-1 {
+			tr.part, tr.next = tr.part+1, 0
+			continue
+		}
+		break
 	}
 	if advanced {
 		return tr.store()
@@ -677,4 +797,38 @@ func (tr *tracker) lastSaved() Watermark {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	return tr.saved
+}
+
+// split returns the inner bounds of the key ranges a large table's readers
+// take: none (one reader) unless more than SplitRows rows are left. Each
+// bound is found by walking the primary key, so ranges hold about as many
+// rows each whatever the keys look like.
+func (c *Copier) split(ctx context.Context, q dbutil.Querier, t tables.Table, key chunk.Key, where string, whereArgs []any, from Watermark) ([][]string, error) {
+	readers := c.Readers
+	if readers == 0 {
+		readers = defaultReaders
+	}
+	splitRows := c.SplitRows
+	if splitRows <= 0 {
+		splitRows = defaultSplitRows
+	}
+	left := t.EstRows - from.Rows
+	if readers < 2 || left <= splitRows {
+		return nil, nil
+	}
+	step := int(left / int64(readers))
+	var bounds [][]string
+	after := from.After
+	for range readers - 1 {
+		b, ok, err := chunk.Upper(ctx, q, key, after, where, whereArgs, step)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+		bounds = append(bounds, b)
+		after = b
+	}
+	return bounds, nil
 }

@@ -460,17 +460,22 @@ func TestCopySplitsWideAndLargeChunks(t *testing.T) {
 	if err := c.CreateTables(ctx, ts); err != nil {
 		t.Fatal(err)
 	}
-	for _, tb := range ts {
-		w, err := c.CopyTable(ctx, tb, Watermark{}, nil)
-		if err != nil {
-			t.Fatal(err)
+	// Both ways of writing: multi-row INSERTs (split by the limits) and LOAD DATA.
+	for _, insert := range []bool{true, false} {
+		c.NoLoadData = insert
+		for _, tb := range ts {
+			exec(t, f.dst, "DELETE FROM "+dbutil.Table(f.tname, tb.Name))
+			w, err := c.CopyTable(ctx, tb, Watermark{}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := count(t, f.src, f.sname, tb.Name); !w.Done || w.Rows != n {
+				t.Fatalf("%s: %+v, want %d rows", tb.Name, w, n)
+			}
 		}
-		if n := count(t, f.src, f.sname, tb.Name); !w.Done || w.Rows != n {
-			t.Fatalf("%s: %+v, want %d rows", tb.Name, w, n)
-		}
+		sameRows(t, f, "wide", "id, c0, c1, c69", "id")
+		sameRows(t, f, "blobs", "id, MD5(b), LENGTH(b)", "id")
 	}
-	sameRows(t, f, "wide", "id, c0, c1, c69", "id")
-	sameRows(t, f, "blobs", "id, MD5(b), LENGTH(b)", "id")
 }
 
 func TestRowsPerStmt(t *testing.T) {

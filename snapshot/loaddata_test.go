@@ -1,0 +1,208 @@
+package snapshot
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/shardctl/shardctl/chunk"
+	"github.com/shardctl/shardctl/dbutil"
+)
+
+func TestAppendFieldEscapesExactly(t *testing.T) {
+	all := make([]byte, 256)
+	for i := range all {
+		all[i] = byte(i)
+	}
+	for _, tc := range []struct {
+		in   []byte
+		want string
+	}{
+		{nil, `\N`},
+		{[]byte{}, ``},
+		{[]byte(`\N`), `\\N`},
+		{[]byte("plain"), "plain"},
+		{[]byte("a\tb\nc\\d\re\x00f"), `a\tb\nc\\d\re\0f`},
+		{[]byte("\\\\\t\t\n\n"), `\\\\\t\t\n\n`},
+		{[]byte("héllo 🌍 ÿ"), "héllo 🌍 ÿ"},
+		{[]byte{0xff, 0xfe, 0x80, 0xc3}, "\xff\xfe\x80\xc3"}, // invalid UTF-8 stays as it is
+		{[]byte("'\"`,;"), "'\"`,;"},                         // no quoting in this format
+	} {
+		if got := string(appendField([]byte("x"), tc.in)); got != "x"+tc.want {
+			t.Errorf("appendField(%q) = %q, want %q", tc.in, got[1:], tc.want)
+		}
+	}
+	// Every byte: only the five escaped ones change, the rest pass through.
+	got := appendField(nil, all)
+	if len(got) != 256+5 {
+		t.Fatalf("all bytes: %d bytes out, want %d", len(got), 256+5)
+	}
+	var back []byte
+	for i := 0; i < len(got); i++ {
+		c := got[i]
+		if c == '\t' || c == '\n' || c == '\r' || c == 0 {
+			t.Fatalf("unescaped special byte %#x at %d", c, i)
+		}
+		if c == '\\' {
+			i++
+			c = map[byte]byte{'\\': '\\', 't': '\t', 'n': '\n', 'r': '\r', '0': 0}[got[i]]
+		}
+		back = append(back, c)
+	}
+	if string(back) != string(all) {
+		t.Fatalf("all bytes do not round-trip: %q", back)
+	}
+}
+
+func TestLoadableColumns(t *testing.T) {
+	if !loadable([]chunk.Column{{Kind: chunk.Char}, {Kind: chunk.Binary}, {Kind: chunk.Bit}, {Kind: chunk.Enum}, {Kind: chunk.Temporal}}) {
+		t.Fatal("known kinds should be loadable")
+	}
+	if loadable([]chunk.Column{{Kind: chunk.Signed}, {Kind: chunk.Other}}) {
+		t.Fatal("GEOMETRY-like columns must go through INSERT")
+	}
+}
+
+// setLocalInfile switches the server's local_infile for the test.
+func setLocalInfile(t testing.TB, db *sql.DB, on int) {
+	t.Helper()
+	var was int
+	if err := db.QueryRow("SELECT @@GLOBAL.local_infile").Scan(&was); err != nil {
+		t.Fatal(err)
+	}
+	exec(t, db, fmt.Sprintf("SET GLOBAL local_infile = %d", on))
+	t.Cleanup(func() { _, _ = db.Exec(fmt.Sprintf("SET GLOBAL local_infile = %d", was)) })
+}
+
+// comLoad is the target server's count of LOAD DATA statements so far.
+func comLoad(t testing.TB, db *sql.DB) int64 {
+	t.Helper()
+	var name string
+	var n int64
+	if err := db.QueryRow("SHOW GLOBAL STATUS LIKE 'Com_load'").Scan(&name, &n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func checksum(t testing.TB, db *sql.DB, schema, table string) int64 {
+	t.Helper()
+	var name string
+	var sum sql.NullInt64
+	if err := db.QueryRow("CHECKSUM TABLE "+dbutil.Table(schema, table)+" EXTENDED").Scan(&name, &sum); err != nil {
+		t.Fatal(err)
+	}
+	return sum.Int64
+}
+
+// awkwardDDL has a column of every type the seed and common schemas use,
+// generated columns (left out of the load), and values full of the bytes
+// LOAD DATA's format gives meaning to.
+const awkwardDDL = "CREATE TABLE awk (id INT NOT NULL, k VARBINARY(16) NOT NULL, " +
+	"ti TINYINT, si SMALLINT UNSIGNED, mi MEDIUMINT, bi BIGINT UNSIGNED, yr YEAR, " +
+	"c CHAR(5), vc VARCHAR(40), l1 VARCHAR(20) CHARACTER SET latin1, tx MEDIUMTEXT, js JSON, " +
+	"bn BINARY(4), vb VARBINARY(300), bl LONGBLOB, " +
+	"d DATE, tm TIME(3), dt DATETIME(6), ts TIMESTAMP(6) NULL, " +
+	"de DECIMAL(20,6), f FLOAT, db DOUBLE, bt BIT(17), en ENUM('a','b\\\\t','c'), st SET('x','y','z'), " +
+	"g1 INT AS (ti + 1) VIRTUAL, g2 INT AS (LENGTH(vc) + 1) STORED, " +
+	"PRIMARY KEY (id, k), KEY by_vc (vc)) DEFAULT CHARSET=utf8mb4"
+
+const awkwardCols = "id, k, ti, si, mi, bi, yr, c, vc, l1, tx, js, bn, vb, bl, d, tm, dt, ts, de, f, db, bt, en, st"
+
+const awkwardList = "id, HEX(k), ti, si, mi, bi, yr, HEX(c), HEX(vc), HEX(l1), HEX(tx), js, HEX(bn), HEX(vb), MD5(bl), " +
+	"d, tm, dt, ts, de, HEX(CAST(f AS DOUBLE)), db, bt+0, en, st, g1, g2"
+
+func awkwardRows(n int) []string {
+	vals := []string{
+		"(%d, 0x00, -128, 65535, -8388608, 18446744073709551615, 1901, 'a\\tb', 'tab\\there\\nnl\\\\bs\\rcr', 'été', 'x\\0y\\\\N', '{\"a\": \"b\\\\tc\", \"n\": [1, null]}', " +
+			"0x00090a5c, 0x00010203090a0d5c4e7f80ff, REPEAT(0x005c090a0dff, 5000), '1000-01-01', '-838:59:59.000', '1000-01-01 00:00:00.000001', '1970-01-01 00:00:01', " +
+			"-99999999999999.999999, 3.4028234e38, -2.2250738585072014e-308, b'11111111111111111', 'b\\\\t', 'x,z')",
+		"(%d, '', 127, 0, 8388607, 0, 2155, '', '', '', '', 'null', 0x5c4e0000, '', '', '2000-02-29', '00:00:00', '2000-02-29 00:00:00', NULL, 0, 0, 0, b'0', 'a', '')",
+		"(%d, 0xff5c, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)",
+		"(%d, '\\\\N', 0, 1, 2, 3, 2000, '🌍', 'héllo 🌍 \\\\N', 'ÿ\\\\', 'line1\\nline2\\n', '[\"\\\\\\\\\"]', 'ab', 0x5c, 0x0a, '9999-12-31', '838:59:59.999', '9999-12-31 23:59:59.999999', '2038-01-19 03:14:07.999999', 0.000001, 1.17549435e-38, 1e300, b'1', 'c', 'x,y,z')",
+	}
+	var out []string
+	for i := range n {
+		out = append(out, fmt.Sprintf(vals[i%len(vals)], i))
+	}
+	return out
+}
+
+func TestLoadDataCopiesAwkwardTypesExactly(t *testing.T) {
+	f := newFixture(t, awkwardDDL, "INSERT INTO awk ("+awkwardCols+") VALUES "+strings.Join(awkwardRows(200), ","))
+	ctx := context.Background()
+	ts := f.tables(t)
+	tb := table(t, ts, "awk")
+	c := f.copier()
+	c.ChunkRows = 37
+	setLocalInfile(t, f.dst, 1) // off by default on MySQL 8+
+	if err := c.CreateTables(ctx, ts); err != nil {
+		t.Fatal(err)
+	}
+	loads := comLoad(t, f.dst)
+	w, err := c.CopyTable(ctx, tb, Watermark{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !w.Done || w.Rows != 200 {
+		t.Fatalf("watermark %+v, want 200 rows done", w)
+	}
+	if comLoad(t, f.dst) == loads {
+		t.Fatal("the copy did not go through LOAD DATA")
+	}
+	sameRows(t, f, "awk", awkwardList, "id, k")
+	if a, b := checksum(t, f.src, f.sname, "awk"), checksum(t, f.dst, f.tname, "awk"); a != b {
+		t.Fatalf("CHECKSUM TABLE: source %d, target %d", a, b)
+	}
+
+	// Resume over rows already there: a stale copy of some rows, others
+	// missing; the short LOAD count sends those chunks through REPLACE.
+	exec(t, f.dst, "UPDATE "+dbutil.Table(f.tname, "awk")+" SET vc = 'stale', bl = NULL WHERE id % 3 = 0")
+	exec(t, f.dst, "DELETE FROM "+dbutil.Table(f.tname, "awk")+" WHERE id % 5 = 0 AND id > 20")
+	c.ChunkRows = 50
+	w, err = c.CopyTable(ctx, tb, Watermark{After: []string{"20", "0x00"}, Rows: 21}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !w.Done || w.Rows != 200 {
+		t.Fatalf("resumed watermark %+v, want 200 rows done", w)
+	}
+	got := dump(t, f.dst, f.tname, "awk", awkwardList, "id, k")
+	want := dump(t, f.src, f.sname, "awk", awkwardList, "id, k")
+	// Rows up to the watermark were not copied again: the stale ones stay.
+	for i := range want {
+		if i > 20 && got[i] != want[i] {
+			t.Fatalf("row %d after the resume:\n%s\nwant\n%s", i, got[i], want[i])
+		}
+	}
+}
+
+func TestCopyFallsBackToInsertWithoutLocalInfile(t *testing.T) {
+	f := newFixture(t, awkwardDDL, "INSERT INTO awk ("+awkwardCols+") VALUES "+strings.Join(awkwardRows(40), ","),
+		"CREATE TABLE geo (id INT PRIMARY KEY, p POINT)",
+		"INSERT INTO geo VALUES (1, POINT(1, 2)), (2, NULL)")
+	setLocalInfile(t, f.dst, 0)
+	ctx := context.Background()
+	ts := f.tables(t)
+	c := f.copier()
+	c.ChunkRows = 7
+	if err := c.CreateTables(ctx, ts); err != nil {
+		t.Fatal(err)
+	}
+	loads := comLoad(t, f.dst)
+	if err := c.CopyAll(ctx, ts, nil, 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	if comLoad(t, f.dst) != loads {
+		t.Fatal("LOAD DATA was tried although the target refuses it")
+	}
+	sameRows(t, f, "awk", awkwardList, "id, k")
+	sameRows(t, f, "geo", "id, HEX(p)", "id")
+	// The server's refusal is recognised, whichever flavor says it.
+	_, err := f.dst.Exec("LOAD DATA LOCAL INFILE 'Reader::none' INTO TABLE " + dbutil.Table(f.tname, "geo"))
+	if err == nil || !refusedLocal(err) {
+		t.Fatalf("LOAD DATA LOCAL with local_infile=0: %v (error %d), want a refusal", err, dbutil.ErrNumber(err))
+	}
+}
