@@ -184,10 +184,13 @@ func checkCurrent(m *shardmap.Map, p *plans.Plan) error {
 	}
 	if p.CutOver() {
 		l, err := m.Location(p.Target.ShardID)
-		if err != nil || !sameEndpoint(l, p.Target) {
-			return stale("this plan's cutover put shard %d at %s/%s, but the shard map no longer points there", p.Target.ShardID, p.Target.Addr(), p.Target.Schema)
+		if err == nil && sameEndpoint(l, p.Target) {
+			return nil
 		}
-		return nil
+		if p.Window != nil && routesToSource(m, p) == nil {
+			return nil // reverted inside its reverse window: the source serves again
+		}
+		return stale("this plan's cutover put shard %d at %s/%s, but the shard map no longer points there", p.Target.ShardID, p.Target.Addr(), p.Target.Schema)
 	}
 	for _, id := range planShards(p) {
 		want := p.Source

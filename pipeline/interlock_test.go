@@ -111,6 +111,16 @@ func TestCheckCurrent(t *testing.T) {
 	if err := checkCurrent(m, p); !errors.Is(err, ErrStale) {
 		t.Fatalf("cut over, map moved back: %v", err)
 	}
+	// Inside a reverse window a revert moves the shard back on purpose.
+	p.Window = &plans.Window{Serving: plans.SideSource, Revert: []shardmap.Change{{Op: shardmap.OpMoveLocation, ShardID: 1, Host: "a", Port: 1}}}
+	if err := checkCurrent(m, p); err != nil {
+		t.Fatalf("reverted inside the window: %v", err)
+	}
+	third := testMap()
+	third.Locations[0].Host, third.Locations[0].Port = "e", 5
+	if err := checkCurrent(third, p); !errors.Is(err, ErrStale) {
+		t.Fatalf("inside the window, moved elsewhere: %v", err)
+	}
 }
 
 func TestCheckRegistry(t *testing.T) {
