@@ -48,6 +48,10 @@ type Config struct {
 	// Throttle, if set, is called before each target transaction and may
 	// sleep (it slows the apply under load on the target or its replicas).
 	Throttle func(ctx context.Context) error
+	// Cascading names the tables whose deletes cascade to other rows
+	// (tables.CascadingParents): their deletes are repeated with foreign
+	// key checks on.
+	Cascading map[string]bool
 }
 
 // Stats are counters of a running tail.
@@ -808,6 +812,15 @@ func (t *Tailer) execTx(stmts []stmt) error {
 		return fmt.Errorf("binlog tail of %s: begin on the target: %w", t.cfg.Schema, err)
 	}
 	for _, s := range stmts {
+		if s.cascade {
+			if err := t.execCascade(tx, s); err != nil {
+				_ = tx.Rollback()
+				discard(conn) // its foreign_key_checks may be left on
+				t.conn = nil
+				return fmt.Errorf("binlog tail of %s: apply a cascading delete to %s: %w", t.cfg.Schema, s.table, err)
+			}
+			continue
+		}
 		if _, err := tx.ExecContext(t.ctx, s.sql, s.args...); err != nil {
 			_ = tx.Rollback()
 			return fmt.Errorf("binlog tail of %s: apply to %s: %w", t.cfg.Schema, s.table, err)
@@ -815,6 +828,21 @@ func (t *Tailer) execTx(stmts []stmt) error {
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("binlog tail of %s: commit on the target: %w", t.cfg.Schema, err)
+	}
+	return nil
+}
+
+// execCascade runs a parent's delete so the target's InnoDB repeats the
+// source's ON DELETE CASCADE / SET NULL: the parent's image first (checks
+// off: its own parents may not be there yet), then the delete with checks on.
+func (t *Tailer) execCascade(tx *sql.Tx, s stmt) error {
+	for _, q := range []struct {
+		sql  string
+		args []any
+	}{{s.pre, s.preArgs}, {"SET SESSION foreign_key_checks = 1", nil}, {s.sql, s.args}, {"SET SESSION foreign_key_checks = 0", nil}} {
+		if _, err := tx.ExecContext(t.ctx, q.sql, q.args...); err != nil {
+			return err
+		}
 	}
 	return nil
 }

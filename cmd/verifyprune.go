@@ -181,6 +181,9 @@ table and changes nothing.`,
 					Deleted int64  `json:"deleted"`
 				}
 				var out []row
+				if ts, err = prune.Order(ctx, db, loc.Schema, ts); err != nil {
+					return err
+				}
 				for _, t := range ts {
 					if !t.Sharded {
 						continue

@@ -51,7 +51,11 @@ func Abort(ctx context.Context, env Env, p *plans.Plan) error {
 			}
 		}
 		pr := &prune.Pruner{DB: r.dst, Schema: p.Target.Schema, ChunkRows: p.Options.PruneChunkRows}
-		for _, t := range p.AbortTarget {
+		order, err := prune.Order(ctx, r.dst, p.Target.Schema, p.AbortTarget)
+		if err != nil {
+			return fmt.Errorf("abort: %w", err)
+		}
+		for _, t := range order {
 			if _, err := pr.Table(ctx, t, prune.Watermark{}, func(prune.Watermark) error { return nil }); err != nil {
 				return fmt.Errorf("abort: remove copied rows from %s.%s: %w", p.Target.Schema, t.Name, err)
 			}

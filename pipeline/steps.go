@@ -49,6 +49,11 @@ func Preflight(ctx context.Context, src, dst *sql.DB, p *plans.Plan) error {
 			problems = append(problems, fmt.Sprintf("table %s.%s has no primary key: add one (rows are copied, applied and deleted by primary key)", p.Source.Schema, t.Name))
 		}
 	}
+	fkProblems, err := foreignKeyProblems(ctx, src, p)
+	if err != nil {
+		return fmt.Errorf("preflight: %w", err)
+	}
+	problems = append(problems, fkProblems...)
 	same, err := sameServer(ctx, src, dst)
 	if err != nil {
 		return fmt.Errorf("preflight: %w", err)
@@ -351,7 +356,7 @@ func (r *runner) fence(ctx context.Context) error {
 		}
 		last = err
 	}
-	return fmt.Errorf("no cutover fitted the %s blackout budget in %d attempts (last: %v); the shard stays online at the source; resume to try again, or raise --max-blackout", budget, r.p.Options.FenceAttempts, last)
+	return fmt.Errorf("%w (%s) in %d attempts (last: %v); the shard stays online at the source; resume to try again, or raise --max-blackout", ErrBudget, budget, r.p.Options.FenceAttempts, last)
 }
 
 var errBackedOff = errors.New("backed off")
@@ -608,7 +613,11 @@ func (r *runner) cleanup(ctx context.Context) error {
 		deleted += n
 		r.env.Observer.Progress(plans.StepCleanup, deleted, deleted, r.thr.Reason())
 	}
-	for _, t := range r.p.Cleanup {
+	order, err := prune.Order(ctx, r.src, r.p.Source.Schema, r.p.Cleanup)
+	if err != nil {
+		return err
+	}
+	for _, t := range order {
 		r.mu.Lock()
 		m := r.p.Checkpoints.Prune[t.Name]
 		r.mu.Unlock()
