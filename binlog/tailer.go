@@ -18,6 +18,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	gsql "github.com/go-sql-driver/mysql"
 	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/schemaobj"
 	"github.com/shardctl/shardctl/tables"
 )
 
@@ -355,6 +356,7 @@ func (t *Tailer) target(ctx context.Context) (*sql.Conn, error) {
 		"SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION'",
 		"SET SESSION time_zone = '+00:00'",
 		"SET SESSION foreign_key_checks = 0",
+		schemaobj.SkipSQL, // guarded triggers on the target do not fire on applied rows
 	} {
 		if _, err := c.ExecContext(ctx, q); err != nil {
 			discard(c)

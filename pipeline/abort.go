@@ -60,6 +60,11 @@ func Abort(ctx context.Context, env Env, p *plans.Plan) error {
 				return fmt.Errorf("abort: remove copied rows from %s.%s: %w", p.Target.Schema, t.Name, err)
 			}
 		}
+		if !p.DropTargetSchema {
+			if err := restoreTargetTriggers(ctx, r.dst, p); err != nil {
+				return fmt.Errorf("abort: %w", err)
+			}
+		}
 	}
 	p.State = plans.StateAborted
 	return r.save(true)

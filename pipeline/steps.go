@@ -16,6 +16,7 @@ import (
 	"github.com/shardctl/shardctl/internal/fault"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/prune"
+	"github.com/shardctl/shardctl/schemaobj"
 	"github.com/shardctl/shardctl/shardmap"
 	"github.com/shardctl/shardctl/snapshot"
 	"github.com/shardctl/shardctl/tables"
@@ -138,7 +139,10 @@ func (r *runner) create(ctx context.Context) error {
 			return err
 		}
 	}
-	return r.copier().CreateTables(ctx, r.p.Copy)
+	if err := r.copier().CreateTables(ctx, r.p.Copy); err != nil {
+		return err
+	}
+	return r.createObjects(ctx)
 }
 
 // NewShard stands for the shard id a split's create step registers; plans use it
@@ -584,6 +588,9 @@ func (r *runner) cutover(ctx context.Context) error {
 	if err := r.stopTail(); err != nil {
 		return fmt.Errorf("cut over done; stopping the binlog tail: %w", err)
 	}
+	if err := r.finishObjects(ctx); err != nil {
+		return fmt.Errorf("cut over done; schema objects: %w", err)
+	}
 	r.mu.Lock()
 	if n := len(r.p.Attempts); n > 0 {
 		a := &r.p.Attempts[n-1]
@@ -617,6 +624,11 @@ func (r *runner) cleanup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The source's own triggers must not fire on cleanup's deletes (an
+	// AFTER DELETE trigger would write rows no application delete caused).
+	if err := schemaobj.Replace(ctx, r.src, r.p.Source.Schema, r.p.Source.Schema, r.p.SourceTriggers, true); err != nil {
+		return fmt.Errorf("guard the source's triggers: %w", err)
+	}
 	for _, t := range order {
 		r.mu.Lock()
 		m := r.p.Checkpoints.Prune[t.Name]
@@ -643,6 +655,8 @@ func (r *runner) cleanup(ctx context.Context) error {
 		if _, err := r.src.ExecContext(ctx, "DROP DATABASE IF EXISTS "+dbutil.QuoteIdent(r.p.Source.Schema)); err != nil {
 			return fmt.Errorf("drop source schema %s: %w", r.p.Source.Schema, err)
 		}
+	} else if err := schemaobj.Replace(ctx, r.src, r.p.Source.Schema, r.p.Source.Schema, r.p.SourceTriggers, false); err != nil {
+		return fmt.Errorf("restore the source's triggers: %w", err)
 	} else if err := fence.Remove(ctx, r.src, r.p.Source.Schema, fenceNames(r.p), time.Duration(r.p.Options.LockWaitMS)*time.Millisecond); err != nil {
 		return err
 	}
