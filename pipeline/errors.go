@@ -90,7 +90,7 @@ func hint(err error, planID string) string {
 	case n == 1451 || n == 1452 || n == 1216 || n == 1217:
 		return "a foreign key refused the statement: check the keys of the table named above (information_schema.REFERENTIAL_CONSTRAINTS) and the rows they name, fix them, " + resume
 	case n == 1142 || n == 1143 || n == 1044 || n == 1045 || n == 1227 || n == 1370 || n == 1419:
-		return "the shardctl account lacks a privilege on the server named above: GRANT it, " + resume
+		return "the shardctl account lacks the privilege the error names, on the server the step writes to: GRANT it, " + resume
 	case n == 1146 || n == 1049:
 		return "a table or schema the operation works on is missing (dropped or renamed while it ran): put it back, or abort the plan"
 	case n == 1054:
