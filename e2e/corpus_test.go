@@ -107,6 +107,14 @@ func runCorpus(t *testing.T, dir string, op corpusOp, name string) {
 	}
 	t.Logf("corpus %s: %d sharded tables %v, %d objects, set up in %s", filepath.Base(dir), len(sharded), sharded, len(objects), time.Since(start).Round(time.Millisecond))
 
+	// --dry-run lists every object and what happens to it.
+	dry := c.mustRun(append(op.args(c), "--dry-run")...)
+	for _, o := range objects {
+		if !strings.Contains(dry.stdout, o.String()+": ") {
+			t.Errorf("--dry-run does not list %s:\n%s", o, dry.stdout)
+		}
+	}
+
 	groups := op.groups(c)
 	lp := c.startLoad(100, groups...)
 	wl := startWorkload(t, c, keys, workload)

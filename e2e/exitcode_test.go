@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"syscall"
 	"testing"
@@ -93,4 +94,39 @@ func copying(t *testing.T, c *cluster) bool {
 func lastLine(s string) string {
 	s = strings.TrimSpace(s)
 	return s[strings.LastIndexByte(s, '\n')+1:]
+}
+
+// Preflight refuses, with the fix and exit 2, what cannot be carried safely:
+// a foreign key that would cross shards after a split, a key into another
+// schema, and an object whose definer has no account on the target.
+func TestSchemaRefusals(t *testing.T) {
+	c := newCluster(t, "e2e_refuse", []int{1, 1}, []int{100, 100})
+	db := c.db(1)
+	s1 := c.shards[0].Schema
+	split := []string{"split", "--shard", "1", "--at", fmt.Sprint(c.shards[0].Lower + 50), "--to", c.env.Addr(3).String(), "--dry-run"}
+	refused := func(what, want string, args ...string) {
+		t.Helper()
+		r := c.run(nil, args...)
+		if r.code != 2 || !strings.Contains(r.stderr, want) {
+			t.Errorf("%s: exit %d, want 2 with %q\n%s", what, r.code, want, r.stderr)
+		}
+	}
+	exec := func(q string) {
+		t.Helper()
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec("CREATE TABLE " + s1 + ".promo (id INT PRIMARY KEY, emp INT NOT NULL, CONSTRAINT fk_promo_emp FOREIGN KEY (emp) REFERENCES " + s1 + ".employees (emp_no))")
+	refused("a global table referencing a sharded one", "DROP FOREIGN KEY fk_promo_emp", split...)
+	c.mustRun("move", "--shard", "1", "--to", c.env.Addr(3).String(), "--dry-run") // a move keeps every key in one shard
+	exec("DROP TABLE " + s1 + ".promo")
+	exec("CREATE DATABASE IF NOT EXISTS e2e_refuse_other")
+	exec("CREATE TABLE IF NOT EXISTS e2e_refuse_other.t (id INT PRIMARY KEY)")
+	exec("CREATE TABLE " + s1 + ".ext (id INT PRIMARY KEY, CONSTRAINT fk_ext FOREIGN KEY (id) REFERENCES e2e_refuse_other.t (id))")
+	refused("a key into another schema", "references another schema", "move", "--shard", "1", "--to", c.env.Addr(3).String(), "--dry-run")
+	exec("DROP TABLE " + s1 + ".ext")
+	exec("DROP DATABASE e2e_refuse_other")
+	exec("CREATE DEFINER = `ghost`@`nowhere` VIEW " + s1 + ".v AS SELECT 1 AS one")
+	refused("a definer without an account on the target", "`ghost`@`nowhere`", "move", "--shard", "1", "--to", c.env.Addr(3).String(), "--dry-run")
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/shardctl/shardctl/lock"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/prune"
+	"github.com/shardctl/shardctl/schemaobj"
 )
 
 // Abort undoes a plan that has not cut over: lifts the fence, puts the
@@ -62,6 +63,9 @@ func Abort(ctx context.Context, env Env, p *plans.Plan) error {
 		}
 		if !p.DropTargetSchema {
 			if err := restoreTargetTriggers(ctx, r.dst, p); err != nil {
+				return fmt.Errorf("abort: %w", err)
+			}
+			if err := schemaobj.Drop(ctx, r.dst, p.Target.Schema, carried(p)); err != nil {
 				return fmt.Errorf("abort: %w", err)
 			}
 		}

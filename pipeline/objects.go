@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 
 	"github.com/shardctl/shardctl/fence"
 	"github.com/shardctl/shardctl/plans"
@@ -31,6 +32,10 @@ func readObjects(ctx context.Context, src, dst *sql.DB, p *plans.Plan) error {
 		}
 	}
 	p.Objects = objs
+	if missing := schemaobj.MissingDefiners(ctx, dst, carried(p)); len(missing) > 0 {
+		return fmt.Errorf("%w: the views, triggers, routines or events of %s run as %s, which has no account on the target %s: create the account there (CREATE USER ...; with the same grants) or change the objects' DEFINER",
+			ErrRefused, p.Source.Schema, strings.Join(missing, ", "), p.Target.Addr())
+	}
 	p.TargetTriggers = nil
 	if merge {
 		if p.TargetTriggers, err = triggersOn(ctx, dst, p.Target.Schema, p.Copy); err != nil {

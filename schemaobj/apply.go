@@ -154,6 +154,58 @@ func Replace(ctx context.Context, db *sql.DB, schema, from string, trig []Object
 	return nil
 }
 
+// Drop removes objs from schema (an aborted merge takes back what it
+// created in the live target).
+func Drop(ctx context.Context, db *sql.DB, schema string, objs []Object) error {
+	for _, o := range objs {
+		if _, err := db.ExecContext(ctx, "DROP "+o.Kind+" IF EXISTS "+dbutil.Table(schema, o.Name)); err != nil {
+			return fmt.Errorf("drop %s in %s: %w", o, schema, err)
+		}
+	}
+	return nil
+}
+
+// MissingDefiners lists the definers of objs that have no account on db, so
+// creating the objects there would fail or leave them unusable. It returns
+// nothing when the account may not read mysql.user (it cannot tell).
+func MissingDefiners(ctx context.Context, db *sql.DB, objs []Object) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, o := range objs {
+		user, host, ok := splitDefiner(o.Definer)
+		if !ok || seen[o.Definer] {
+			continue
+		}
+		seen[o.Definer] = true
+		var n int
+		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM mysql.user WHERE User = ? AND Host = ?", user, host).Scan(&n); err != nil {
+			return nil
+		}
+		if n == 0 {
+			out = append(out, o.Definer)
+		}
+	}
+	return out
+}
+
+// splitDefiner parses `user`@`host` (or 'user'@'host').
+func splitDefiner(d string) (user, host string, ok bool) {
+	if len(d) < 5 {
+		return "", "", false
+	}
+	q := d[0]
+	if q != '`' && q != '\'' {
+		return "", "", false
+	}
+	sep := string(q) + "@" + string(q)
+	i := strings.Index(d, sep)
+	if i < 0 || d[len(d)-1] != q {
+		return "", "", false
+	}
+	unq := func(s string) string { return strings.ReplaceAll(s, string(q)+string(q), string(q)) }
+	return unq(d[1:i]), unq(d[i+len(sep) : len(d)-1]), true
+}
+
 // IsMariaDB tells the server flavors apart where their SQL differs.
 func IsMariaDB(ctx context.Context, db *sql.DB) (bool, error) {
 	var v string

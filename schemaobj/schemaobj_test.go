@@ -33,3 +33,15 @@ func TestTriggerForms(t *testing.T) {
 		t.Errorf("Disabled: %q", got)
 	}
 }
+
+func TestSplitDefiner(t *testing.T) {
+	for in, want := range map[string][2]string{"`root`@`localhost`": {"root", "localhost"}, "'a''b'@'%'": {"a'b", "%"}, "`x``y`@`10.0.%`": {"x`y", "10.0.%"}} {
+		u, h, ok := splitDefiner(in)
+		if !ok || u != want[0] || h != want[1] {
+			t.Errorf("splitDefiner(%s) = %q %q %v", in, u, h, ok)
+		}
+	}
+	if _, _, ok := splitDefiner("CURRENT_USER"); ok {
+		t.Error("CURRENT_USER parsed")
+	}
+}
