@@ -3,6 +3,8 @@ package e2e
 import (
 	"bytes"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,6 +18,7 @@ import (
 // until the cause is fixed; a transient one (SIGTERM) exits 3. Both plans
 // then resume to the end.
 func TestExitCodes(t *testing.T) {
+	start := time.Now()
 	c := newCluster(t, "e2e_exit", []int{2, 1}, []int{200, 100})
 	src := c.db(2)
 
@@ -44,12 +47,16 @@ func TestExitCodes(t *testing.T) {
 			t.Fatalf("resume %d without DELETE privilege: exit %d, want 1 with step, fix and resume command\n%s", i+1, r.code, r.stderr)
 		}
 	}
-	t.Logf("deterministic failure: %s", lastLine(r.stderr))
+	t.Logf("deterministic failure (at %s): %s", time.Since(start).Round(time.Millisecond), lastLine(r.stderr))
 	grant()
 	c.mustRun("plan", "resume", id)
 
-	// Transient: SIGTERM while the copy runs (slowed by --max-rate).
-	cmd := c.command(nil, "move", "--shard", "2", "--to", c.env.Addr(3).String(), "--yes", "--chunk-rows", "50", "--max-rate", "200")
+	// Transient: SIGTERM while the copy runs (held by the control file's pause).
+	control := filepath.Join(c.dir, "control")
+	if err := os.WriteFile(control, []byte("pause = true\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := c.command(nil, "move", "--shard", "2", "--to", c.env.Addr(3).String(), "--yes", "--chunk-rows", "50", "--control-file", control)
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
 	if err := cmd.Start(); err != nil {
@@ -72,13 +79,17 @@ func TestExitCodes(t *testing.T) {
 	if code := cmd.ProcessState.ExitCode(); code != 3 {
 		t.Fatalf("SIGTERM during the copy: exit %d, want 3\n%s", code, errb.String())
 	}
-	t.Logf("transient failure: %s", lastLine(errb.String()))
+	t.Logf("transient failure (at %s): %s", time.Since(start).Round(time.Millisecond), lastLine(errb.String()))
+	if err := os.WriteFile(control, []byte("pause = false\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, f := range planFiles(t, c.planDir) {
 		if p, err := plans.Load(f); err == nil && p.State == plans.StateStopped {
 			c.mustRun("plan", "resume", p.ID)
 		}
 	}
 	c.ownership()
+	t.Logf("done at %s", time.Since(start).Round(time.Millisecond))
 }
 
 // copying reports whether some plan in the plan directory is in its copy step.
