@@ -111,3 +111,21 @@ func restoreTargetTriggers(ctx context.Context, dst *sql.DB, p *plans.Plan) erro
 	}
 	return nil
 }
+
+// GuardTriggers swaps the triggers of ts in schema for guarded versions and
+// returns the function that puts the originals back (shardctl prune).
+func GuardTriggers(ctx context.Context, db *sql.DB, schema string, ts []tables.Table) (func(context.Context) error, error) {
+	trig, err := triggersOn(ctx, db, schema, ts)
+	if err != nil {
+		return nil, err
+	}
+	if err := schemaobj.Replace(ctx, db, schema, schema, trig, true); err != nil {
+		return nil, fmt.Errorf("guard the triggers of %s: %w", schema, err)
+	}
+	return func(ctx context.Context) error {
+		if err := schemaobj.Replace(ctx, db, schema, schema, trig, false); err != nil {
+			return fmt.Errorf("restore the triggers of %s: %w", schema, err)
+		}
+		return nil
+	}, nil
+}

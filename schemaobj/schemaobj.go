@@ -97,6 +97,11 @@ func Read(ctx context.Context, db *sql.DB, schema, skipPrefix string) ([]Object,
 		if o.Create == "" {
 			return nil, fmt.Errorf("read %s of %s: SHOW CREATE returned no definition (the account may lack the privilege to see it: grant SELECT on mysql.proc / SHOW_ROUTINE)", o, schema)
 		}
+		if o.Kind == Trigger {
+			// A trigger shardctl left guarded (a crash, an interrupted prune)
+			// reads as its original: guarding it again never wraps it twice.
+			o.Create = unguard(o.Create)
+		}
 		o.SQLMode, o.Charset, o.Collation, o.TimeZone = m["sql_mode"], m["character_set_client"], m["collation_connection"], m["time_zone"]
 		o.Definer = definerOf(o.Create)
 		out = append(out, o)
@@ -182,7 +187,25 @@ func (o Object) Guarded() (string, error) {
 		return "", fmt.Errorf("%s: cannot find FOR EACH ROW in its definition", o)
 	}
 	body := strings.TrimRight(strings.TrimSpace(m[3]), "; \t\r\n")
-	return m[1] + "IF " + SkipVar + " IS NULL THEN " + body + "; END IF", nil
+	return m[1] + guardHead + body + guardTail, nil
+}
+
+const (
+	guardHead = "IF " + SkipVar + " IS NULL THEN "
+	guardTail = "; END IF"
+)
+
+// unguard returns a guarded trigger definition's original.
+func unguard(def string) string {
+	m := triggerRE.FindStringSubmatch(def)
+	if m == nil {
+		return def
+	}
+	body := strings.TrimSpace(m[3])
+	if !strings.HasPrefix(body, guardHead) || !strings.HasSuffix(body, guardTail) {
+		return def
+	}
+	return m[1] + m[2] + strings.TrimSuffix(strings.TrimPrefix(body, guardHead), guardTail)
 }
 
 // Disabled is an event's definition created DISABLED, so it cannot run on a

@@ -1,6 +1,9 @@
 package schemaobj
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestRenameOnlyQualifiers(t *testing.T) {
 	for _, c := range []struct{ in, want string }{
@@ -24,6 +27,12 @@ func TestTriggerForms(t *testing.T) {
 	g, err := o.Guarded()
 	if want := "CREATE DEFINER=`root`@`localhost` TRIGGER `b` BEFORE INSERT ON `t` FOR EACH ROW IF @shardctl_skip_triggers IS NULL THEN SET NEW.d = NOW(); END IF"; err != nil || g != want {
 		t.Errorf("Guarded: %q %v", g, err)
+	}
+	if back := unguard(g); back != strings.TrimSuffix(o.Exact(), ";") {
+		t.Errorf("unguard: %q", back)
+	}
+	if same := unguard(o.Create); same != o.Create {
+		t.Errorf("unguard of an unguarded trigger: %q", same)
 	}
 	if o.Definer != "" || definerOf(o.Create) != "`root`@`localhost`" {
 		t.Errorf("definer %q", definerOf(o.Create))

@@ -7,3 +7,6 @@ SELECT (SELECT COUNT(*) FROM order_audit) = (SELECT COUNT(*) FROM orders);
 SELECT order_total(-1) = 0;
 SELECT COUNT(*) = (SELECT COUNT(*) FROM customers) FROM customer_orders;
 SELECT COUNT(*) >= 0 FROM big_customers;
+-- Only the application deleted orders (those of customer 2): cleanup, prune
+-- and abort deletes never fired the AFTER DELETE trigger.
+SELECT COUNT(*) = 0 FROM deleted_orders WHERE note = 'seed';

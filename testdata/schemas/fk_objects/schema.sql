@@ -1,5 +1,5 @@
 -- Foreign keys (RESTRICT, CASCADE, SET NULL, a self-reference, sharded -> global),
--- BEFORE and AFTER triggers (one sets columns, one writes another table),
+-- BEFORE and AFTER triggers (one sets columns, two write other tables),
 -- views (one naming its schema), a function, a procedure and an event.
 
 CREATE TABLE regions (
@@ -41,6 +41,15 @@ CREATE TABLE order_audit (
   CONSTRAINT fk_audit_order FOREIGN KEY (emp_no, order_id) REFERENCES orders (emp_no, id) ON DELETE CASCADE
 ) ENGINE=InnoDB;
 
+-- Global (no emp_no column): what cleanup deletes from sharded tables
+-- cannot hide a row logged here.
+CREATE TABLE deleted_orders (
+  emp INT NOT NULL,
+  order_id INT NOT NULL,
+  note VARCHAR(100) NOT NULL,
+  PRIMARY KEY (emp, order_id)
+) ENGINE=InnoDB;
+
 DELIMITER ;;
 CREATE TRIGGER customers_bi BEFORE INSERT ON customers FOR EACH ROW
 BEGIN
@@ -52,6 +61,8 @@ CREATE TRIGGER customers_bi2 BEFORE INSERT ON customers FOR EACH ROW FOLLOWS cus
 CREATE TRIGGER orders_ai AFTER INSERT ON orders FOR EACH ROW
   INSERT INTO order_audit (emp_no, audit_no, order_id)
   SELECT NEW.emp_no, COALESCE(MAX(audit_no), 0) + 1, NEW.id FROM order_audit WHERE emp_no = NEW.emp_no;;
+CREATE TRIGGER orders_ad AFTER DELETE ON orders FOR EACH ROW
+  REPLACE INTO deleted_orders (emp, order_id, note) VALUES (OLD.emp_no, OLD.id, OLD.note);;
 CREATE FUNCTION order_total(k INT) RETURNS DECIMAL(12,2) READS SQL DATA
   RETURN (SELECT COALESCE(SUM(amount), 0) FROM {{schema}}.orders WHERE emp_no = k);;
 CREATE PROCEDURE add_order(k INT, amt DECIMAL(10,2))
@@ -78,4 +89,4 @@ INSERT INTO customers (emp_no, id, parent_id, region, name, created)
 INSERT INTO orders (emp_no, id, customer_id, note, amount)
   SELECT emp_no, 1, 1, 'seed', emp_no % 200 FROM employees;
 INSERT INTO orders (emp_no, id, customer_id, note, amount)
-  SELECT emp_no, 2, 2, 'seed', 5 FROM employees WHERE emp_no % 2 = 0;
+  SELECT emp_no, 2, 2, 'seed2', 5 FROM employees WHERE emp_no % 2 = 0;
