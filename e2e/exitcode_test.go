@@ -138,6 +138,9 @@ func TestSchemaRefusals(t *testing.T) {
 	refused("a key into another schema", "references another schema", "move", "--shard", "1", "--to", c.env.Addr(3).String(), "--dry-run")
 	exec("DROP TABLE " + s1 + ".ext")
 	exec("DROP DATABASE e2e_refuse_other")
+	exec("CREATE TABLE " + s1 + ".uk (code VARCHAR(8) NOT NULL, v INT, UNIQUE KEY code (code))")
+	refused("a table with only a UNIQUE NOT NULL key", "ADD PRIMARY KEY (`code`)", "move", "--shard", "1", "--to", c.env.Addr(3).String(), "--dry-run")
+	exec("DROP TABLE " + s1 + ".uk")
 	exec("CREATE DEFINER = `ghost`@`nowhere` VIEW " + s1 + ".v AS SELECT 1 AS one")
 	refused("a definer without an account on the target", "`ghost`@`nowhere`", "move", "--shard", "1", "--to", c.env.Addr(3).String(), "--dry-run")
 }

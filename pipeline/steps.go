@@ -47,7 +47,7 @@ func Preflight(ctx context.Context, src, dst *sql.DB, p *plans.Plan) error {
 	}
 	for _, t := range p.Copy {
 		if len(t.PK) == 0 {
-			problems = append(problems, fmt.Sprintf("table %s.%s has no primary key: add one (rows are copied, applied and deleted by primary key)", p.Source.Schema, t.Name))
+			problems = append(problems, fmt.Sprintf("table %s.%s has no primary key: add one (rows are copied, applied and deleted by primary key)%s", p.Source.Schema, t.Name, uniqueKeyHint(ctx, src, p.Source.Schema, t.Name)))
 		}
 	}
 	fkProblems, err := foreignKeyProblems(ctx, src, p)
