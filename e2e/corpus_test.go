@@ -22,7 +22,9 @@ import (
 )
 
 // corpusOp is one operation the corpus runs over every schema: a kill -9 at
-// one point, then resume (or abort) to the end.
+// one point, then resume (or abort) to the end. The aborts stop at different
+// steps: after create, after catch-up (a merge into a live schema), and
+// behind the fence.
 type corpusOp struct {
 	name    string
 	servers []int
@@ -53,6 +55,19 @@ var corpusOps = []corpusOp{
 		args: func(c *cluster) []string { return []string{"merge", "--shard", "2", "--into", "1"} },
 		groups: func(c *cluster) []string {
 			return []string{c.keys("moving", 2, corpusSeeded/2), c.keys("staying", 1, corpusSeeded/2)}
+		}},
+	{name: "move-abort", servers: []int{1, 1}, sizes: []int{corpusSeeded, 100}, fault: "after:fence", abort: true,
+		args: func(c *cluster) []string { return []string{"move", "--shard", "1", "--to", c.env.Addr(3).String()} },
+		groups: func(c *cluster) []string {
+			return []string{c.keys("moving", 1, corpusSeeded), c.keys("staying", 2, 100)}
+		}},
+	{name: "split-abort", servers: []int{1, 1}, sizes: []int{corpusSeeded, 100}, fault: "after:create", abort: true,
+		args: func(c *cluster) []string {
+			return []string{"split", "--shard", "1", "--at", fmt.Sprint(c.shards[0].Lower + 1 + corpusSeeded/2), "--to", c.env.Addr(3).String()}
+		},
+		groups: func(c *cluster) []string {
+			lo := c.shards[0].Lower
+			return []string{fmt.Sprintf("staying=%d-%d", lo+1+corpusSeeded/4, lo+1+corpusSeeded/2), fmt.Sprintf("moving=%d-%d", lo+1+corpusSeeded/2, lo+2*corpusSeeded)}
 		}},
 	{name: "merge-abort", servers: []int{1, 2}, sizes: []int{corpusSeeded / 2, corpusSeeded / 2}, fault: "after:catchup", abort: true,
 		args: func(c *cluster) []string { return []string{"merge", "--shard", "2", "--into", "1"} },

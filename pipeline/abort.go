@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/prune"
 	"github.com/shardctl/shardctl/schemaobj"
+	"github.com/shardctl/shardctl/shardmap"
 )
 
 // Abort undoes a plan that has not cut over: lifts the fence, puts the
@@ -42,7 +44,14 @@ func Abort(ctx context.Context, env Env, p *plans.Plan) error {
 	if err := fence.Remove(ctx, r.src, p.Source.Schema, fenceNames(p), lockWait); err != nil && dbutil.ErrNumber(err) != 1049 {
 		return fmt.Errorf("abort: lift fence: %w", err)
 	}
-	if err := env.Store.Apply(ctx, "abort "+p.ID, p.Abort); err != nil {
+	// One change at a time: a mapping that was never taken offline (the
+	// plan stopped before its fence made a split's upper range) has nothing
+	// to put back online. Each change is idempotent, so a re-run is safe.
+	for _, c := range p.Abort {
+		err := env.Store.Apply(ctx, "abort "+p.ID, []shardmap.Change{c})
+		if err == nil || c.Op == shardmap.OpSetStatus && errors.Is(err, shardmap.ErrNotFound) {
+			continue
+		}
 		return fmt.Errorf("abort: restore shard map: %w", err)
 	}
 	if p.Step(plans.StepCreate).Attempts > 0 {

@@ -652,7 +652,7 @@ func (r *runner) cleanup(ctx context.Context) error {
 	}
 	r.mu.Unlock()
 	if r.p.DropSourceSchema {
-		if _, err := r.src.ExecContext(ctx, "DROP DATABASE IF EXISTS "+dbutil.QuoteIdent(r.p.Source.Schema)); err != nil {
+		if err := dropSchema(ctx, r.src, r.p.Source.Schema); err != nil {
 			return fmt.Errorf("drop source schema %s: %w", r.p.Source.Schema, err)
 		}
 	} else if err := schemaobj.Replace(ctx, r.src, r.p.Source.Schema, r.p.Source.Schema, r.p.SourceTriggers, false); err != nil {
