@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/shardctl/shardctl/dbutil"
 )
@@ -232,7 +233,35 @@ func replaceTrigger(maria bool, schema string, o Object, def string) []string {
 
 // run executes statements for o in schema on a session with o's settings:
 // its body is parsed under the sql_mode and character set it was written for.
+//
+// Each try waits at most lockWait for a table's metadata lock (a DDL that
+// waits longer queues every later query on the table behind it: gh-ost's
+// cutover lesson) and is repeated, with a pause, while an open transaction
+// holds the table; the statements are idempotent (CREATE OR REPLACE, or a
+// CREATE that did not happen).
 func run(ctx context.Context, db *sql.DB, schema string, o Object, stmts ...string) error {
+	var err error
+	for try := 0; try < lockTries; try++ {
+		if try > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Duration(try) * 200 * time.Millisecond):
+			}
+		}
+		if err = runOnce(ctx, db, schema, o, stmts...); !dbutil.IsRetryableLockErr(err) {
+			return err
+		}
+	}
+	return fmt.Errorf("a transaction kept the table locked through %d tries: %w", lockTries, err)
+}
+
+const (
+	lockWait  = "1" // lock_wait_timeout, seconds
+	lockTries = 8
+)
+
+func runOnce(ctx context.Context, db *sql.DB, schema string, o Object, stmts ...string) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return err
@@ -241,7 +270,7 @@ func run(ctx context.Context, db *sql.DB, schema string, o Object, stmts ...stri
 		_ = conn.Raw(func(any) error { return driver.ErrBadConn }) // its settings are not the pool's
 		_ = conn.Close()
 	}()
-	setup := []string{"USE " + dbutil.QuoteIdent(schema), "SET SESSION sql_mode = " + quote(o.SQLMode)}
+	setup := []string{"USE " + dbutil.QuoteIdent(schema), "SET SESSION lock_wait_timeout = " + lockWait, "SET SESSION sql_mode = " + quote(o.SQLMode)}
 	if o.Charset != "" {
 		setup = append(setup, "SET SESSION character_set_client = "+quote(o.Charset))
 	}
