@@ -10,7 +10,7 @@ import (
 )
 
 // dropSchema drops a schema, trying again a few times when the server could
-// not remove its directory (error 1010): seen once in about 50 corpus moves
+// not remove its directory (error 1010): seen once in about 30 corpus moves
 // on MariaDB 10.11, a <table>.TRG- file (the backup trigger DDL keeps while it
 // runs) was still in the directory when DROP DATABASE tried to remove it.
 func dropSchema(ctx context.Context, db *sql.DB, schema string) error {
