@@ -26,7 +26,8 @@ type action struct {
 	op    opKind
 	shape *shape
 	vals  []any
-	count bool // counts as one applied row change (the delete half of a PK move does not)
+	count bool  // counts as one applied row change (the delete half of a PK move does not)
+	image []any // cascading deletes: the parent's written columns, re-inserted (IGNORE) before the delete
 }
 
 // shape is what the applier needs to write one table; it is built from the
@@ -45,11 +46,18 @@ type shape struct {
 	rowPH     string
 	delSingle string // DELETE ... WHERE pk IN (
 	delRow    string // (a = ? AND b = ?) for composite keys
+	// cascade: deleting a row of this table changes child rows (ON DELETE
+	// CASCADE / SET NULL). The source's binlog carries only the parent's row
+	// event (measured on MariaDB 10.11; MySQL does the same), so the applier
+	// repeats the delete with foreign key checks on, letting the target's
+	// InnoDB run the same cascade.
+	cascade   bool
+	insIgnore string // INSERT IGNORE INTO ... (writable columns) VALUES (...)
 }
 
 // newShape checks the canal definition of a listed table against the
 // table's planned column list and prepares the statements.
-func newShape(t *tables.Table, ct *schema.Table, targetSchema string) (*shape, error) {
+func newShape(t *tables.Table, ct *schema.Table, targetSchema string, cascade bool) (*shape, error) {
 	if len(ct.Columns) != len(t.Columns) {
 		return nil, fmt.Errorf("table %s.%s now has %d columns, the operation was planned with %d (%s): %w",
 			ct.Schema, ct.Name, len(ct.Columns), len(t.Columns), strings.Join(t.Columns, ", "), ErrDDL)
@@ -61,6 +69,7 @@ func newShape(t *tables.Table, ct *schema.Table, targetSchema string) (*shape, e
 		textual:   make([]bool, len(ct.Columns)),
 		bit:       make([]bool, len(ct.Columns)),
 		filterIdx: -1,
+		cascade:   cascade,
 	}
 	for i, c := range ct.Columns {
 		if !strings.EqualFold(c.Name, t.Columns[i]) {
@@ -104,6 +113,7 @@ func newShape(t *tables.Table, ct *schema.Table, targetSchema string) (*shape, e
 	// reports the loss).
 	s.replace = "REPLACE INTO " + s.target + " (" + dbutil.QuoteIdents(cols) + ") VALUES "
 	s.rowPH = "(" + dbutil.Placeholders(len(cols)) + ")"
+	s.insIgnore = "INSERT IGNORE INTO " + s.target + " (" + dbutil.QuoteIdents(cols) + ") VALUES " + s.rowPH
 	if len(s.pkIdx) == 1 {
 		s.delSingle = "DELETE FROM " + s.target + " WHERE " + dbutil.QuoteIdent(t.PK[0]) + " IN ("
 	} else {
@@ -218,6 +228,18 @@ func (s *shape) delete(row []any, count bool) action {
 	return action{op: opDelete, shape: s, vals: vals, count: count}
 }
 
+// rowDelete is the delete of a source DELETE row event: on a cascading table
+// it carries the row's image (see shape.cascade). The delete half of an
+// update that changes the key is a plain delete: the source ran no ON DELETE
+// action for it.
+func (s *shape) rowDelete(row []any) action {
+	a := s.delete(row, true)
+	if s.cascade {
+		a.image = s.upsert(row, false).vals
+	}
+	return a
+}
+
 func (s *shape) pkChanged(before, after []any) bool {
 	for _, i := range s.pkIdx {
 		if !sameValue(before[i], after[i]) {
@@ -257,6 +279,13 @@ type stmt struct {
 	table string
 	sql   string
 	args  []any
+	// cascade: a parent's delete, run after pre (INSERT IGNORE of its image:
+	// the copy may have read the children before the parent was deleted, so
+	// the target may lack the parent and the cascade would not reach them)
+	// with foreign key checks on.
+	cascade bool
+	pre     string
+	preArgs []any
 }
 
 // limits bound a merged statement.
@@ -279,7 +308,7 @@ func buildStatements(acts []action, lim limits) []stmt {
 		if n := 65535 / max(1, len(a.vals)); n < maxRows {
 			maxRows = n // stay under the placeholder limit should the driver prepare
 		}
-		for j < len(acts) && acts[j].op == a.op && acts[j].shape == a.shape && j-i < maxRows {
+		for j < len(acts) && a.image == nil && acts[j].op == a.op && acts[j].shape == a.shape && acts[j].image == nil && j-i < maxRows {
 			sz := valuesSize(acts[j].vals)
 			if size+sz > lim.bytes {
 				break
@@ -310,6 +339,11 @@ func compact(acts []action) []action {
 	last := make(map[rowKey]int, len(acts))
 	keys := make([]rowKey, len(acts))
 	for i, a := range acts {
+		if a.image != nil {
+			// A cascading delete changes rows it does not name: keep the
+			// source order, so a child written before it is removed by it.
+			return acts
+		}
 		k, ok := a.key()
 		if !ok {
 			return acts // a key we cannot see: keep the source order
@@ -422,7 +456,11 @@ func makeStmt(run []action) stmt {
 			args = append(args, a.vals...)
 		}
 	}
-	return stmt{table: s.name, sql: b.String(), args: args}
+	st := stmt{table: s.name, sql: b.String(), args: args}
+	if run[0].image != nil {
+		st.cascade, st.pre, st.preArgs = true, s.insIgnore, run[0].image
+	}
+	return st
 }
 
 // valuesSize estimates the bytes a row takes in an interpolated statement.

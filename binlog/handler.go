@@ -59,7 +59,7 @@ func (h *handler) shape(tb string, ct *schema.Table) (*shape, error) {
 	if s := h.shapes[tb]; s != nil && s.canal == ct {
 		return s, nil
 	}
-	s, err := newShape(h.t.tables[tb], ct, h.t.cfg.TargetSchema)
+	s, err := newShape(h.t.tables[tb], ct, h.t.cfg.TargetSchema, h.t.cfg.Cascading[tb])
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +125,7 @@ func (h *handler) OnRow(e *canal.RowsEvent) error {
 			}
 		case canal.DeleteAction:
 			if in[0] {
-				acts = append(acts, sh.delete(imgs[0], true))
+				acts = append(acts, sh.rowDelete(imgs[0]))
 			} else {
 				skipped++
 			}

@@ -18,6 +18,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	gsql "github.com/go-sql-driver/mysql"
 	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/schemaobj"
 	"github.com/shardctl/shardctl/tables"
 )
 
@@ -51,6 +52,10 @@ type Config struct {
 	// SessionSQL runs on the applier's target session after its own
 	// settings (a reverse tail passes the fence with fence.BypassSQL).
 	SessionSQL []string
+	// Cascading names the tables whose deletes cascade to other rows
+	// (tables.CascadingParents): their deletes are repeated with foreign
+	// key checks on.
+	Cascading map[string]bool
 }
 
 // Stats are counters of a running tail.
@@ -354,6 +359,7 @@ func (t *Tailer) target(ctx context.Context) (*sql.Conn, error) {
 		"SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION'",
 		"SET SESSION time_zone = '+00:00'",
 		"SET SESSION foreign_key_checks = 0",
+		schemaobj.SkipSQL, // guarded triggers on the target do not fire on applied rows
 	} {
 		if _, err := c.ExecContext(ctx, q); err != nil {
 			discard(c)
@@ -817,6 +823,15 @@ func (t *Tailer) execTx(stmts []stmt) error {
 		return fmt.Errorf("binlog tail of %s: begin on the target: %w", t.cfg.Schema, err)
 	}
 	for _, s := range stmts {
+		if s.cascade {
+			if err := t.execCascade(tx, s); err != nil {
+				_ = tx.Rollback()
+				discard(conn) // its foreign_key_checks may be left on
+				t.conn = nil
+				return fmt.Errorf("binlog tail of %s: apply a cascading delete to %s: %w", t.cfg.Schema, s.table, err)
+			}
+			continue
+		}
 		if _, err := tx.ExecContext(t.ctx, s.sql, s.args...); err != nil {
 			_ = tx.Rollback()
 			return fmt.Errorf("binlog tail of %s: apply to %s: %w", t.cfg.Schema, s.table, err)
@@ -824,6 +839,21 @@ func (t *Tailer) execTx(stmts []stmt) error {
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("binlog tail of %s: commit on the target: %w", t.cfg.Schema, err)
+	}
+	return nil
+}
+
+// execCascade runs a parent's delete so the target's InnoDB repeats the
+// source's ON DELETE CASCADE / SET NULL: the parent's image first (checks
+// off: its own parents may not be there yet), then the delete with checks on.
+func (t *Tailer) execCascade(tx *sql.Tx, s stmt) error {
+	for _, q := range []struct {
+		sql  string
+		args []any
+	}{{s.pre, s.preArgs}, {"SET SESSION foreign_key_checks = 1", nil}, {s.sql, s.args}, {"SET SESSION foreign_key_checks = 0", nil}} {
+		if _, err := tx.ExecContext(t.ctx, q.sql, q.args...); err != nil {
+			return err
+		}
 	}
 	return nil
 }

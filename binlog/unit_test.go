@@ -81,7 +81,7 @@ func TestPlanUpdate(t *testing.T) {
 func testShape(t *testing.T, tb tables.Table, cols ...schema.TableColumn) *shape {
 	t.Helper()
 	ct := &schema.Table{Schema: "src", Name: tb.Name, Columns: cols}
-	s, err := newShape(&tb, ct, "dst")
+	s, err := newShape(&tb, ct, "dst", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,11 +91,11 @@ func testShape(t *testing.T, tb tables.Table, cols ...schema.TableColumn) *shape
 func TestShapeChecksDefinition(t *testing.T) {
 	tb := tables.Table{Name: "t", Columns: []string{"id", "v"}, PK: []string{"id"}}
 	ct := &schema.Table{Schema: "src", Name: "t", Columns: []schema.TableColumn{{Name: "id"}, {Name: "v"}, {Name: "w"}}}
-	if _, err := newShape(&tb, ct, "dst"); !errors.Is(err, ErrDDL) {
+	if _, err := newShape(&tb, ct, "dst", false); !errors.Is(err, ErrDDL) {
 		t.Fatalf("extra column: %v", err)
 	}
 	ct.Columns = []schema.TableColumn{{Name: "id"}, {Name: "w"}}
-	if _, err := newShape(&tb, ct, "dst"); !errors.Is(err, ErrDDL) {
+	if _, err := newShape(&tb, ct, "dst", false); !errors.Is(err, ErrDDL) {
 		t.Fatalf("renamed column: %v", err)
 	}
 }
@@ -159,9 +159,9 @@ func TestBuildStatements(t *testing.T) {
 	// Compacted: rows 1 and 2 end deleted, so their upserts go; deletes come
 	// first, then the upserts of each table, merged into multi-row statements.
 	want := []stmt{
-		{"a", "DELETE FROM `dst`.`a` WHERE `id` IN (?, ?)", []any{int64(1), int64(2)}},
-		{"b", "DELETE FROM `dst`.`b` WHERE (`k1` = ? AND `k2` = ?) OR (`k1` = ? AND `k2` = ?)", []any{int64(1), "k", int64(2), "k"}},
-		{"a", "REPLACE INTO `dst`.`a` (`id`, `v`) VALUES (?, ?),(?, ?)", []any{int64(3), "z", int64(4), "w"}},
+		{table: "a", sql: "DELETE FROM `dst`.`a` WHERE `id` IN (?, ?)", args: []any{int64(1), int64(2)}},
+		{table: "b", sql: "DELETE FROM `dst`.`b` WHERE (`k1` = ? AND `k2` = ?) OR (`k1` = ? AND `k2` = ?)", args: []any{int64(1), "k", int64(2), "k"}},
+		{table: "a", sql: "REPLACE INTO `dst`.`a` (`id`, `v`) VALUES (?, ?),(?, ?)", args: []any{int64(3), "z", int64(4), "w"}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("statements:\n got %#v\nwant %#v", got, want)
@@ -214,5 +214,23 @@ func TestDDLText(t *testing.T) {
 	}
 	if !errors.Is(err, ErrDDL) {
 		t.Error("DDL error does not wrap ErrDDL")
+	}
+}
+
+// A cascading parent's delete keeps the source order (the batch is not
+// compacted), is never merged, and carries the parent's image.
+func TestCascadingDeleteStatements(t *testing.T) {
+	p := testShape(t, tables.Table{Name: "p", Columns: []string{"id", "v"}, PK: []string{"id"}}, schema.TableColumn{Name: "id"}, schema.TableColumn{Name: "v"})
+	p.cascade = true
+	c := testShape(t, tables.Table{Name: "c", Columns: []string{"id", "pid"}, PK: []string{"id"}}, schema.TableColumn{Name: "id"}, schema.TableColumn{Name: "pid"})
+	acts := []action{c.upsert([]any{int64(7), int64(1)}, true), p.rowDelete([]any{int64(1), "x"}), p.rowDelete([]any{int64(2), "y"})}
+	got := buildStatements(acts, limits{rows: 100, bytes: 1 << 20})
+	want := []stmt{
+		{table: "c", sql: "REPLACE INTO `dst`.`c` (`id`, `pid`) VALUES (?, ?)", args: []any{int64(7), int64(1)}},
+		{table: "p", sql: "DELETE FROM `dst`.`p` WHERE `id` IN (?)", args: []any{int64(1)}, cascade: true, pre: "INSERT IGNORE INTO `dst`.`p` (`id`, `v`) VALUES (?, ?)", preArgs: []any{int64(1), "x"}},
+		{table: "p", sql: "DELETE FROM `dst`.`p` WHERE `id` IN (?)", args: []any{int64(2)}, cascade: true, pre: "INSERT IGNORE INTO `dst`.`p` (`id`, `v`) VALUES (?, ?)", preArgs: []any{int64(2), "y"}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("statements:\n got %#v\nwant %#v", got, want)
 	}
 }

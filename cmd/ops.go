@@ -220,10 +220,19 @@ func (a *app) opError(err error, p *plans.Plan) error {
 		return withCode(ExitMismatch, err)
 	case errors.Is(err, pipeline.ErrPurged):
 		return withCode(ExitFailed, err)
+	case isDeterministic(err):
+		return withCode(ExitFailed, err) // the plan stays resumable once the cause is fixed
 	case p != nil && p.State == plans.StateStopped:
 		return withCode(ExitResumable, err)
 	}
 	return err
+}
+
+// isDeterministic reports a step failure that a resume repeats until an
+// operator fixes its cause.
+func isDeterministic(err error) bool {
+	var se *pipeline.StepError
+	return errors.As(err, &se) && !se.Transient
 }
 
 func (a *app) planCmd() *cobra.Command {

@@ -171,7 +171,7 @@ table and changes nothing.`,
 			case maxThreads < 0:
 				return badInput("--max-threads-running %d: allowed 0 (off) or more", maxThreads)
 			}
-			return a.withStore(cmd, func(s *shardmap.Store) error {
+			return a.withStore(cmd, func(s *shardmap.Store) (err error) {
 				_, loc, ts, err := a.ownedTables(ctx, s, shard)
 				if err != nil {
 					return err
@@ -203,6 +203,23 @@ table and changes nothing.`,
 					WouldDelete int64  `json:"would_delete,omitempty"` // dry run: what the run would delete
 				}
 				var out []row
+				if ts, err = prune.Order(ctx, db, loc.Schema, ts); err != nil {
+					return err
+				}
+				if !dryRun {
+					// The shard's own triggers must not fire on these deletes;
+					// a guarded trigger behaves the same for applications, and
+					// one left guarded by a crash reads as its original next time.
+					var restore func(context.Context) error
+					if restore, err = pipeline.GuardTriggers(ctx, db, loc.Schema, ts); err != nil {
+						return err
+					}
+					defer func() {
+						if rerr := restore(context.WithoutCancel(ctx)); rerr != nil && err == nil {
+							err = rerr
+						}
+					}()
+				}
 				for _, t := range ts {
 					if !t.Sharded {
 						continue

@@ -38,6 +38,10 @@ const ErrNumber = 1290
 
 const prefix = "shardctl_fence_"
 
+// TriggerPrefix starts the name of every fence trigger (readers of a schema's
+// own triggers leave these out).
+const TriggerPrefix = prefix
+
 // trigger names are at most 64 characters; the table part is cut to fit.
 func triggerName(table, event string) string {
 	t := table

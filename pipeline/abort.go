@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -10,6 +11,8 @@ import (
 	"github.com/shardctl/shardctl/lock"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/prune"
+	"github.com/shardctl/shardctl/schemaobj"
+	"github.com/shardctl/shardctl/shardmap"
 )
 
 // Abort undoes a plan that has not cut over: lifts the fence, puts the
@@ -48,7 +51,14 @@ func Abort(ctx context.Context, env Env, p *plans.Plan) error {
 	if err := fence.Remove(ctx, r.src, p.Source.Schema, fenceNames(p), lockWait); err != nil && dbutil.ErrNumber(err) != 1049 {
 		return fmt.Errorf("abort: lift fence: %w", err)
 	}
-	if err := env.Store.Apply(ctx, "abort "+p.ID, p.Abort); err != nil {
+	// One change at a time: a mapping that was never taken offline (the
+	// plan stopped before its fence made a split's upper range) has nothing
+	// to put back online. Each change is idempotent, so a re-run is safe.
+	for _, c := range p.Abort {
+		err := env.Store.Apply(ctx, "abort "+p.ID, []shardmap.Change{c})
+		if err == nil || c.Op == shardmap.OpSetStatus && errors.Is(err, shardmap.ErrNotFound) {
+			continue
+		}
 		return fmt.Errorf("abort: restore shard map: %w", err)
 	}
 	if p.Step(plans.StepCreate).Attempts > 0 {
@@ -56,17 +66,29 @@ func Abort(ctx context.Context, env Env, p *plans.Plan) error {
 			if err := GuardRemoval(ctx, env.Store, p.Target, nil); err != nil {
 				return fmt.Errorf("abort: %w", err)
 			}
-			if _, err := r.dst.ExecContext(ctx, "DROP DATABASE IF EXISTS "+dbutil.QuoteIdent(p.Target.Schema)); err != nil {
+			if err := dropSchema(ctx, r.dst, p.Target.Schema); err != nil {
 				return fmt.Errorf("abort: drop target copy %s: %w", p.Target.Schema, err)
 			}
 		}
 		pr := &prune.Pruner{DB: r.dst, Schema: p.Target.Schema, ChunkRows: p.Options.PruneChunkRows}
-		for _, t := range p.AbortTarget {
+		order, err := prune.Order(ctx, r.dst, p.Target.Schema, p.AbortTarget)
+		if err != nil {
+			return fmt.Errorf("abort: %w", err)
+		}
+		for _, t := range order {
 			if err := GuardRemoval(ctx, env.Store, p.Target, &t); err != nil {
 				return fmt.Errorf("abort: %w", err)
 			}
 			if _, err := pr.Table(ctx, t, prune.Watermark{}, func(prune.Watermark) error { return nil }); err != nil {
 				return fmt.Errorf("abort: remove copied rows from %s.%s: %w", p.Target.Schema, t.Name, err)
+			}
+		}
+		if !p.DropTargetSchema {
+			if err := restoreTargetTriggers(ctx, r.dst, p); err != nil {
+				return fmt.Errorf("abort: %w", err)
+			}
+			if err := schemaobj.Drop(ctx, r.dst, p.Target.Schema, carried(p)); err != nil {
+				return fmt.Errorf("abort: %w", err)
 			}
 		}
 	}

@@ -8,13 +8,11 @@ package pipeline
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"sort"
 	"strings"
 
-	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/fence"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/prune"
@@ -265,8 +263,12 @@ func abortStale(ctx context.Context, r *runner, why error) error {
 				return fmt.Errorf("abort: drop target copy %s: %w", p.Target.Schema, err)
 			}
 		}
-		for i := range p.AbortTarget {
-			t := p.AbortTarget[i]
+		order, err := prune.Order(ctx, r.dst, p.Target.Schema, p.AbortTarget)
+		if err != nil {
+			return fmt.Errorf("abort: %w", err)
+		}
+		for i := range order {
+			t := order[i]
 			if err := GuardRemoval(ctx, r.env.Store, p.Target, &t); err != nil {
 				if !errors.Is(err, ErrLive) {
 					return err
@@ -303,11 +305,6 @@ func abortIfStale(ctx context.Context, r *runner) (bool, error) {
 		return true, abortStale(ctx, r, err)
 	}
 	return err != nil, err
-}
-
-func dropSchema(ctx context.Context, db *sql.DB, schema string) error {
-	_, err := db.ExecContext(ctx, "DROP DATABASE IF EXISTS "+dbutil.QuoteIdent(schema))
-	return err
 }
 
 func removeCopied(ctx context.Context, r *runner, t tables.Table) error {

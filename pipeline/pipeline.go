@@ -24,6 +24,7 @@ import (
 	"github.com/shardctl/shardctl/lock"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/shardmap"
+	"github.com/shardctl/shardctl/tables"
 )
 
 // Errors callers map to exit codes.
@@ -103,7 +104,7 @@ func Run(ctx context.Context, env Env, p *plans.Plan) error {
 	go func() {
 		select {
 		case <-l.Lost():
-			cancel(errors.New("lost the operation lock on the sharding database; stopped safely, resume the plan"))
+			cancel(fmt.Errorf("%w; stopped safely, resume the plan", ErrLockLost))
 		case <-ctx.Done():
 		}
 	}()
@@ -187,7 +188,7 @@ var errSkipped = errors.New("skipped")
 
 // fail records a step's failure and leaves the plan resumable.
 func (r *runner) fail(step string, err error) error {
-	err = fmt.Errorf("%s %s, step %s: %w", r.p.Operation, r.shardName(), step, err)
+	err = classify(r.p.Operation, r.shardName(), step, r.p.ID, err)
 	r.mu.Lock()
 	if rec := r.p.Step(step); rec != nil {
 		rec.State, rec.Error, rec.Ended = plans.Failed, err.Error(), time.Now().UTC()
@@ -279,6 +280,10 @@ func (r *runner) ensureTail(ctx context.Context) error {
 	if purged {
 		return fmt.Errorf("%w: the source no longer has binlog %s, so changes since the copy cannot be replayed; this plan cannot cut over: abort it ('shardctl plan abort %s') and start a new one", ErrPurged, from.File, r.p.ID)
 	}
+	fks, err := tables.ForeignKeys(ctx, r.src, r.p.Source.Schema)
+	if err != nil {
+		return err
+	}
 	t, err := binlog.Start(ctx, binlog.Config{
 		Source:       addrOf(r.p.Source),
 		Creds:        r.env.Creds,
@@ -294,8 +299,9 @@ func (r *runner) ensureTail(ctx context.Context) error {
 			r.mu.Unlock()
 			return r.save(false)
 		},
-		Logger:   r.env.Log,
-		Throttle: func(ctx context.Context) error { return r.thr.Wait(ctx, 0) },
+		Logger:    r.env.Log,
+		Throttle:  func(ctx context.Context) error { return r.thr.Wait(ctx, 0) },
+		Cascading: tables.CascadingParents(fks, r.p.Source.Schema),
 	})
 	if err != nil {
 		return fmt.Errorf("start binlog tail from %s: %w", from, err)

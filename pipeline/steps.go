@@ -16,6 +16,7 @@ import (
 	"github.com/shardctl/shardctl/internal/fault"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/prune"
+	"github.com/shardctl/shardctl/schemaobj"
 	"github.com/shardctl/shardctl/shardmap"
 	"github.com/shardctl/shardctl/snapshot"
 	"github.com/shardctl/shardctl/tables"
@@ -46,9 +47,14 @@ func Preflight(ctx context.Context, src, dst *sql.DB, p *plans.Plan) error {
 	}
 	for _, t := range p.Copy {
 		if len(t.PK) == 0 {
-			problems = append(problems, fmt.Sprintf("table %s.%s has no primary key: add one (rows are copied, applied and deleted by primary key)", p.Source.Schema, t.Name))
+			problems = append(problems, fmt.Sprintf("table %s.%s has no primary key: add one (rows are copied, applied and deleted by primary key)%s", p.Source.Schema, t.Name, uniqueKeyHint(ctx, src, p.Source.Schema, t.Name)))
 		}
 	}
+	fkProblems, err := foreignKeyProblems(ctx, src, p)
+	if err != nil {
+		return fmt.Errorf("preflight: %w", err)
+	}
+	problems = append(problems, fkProblems...)
 	same, err := sameServer(ctx, src, dst)
 	if err != nil {
 		return fmt.Errorf("preflight: %w", err)
@@ -133,7 +139,10 @@ func (r *runner) create(ctx context.Context) error {
 			return err
 		}
 	}
-	return r.copier().CreateTables(ctx, r.p.Copy)
+	if err := r.copier().CreateTables(ctx, r.p.Copy); err != nil {
+		return err
+	}
+	return r.createObjects(ctx)
 }
 
 // NewShard stands for the shard id a split's create step registers; plans use it
@@ -351,7 +360,7 @@ func (r *runner) fence(ctx context.Context) error {
 		}
 		last = err
 	}
-	return fmt.Errorf("no cutover fitted the %s blackout budget in %d attempts (last: %v); the shard stays online at the source; resume to try again, or raise --max-blackout", budget, r.p.Options.FenceAttempts, last)
+	return fmt.Errorf("%w (%s) in %d attempts (last: %v); the shard stays online at the source; resume to try again, or raise --max-blackout", ErrBudget, budget, r.p.Options.FenceAttempts, last)
 }
 
 var errBackedOff = errors.New("backed off")
@@ -615,6 +624,9 @@ func (r *runner) cutover(ctx context.Context) error {
 	if err := r.stopTail(); err != nil {
 		return fmt.Errorf("cut over done; stopping the binlog tail: %w", err)
 	}
+	if err := r.finishObjects(ctx); err != nil {
+		return fmt.Errorf("cut over done; schema objects: %w", err)
+	}
 	r.mu.Lock()
 	if n := len(r.p.Attempts); n > 0 {
 		a := &r.p.Attempts[n-1]
@@ -651,7 +663,16 @@ func (r *runner) cleanup(ctx context.Context) error {
 		deleted += n
 		r.env.Observer.Progress(plans.StepCleanup, deleted, deleted, r.thr.Reason())
 	}
-	for _, t := range r.p.Cleanup {
+	order, err := prune.Order(ctx, r.src, r.p.Source.Schema, r.p.Cleanup)
+	if err != nil {
+		return err
+	}
+	// The source's own triggers must not fire on cleanup's deletes (an
+	// AFTER DELETE trigger would write rows no application delete caused).
+	if err := schemaobj.Replace(ctx, r.src, r.p.Source.Schema, r.p.Source.Schema, r.p.SourceTriggers, true); err != nil {
+		return fmt.Errorf("guard the source's triggers: %w", err)
+	}
+	for _, t := range order {
 		r.mu.Lock()
 		m := r.p.Checkpoints.Prune[t.Name]
 		r.mu.Unlock()
@@ -680,9 +701,11 @@ func (r *runner) cleanup(ctx context.Context) error {
 		if err := GuardRemoval(ctx, r.env.Store, r.p.Source, nil); err != nil {
 			return err
 		}
-		if _, err := r.src.ExecContext(ctx, "DROP DATABASE IF EXISTS "+dbutil.QuoteIdent(r.p.Source.Schema)); err != nil {
+		if err := dropSchema(ctx, r.src, r.p.Source.Schema); err != nil {
 			return fmt.Errorf("drop source schema %s: %w", r.p.Source.Schema, err)
 		}
+	} else if err := schemaobj.Replace(ctx, r.src, r.p.Source.Schema, r.p.Source.Schema, r.p.SourceTriggers, false); err != nil {
+		return fmt.Errorf("restore the source's triggers: %w", err)
 	} else if err := fence.Remove(ctx, r.src, r.p.Source.Schema, fenceNames(r.p), time.Duration(r.p.Options.LockWaitMS)*time.Millisecond); err != nil {
 		return err
 	}

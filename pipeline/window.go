@@ -238,8 +238,13 @@ func (wr *windowRun) ensure(ctx context.Context) error {
 	} else if purged {
 		return fmt.Errorf("%w: the %s %s no longer has binlog %s, so the %s copy cannot be kept in sync; complete the window ('shardctl plan complete %s')", ErrPurged, l.serving, l.fromEP.Addr(), from.File, other(l.serving), r.p.ID)
 	}
+	fks, err := tables.ForeignKeys(ctx, l.from, l.fromEP.Schema)
+	if err != nil {
+		return fmt.Errorf("reverse window: read the foreign keys of %s: %w", l.fromEP.Schema, err)
+	}
 	cfg := binlog.Config{
-		Source: addrOf(l.fromEP), Creds: r.env.Creds, Schema: l.fromEP.Schema,
+		Cascading: tables.CascadingParents(fks, l.fromEP.Schema), // deletes that cascade are repeated, as forward
+		Source:    addrOf(l.fromEP), Creds: r.env.Creds, Schema: l.fromEP.Schema,
 		Target: l.to, TargetSchema: l.toEP.Schema, Tables: windowTables(r.p),
 		ServerID: uint32(1_000_000 + mrand.Intn(1_000_000_000)),
 		Start:    binlog.Position(from),
@@ -765,7 +770,11 @@ func (r *runner) dropTargetCopy(ctx context.Context) error {
 		// merge: the target is a live shard; only the merged range's rows go.
 		lockWait := time.Duration(r.p.Options.LockWaitMS) * time.Millisecond
 		pr := &prune.Pruner{DB: r.dst, Schema: r.p.Target.Schema, ChunkRows: r.p.Options.PruneChunkRows}
-		for _, t := range r.p.AbortTarget {
+		order, err := prune.Order(ctx, r.dst, r.p.Target.Schema, r.p.AbortTarget)
+		if err != nil {
+			return fmt.Errorf("reverse window: %w", err)
+		}
+		for _, t := range order {
 			if err := GuardRemoval(ctx, r.env.Store, r.p.Target, &t); err != nil {
 				return fmt.Errorf("reverse window: %w", err)
 			}
@@ -778,7 +787,7 @@ func (r *runner) dropTargetCopy(ctx context.Context) error {
 	if err := GuardRemoval(ctx, r.env.Store, r.p.Target, nil); err != nil {
 		return fmt.Errorf("reverse window: %w", err)
 	}
-	if _, err := r.dst.ExecContext(ctx, "DROP DATABASE IF EXISTS "+dbutil.QuoteIdent(r.p.Target.Schema)); err != nil {
+	if err := dropSchema(ctx, r.dst, r.p.Target.Schema); err != nil {
 		return fmt.Errorf("drop the target copy %s on %s: %w", r.p.Target.Schema, r.p.Target.Addr(), err)
 	}
 	return nil

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/keyspace"
+	"github.com/shardctl/shardctl/schemaobj"
 	"github.com/shardctl/shardctl/shardmap"
 	"github.com/shardctl/shardctl/tables"
 )
@@ -227,10 +228,21 @@ type Plan struct {
 	Abort            []shardmap.Change `json:"abort,omitempty"`        // undo of prepare/offline before cutover
 	AbortTarget      []tables.Table    `json:"abort_target,omitempty"` // rows removed from the target on abort (merge)
 	DropTargetSchema bool              `json:"drop_target_schema"`     // on abort (move, split)
-	Options          Options           `json:"options"`
-	SQLPreview       []string          `json:"shardmap_sql,omitempty"` // the statements run against the shard map, for review
-	Against          *Against          `json:"against,omitempty"`      // the shard map the plan was made against (apply, resume and abort refuse a stale plan)
-	AbortKept        []string          `json:"abort_kept,omitempty"`   // what an abort of a stale plan left in place, and why
+	// Objects are the source schema's views, triggers, routines and events,
+	// created on the target at create (triggers guarded, events disabled)
+	// and made exact at cutover (docs/schema-objects.md).
+	Objects []schemaobj.Object `json:"objects,omitempty"`
+	// TargetTriggers are a merge target's own triggers on the copied tables,
+	// as they were before create swapped them for guarded ones; cutover and
+	// abort put them back.
+	TargetTriggers []schemaobj.Object `json:"target_triggers,omitempty"`
+	// SourceTriggers are the source's triggers on the cleaned-up tables:
+	// guarded while cleanup deletes rows, then put back.
+	SourceTriggers []schemaobj.Object `json:"source_triggers,omitempty"`
+	Options        Options            `json:"options"`
+	SQLPreview     []string           `json:"shardmap_sql,omitempty"` // the statements run against the shard map, for review
+	Against        *Against           `json:"against,omitempty"`      // the shard map the plan was made against (apply, resume and abort refuse a stale plan)
+	AbortKept      []string           `json:"abort_kept,omitempty"`   // what an abort of a stale plan left in place, and why
 
 	Steps       []StepRecord `json:"steps"`
 	Checkpoints Checkpoints  `json:"checkpoints"`

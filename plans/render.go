@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/schemaobj"
 	"github.com/shardctl/shardctl/shardmap"
 )
 
@@ -45,6 +46,16 @@ func Print(w io.Writer, p *Plan) {
 	fmt.Fprintf(tw, "  total\t\t~%d\t~%s\t\t\n", rows, mib(size))
 	tw.Flush()
 	fmt.Fprintln(w, "  ~ estimate from table statistics (can be far off right after a load; 'shardctl status --exact' counts rows)")
+
+	if len(p.Objects) > 0 || len(p.TargetTriggers) > 0 {
+		fmt.Fprintln(w, "\nschema objects (docs/schema-objects.md):")
+		for _, o := range p.Objects {
+			fmt.Fprintf(w, "  %s: %s\n", o, objectFate(p, o))
+		}
+		for _, o := range p.TargetTriggers {
+			fmt.Fprintf(w, "  target's %s: guarded while rows are copied into it, restored exactly at cutover or abort\n", o)
+		}
+	}
 
 	fmt.Fprintln(w, "\nsteps:")
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -126,3 +137,21 @@ func describeStep(p *Plan, step string) string {
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+// objectFate says what the operation does with a source schema object.
+func objectFate(p *Plan, o schemaobj.Object) string {
+	into := p.Target.Schema
+	if p.Source.Schema != p.Target.Schema {
+		into += " (references to " + p.Source.Schema + " renamed)"
+	}
+	switch o.Kind {
+	case schemaobj.Trigger:
+		return "created in " + into + " at create, guarded (does not fire on shardctl's writes); its exact definition at cutover"
+	case schemaobj.Event:
+		if o.Enabled {
+			return "created disabled in " + into + " at create; enabled at cutover"
+		}
+		return "created disabled in " + into + " at create (disabled on the source too)"
+	}
+	return "created in " + into + " at create, as it is (left alone if the target has one of that name)"
+}

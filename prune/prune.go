@@ -17,6 +17,7 @@ import (
 	"github.com/shardctl/shardctl/chunk"
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/fence"
+	"github.com/shardctl/shardctl/schemaobj"
 	"github.com/shardctl/shardctl/tables"
 )
 
@@ -71,8 +72,12 @@ func (p *Pruner) Table(ctx context.Context, t tables.Table, from Watermark, save
 	if n <= 0 {
 		n = defaultChunkRows
 	}
-	// The fence's triggers reject other sessions' writes; ours pass.
-	conn, err := chunk.Session(ctx, p.DB, fence.BypassSQL, chunk.UTC)
+	// The fence's triggers reject other sessions' writes; ours pass. Foreign
+	// keys are not checked: InnoDB then takes no CASCADE or SET NULL action,
+	// so exactly the named rows go and nothing reaches rows the operation
+	// does not own (preflight refuses keys that cross shards; callers delete
+	// children first with Order). Guarded triggers do not fire.
+	conn, err := chunk.Session(ctx, p.DB, fence.BypassSQL, chunk.UTC, "SET SESSION foreign_key_checks = 0", schemaobj.SkipSQL)
 	if err != nil {
 		return w, wrap("open session", err)
 	}
@@ -132,4 +137,14 @@ func (p *Pruner) Table(ctx context.Context, t tables.Table, from Watermark, save
 			return w, nil
 		}
 	}
+}
+
+// Order returns ts in an order the foreign keys of schema allow deleting in:
+// children before parents.
+func Order(ctx context.Context, db *sql.DB, schema string, ts []tables.Table) ([]tables.Table, error) {
+	fks, err := tables.ForeignKeys(ctx, db, schema)
+	if err != nil {
+		return nil, err
+	}
+	return tables.DeleteOrder(ts, fks, schema), nil
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/shardctl/shardctl/chunk"
 	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/schemaobj"
 	"github.com/shardctl/shardctl/tables"
 )
 
@@ -64,6 +65,7 @@ const (
 var writerSetup = []string{
 	chunk.UTC,
 	"SET SESSION sql_mode = 'NO_AUTO_VALUE_ON_ZERO', foreign_key_checks = 0",
+	schemaobj.SkipSQL, // guarded triggers on the target do not fire on copied rows
 }
 
 // CreateTables creates the target schema if absent (with the source schema's

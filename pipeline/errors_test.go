@@ -1,0 +1,50 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/shardctl/shardctl/dbutil"
+)
+
+func TestTransientOrDeterministic(t *testing.T) {
+	my := func(n uint16) error {
+		return fmt.Errorf("prune s.t: delete the chunk: %w", &mysql.MySQLError{Number: n, Message: "x"})
+	}
+	for _, c := range []struct {
+		err       error
+		transient bool
+		hint      string
+	}{
+		{my(1205), true, ""},
+		{my(1213), true, ""},
+		{my(2013), true, ""},
+		{fmt.Errorf("copy: %w", context.Canceled), true, ""},
+		{fmt.Errorf("x: %w", ErrLockLost), true, ""},
+		{fmt.Errorf("%w (1s) in 3 attempts", ErrBudget), true, ""},
+		{my(1451), false, "foreign key"},
+		{my(1142), false, "GRANT"},
+		{my(1146), false, "missing"},
+		{my(1064), false, "refused"},
+	} {
+		err := classify("move", "shard 1 (s1)", "cleanup", "move-1", c.err)
+		var se *StepError
+		if !errors.As(err, &se) || se.Transient != c.transient {
+			t.Errorf("%v: transient %v, want %v", c.err, se != nil && se.Transient, c.transient)
+			continue
+		}
+		if !strings.Contains(err.Error(), "step cleanup") || (dbutil.ErrNumber(c.err) != 0 && !strings.Contains(err.Error(), "s.t")) {
+			t.Errorf("%v: message %q does not name the step and table", c.err, err)
+		}
+		if c.hint != "" && (!strings.Contains(se.Hint, c.hint) || !strings.Contains(se.Hint, "plan")) {
+			t.Errorf("%v: hint %q", c.err, se.Hint)
+		}
+		if !errors.Is(err, c.err) {
+			t.Errorf("%v: the cause is not kept", c.err)
+		}
+	}
+}

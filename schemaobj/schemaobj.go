@@ -1,0 +1,307 @@
+package schemaobj
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/shardctl/shardctl/dbutil"
+)
+
+// Kinds of object, in the order they are created (a view may call a
+// function; a trigger or event may call a procedure or read a view).
+const (
+	Function  = "FUNCTION"
+	Procedure = "PROCEDURE"
+	View      = "VIEW"
+	Trigger   = "TRIGGER"
+	Event     = "EVENT"
+)
+
+var kindOrder = map[string]int{Function: 0, Procedure: 1, View: 2, Trigger: 3, Event: 4}
+
+// Object is one view, trigger, routine or event, as SHOW CREATE gives it:
+// the statement with its DEFINER, and the session settings it was created
+// under (sql_mode, character set, collation, time zone), which decide how
+// its body is parsed and run.
+type Object struct {
+	Kind      string `json:"kind"`
+	Name      string `json:"name"`
+	Table     string `json:"table,omitempty"` // triggers: the table
+	Create    string `json:"create"`
+	SQLMode   string `json:"sql_mode,omitempty"`
+	Charset   string `json:"character_set_client,omitempty"`
+	Collation string `json:"collation_connection,omitempty"`
+	TimeZone  string `json:"time_zone,omitempty"` // events
+	Enabled   bool   `json:"enabled,omitempty"`   // events: ENABLED on the source
+	Definer   string `json:"definer,omitempty"`
+	OnTarget  bool   `json:"on_target,omitempty"` // a merge target has one of that name: left as it is
+}
+
+func (o Object) String() string {
+	if o.Kind == Trigger {
+		return fmt.Sprintf("trigger %s on %s", o.Name, o.Table)
+	}
+	return strings.ToLower(o.Kind) + " " + o.Name
+}
+
+// Read returns the views, triggers, functions, procedures and events of
+// schema in creation order (triggers of a table in their firing order).
+// Triggers named skipPrefix (shardctl's fence) are left out.
+func Read(ctx context.Context, db *sql.DB, schema, skipPrefix string) ([]Object, error) {
+	type ref struct{ kind, name, table, extra string }
+	var refs []ref
+	list := func(q string, kind string) error {
+		rows, err := db.QueryContext(ctx, q, schema)
+		if err != nil {
+			return fmt.Errorf("list %ss of %s: %w", strings.ToLower(kind), schema, err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var r ref
+			if err := rows.Scan(&r.kind, &r.name, &r.table, &r.extra); err != nil {
+				return err
+			}
+			if r.kind == Trigger && skipPrefix != "" && strings.HasPrefix(r.name, skipPrefix) {
+				continue
+			}
+			refs = append(refs, r)
+		}
+		return rows.Err()
+	}
+	for _, q := range []struct{ q, kind string }{
+		{`SELECT ROUTINE_TYPE, ROUTINE_NAME, '', '' FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = ? ORDER BY ROUTINE_TYPE, ROUTINE_NAME`, "routine"},
+		{`SELECT 'VIEW', TABLE_NAME, '', '' FROM information_schema.VIEWS WHERE TABLE_SCHEMA = ? ORDER BY TABLE_NAME`, View},
+		{`SELECT 'TRIGGER', TRIGGER_NAME, EVENT_OBJECT_TABLE, '' FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ?
+			ORDER BY EVENT_OBJECT_TABLE, ACTION_TIMING, EVENT_MANIPULATION, ACTION_ORDER`, Trigger},
+		{`SELECT 'EVENT', EVENT_NAME, '', STATUS FROM information_schema.EVENTS WHERE EVENT_SCHEMA = ? ORDER BY EVENT_NAME`, Event},
+	} {
+		if err := list(q.q, q.kind); err != nil {
+			return nil, err
+		}
+	}
+	var out []Object
+	for _, r := range refs {
+		o := Object{Kind: r.kind, Name: r.name, Table: r.table, Enabled: r.extra == "ENABLED"}
+		m, err := showCreate(ctx, db, "SHOW CREATE "+r.kind+" "+dbutil.Table(schema, r.name))
+		if err != nil {
+			return nil, fmt.Errorf("read %s of %s: %w", o, schema, err)
+		}
+		for _, k := range []string{"Create View", "SQL Original Statement", "Create Function", "Create Procedure", "Create Event"} {
+			if v, ok := m[k]; ok {
+				o.Create = v
+			}
+		}
+		if o.Create == "" {
+			return nil, fmt.Errorf("read %s of %s: SHOW CREATE returned no definition (the account may lack the privilege to see it: grant SELECT on mysql.proc / SHOW_ROUTINE)", o, schema)
+		}
+		if o.Kind == Trigger {
+			// A trigger shardctl left guarded (a crash, an interrupted prune)
+			// reads as its original: guarding it again never wraps it twice.
+			o.Create = unguard(o.Create)
+		}
+		o.SQLMode, o.Charset, o.Collation, o.TimeZone = m["sql_mode"], m["character_set_client"], m["collation_connection"], m["time_zone"]
+		o.Definer = definerOf(o.Create)
+		out = append(out, o)
+	}
+	// Stable by kind, keeping each kind's order from information_schema.
+	sorted := make([]Object, 0, len(out))
+	for k := 0; k < len(kindOrder); k++ {
+		for _, o := range out {
+			if kindOrder[o.Kind] == k {
+				sorted = append(sorted, o)
+			}
+		}
+	}
+	return sorted, nil
+}
+
+// showCreate runs a SHOW CREATE statement and returns its one row by column name.
+func showCreate(ctx context.Context, db *sql.DB, q string) (map[string]string, error) {
+	rows, err := db.QueryContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%s returned no row", q)
+	}
+	vals := make([]sql.NullString, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	if err := rows.Scan(ptrs...); err != nil {
+		return nil, err
+	}
+	m := map[string]string{}
+	for i, c := range cols {
+		m[c] = vals[i].String
+	}
+	return m, rows.Err()
+}
+
+var definerRE = regexp.MustCompile("(?i)\\bDEFINER\\s*=\\s*(`(?:[^`]|``)*`@`(?:[^`]|``)*`|'[^']*'@'[^']*'|[^ ]+@[^ ]+)")
+
+func definerOf(create string) string {
+	m := definerRE.FindStringSubmatch(create)
+	if m == nil {
+		return ""
+	}
+	return m[1]
+}
+
+// triggerRE splits a trigger definition at FOR EACH ROW, with the optional
+// FOLLOWS/PRECEDES clause (dropped: triggers are created in firing order).
+var triggerRE = regexp.MustCompile("(?is)^(.*?\\bFOR\\s+EACH\\s+ROW\\s+)((?:FOLLOWS|PRECEDES)\\s+(?:`(?:[^`]|``)*`|\\w+)\\s+)?(.*)$")
+
+// Exact is the trigger's definition without a FOLLOWS/PRECEDES clause
+// (creating triggers in their firing order keeps the order); other objects
+// are returned as they are.
+func (o Object) Exact() string {
+	if o.Kind != Trigger {
+		return o.Create
+	}
+	m := triggerRE.FindStringSubmatch(o.Create)
+	if m == nil {
+		return o.Create
+	}
+	return m[1] + m[3]
+}
+
+// Guarded is the trigger's definition with its body wrapped so that it does
+// nothing in a session that set SkipVar: shardctl's copy, binlog apply and
+// cleanup sessions. Application sessions see the trigger unchanged.
+func (o Object) Guarded() (string, error) {
+	m := triggerRE.FindStringSubmatch(o.Create)
+	if m == nil {
+		return "", fmt.Errorf("%s: cannot find FOR EACH ROW in its definition", o)
+	}
+	body := strings.TrimRight(strings.TrimSpace(m[3]), "; \t\r\n")
+	return m[1] + guardHead + body + guardTail, nil
+}
+
+const (
+	guardHead = "IF " + SkipVar + " IS NULL THEN "
+	guardTail = "; END IF"
+)
+
+// unguard returns a guarded trigger definition's original.
+func unguard(def string) string {
+	m := triggerRE.FindStringSubmatch(def)
+	if m == nil {
+		return def
+	}
+	body := strings.TrimSpace(m[3])
+	if !strings.HasPrefix(body, guardHead) || !strings.HasSuffix(body, guardTail) {
+		return def
+	}
+	return m[1] + m[2] + strings.TrimSuffix(strings.TrimPrefix(body, guardHead), guardTail)
+}
+
+// Disabled is an event's definition created DISABLED, so it cannot run on a
+// copy before cutover.
+func (o Object) Disabled() string {
+	return eventStatusRE.ReplaceAllString(o.Create, "${1}DISABLE")
+}
+
+var eventStatusRE = regexp.MustCompile(`(?is)(\bPRESERVE\s+)(ENABLE|DISABLE\s+ON\s+(?:SLAVE|REPLICA)|DISABLE)\b`)
+
+// Rename rewrites the schema name from to to where it qualifies an object
+// (`from`.x or from.x), outside string literals and comments; a name that
+// merely contains it (from_10, a string 'from.x') is left alone.
+func Rename(def, from, to string) string {
+	if from == to {
+		return def
+	}
+	var b strings.Builder
+	isIdent := func(c byte) bool {
+		return c == '_' || c == '$' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= 0x80
+	}
+	qfrom := "`" + strings.ReplaceAll(from, "`", "``") + "`"
+	qto := "`" + strings.ReplaceAll(to, "`", "``") + "`"
+	for i := 0; i < len(def); {
+		c := def[i]
+		switch {
+		case c == '\'' || c == '"':
+			j := i + 1
+			for j < len(def) {
+				if def[j] == '\\' {
+					j += 2
+					continue
+				}
+				if def[j] == c {
+					if j+1 < len(def) && def[j+1] == c {
+						j += 2
+						continue
+					}
+					break
+				}
+				j++
+			}
+			j = min(j+1, len(def))
+			b.WriteString(def[i:j])
+			i = j
+		case c == '-' && strings.HasPrefix(def[i:], "-- "), c == '#':
+			j := strings.IndexByte(def[i:], '\n')
+			if j < 0 {
+				j = len(def) - i
+			}
+			b.WriteString(def[i : i+j])
+			i += j
+		case c == '/' && strings.HasPrefix(def[i:], "/*") && !strings.HasPrefix(def[i:], "/*!"):
+			j := strings.Index(def[i+2:], "*/")
+			if j < 0 {
+				j = len(def) - i - 2
+			} else {
+				j += 2
+			}
+			b.WriteString(def[i : i+2+j])
+			i += 2 + j
+		case c == '`':
+			j := i + 1
+			for j < len(def) {
+				if def[j] == '`' {
+					if j+1 < len(def) && def[j+1] == '`' {
+						j += 2
+						continue
+					}
+					break
+				}
+				j++
+			}
+			j = min(j+1, len(def))
+			tok := def[i:j]
+			if tok == qfrom && j < len(def) && def[j] == '.' {
+				tok = qto
+			}
+			b.WriteString(tok)
+			i = j
+		case isIdent(c):
+			j := i
+			for j < len(def) && isIdent(def[j]) {
+				j++
+			}
+			tok := def[i:j]
+			prevDot := i > 0 && def[i-1] == '.'
+			if tok == from && !prevDot && j < len(def) && def[j] == '.' {
+				tok = qto
+			}
+			b.WriteString(tok)
+			i = j
+		default:
+			b.WriteByte(c)
+			i++
+		}
+	}
+	return b.String()
+}
