@@ -159,6 +159,10 @@ func (h *handler) OnGTID(_ *replication.EventHeader, ev mysql.BinlogGTIDEvent) e
 	h.ddlGroup, h.ddlHandled, h.changed = false, false, nil
 	if g, ok := ev.(*replication.MariadbGTIDEvent); ok {
 		h.ddlGroup = g.IsDDL()
+	} else {
+		// MySQL's GTID event carries no DDL flag: a group that ends in a
+		// query event (not an XID) is a statement, checked like MariaDB's DDL.
+		h.ddlGroup = true
 	}
 	return nil
 }

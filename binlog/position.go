@@ -98,13 +98,13 @@ var ErrBinlogOff = errors.New("binary logging is off on the server (an online mo
 // MasterStatus returns the server's current binlog position (the end of the
 // last complete event group).
 func MasterStatus(ctx context.Context, db *sql.DB) (Position, error) {
-	rows, err := db.QueryContext(ctx, "SHOW MASTER STATUS")
-	if err != nil && dbutil.ErrNumber(err) == 1064 {
-		// MySQL 8.4 removed SHOW MASTER STATUS.
-		rows, err = db.QueryContext(ctx, "SHOW BINARY LOG STATUS")
-	}
+	f, err := dbutil.FlavorOf(ctx, db)
 	if err != nil {
-		return Position{}, fmt.Errorf("read the binlog position (SHOW MASTER STATUS; the account needs BINLOG MONITOR / REPLICATION CLIENT): %w", err)
+		return Position{}, err
+	}
+	rows, err := db.QueryContext(ctx, f.BinlogStatusSQL())
+	if err != nil {
+		return Position{}, fmt.Errorf("read the binlog position (%s; the account needs BINLOG MONITOR / REPLICATION CLIENT): %w", f.BinlogStatusSQL(), err)
 	}
 	defer rows.Close()
 	vals, err := firstRow(rows)

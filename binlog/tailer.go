@@ -85,6 +85,7 @@ type Tailer struct {
 	log    *slog.Logger
 	tables map[string]*tables.Table
 	src    *sql.DB
+	flavor dbutil.Flavor // the source's
 	canal  *canal.Canal
 	h      *handler
 	baseFP string
@@ -253,6 +254,9 @@ func (t *Tailer) prepareSource(ctx context.Context) error {
 	}
 	db.SetMaxOpenConns(2)
 	t.src = db
+	if t.flavor, err = dbutil.FlavorOf(ctx, db); err != nil {
+		return fmt.Errorf("binlog tail of %s: source: %w", s, err)
+	}
 	var format, image string
 	if err := db.QueryRowContext(ctx, "SELECT @@GLOBAL.binlog_format, @@GLOBAL.binlog_row_image").Scan(&format, &image); err != nil {
 		return fmt.Errorf("binlog tail of %s: read the source's binlog settings: %w", s, err)
@@ -374,7 +378,7 @@ func (t *Tailer) newCanal() error {
 	cc.User = t.cfg.Creds.User
 	cc.Password = t.cfg.Creds.Password
 	cc.Charset = "utf8mb4"
-	cc.Flavor = mysql.MariaDBFlavor
+	cc.Flavor = t.flavor.Name()
 	cc.ServerID = t.cfg.ServerID
 	cc.HeartbeatPeriod = time.Second
 	cc.ReadTimeout = 3 * time.Second

@@ -105,6 +105,9 @@ func Config(addr Addr, creds Creds, schema string) *mysql.Config {
 	c.MultiStatements = false
 	c.Collation = "utf8mb4_general_ci"
 	c.AllowNativePasswords = true
+	// TLS when the server offers it (MySQL does by default): MySQL's
+	// caching_sha2_password accounts need it, or a key exchange, to log in.
+	c.TLSConfig = "preferred"
 	return c
 }
 

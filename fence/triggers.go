@@ -25,11 +25,7 @@ func IsTimeout(err error) bool {
 	if errors.Is(err, ErrBudget) {
 		return true
 	}
-	switch dbutil.ErrNumber(err) {
-	case 1205, 1969, 3024: // lock wait timeout, max_statement_time (MariaDB), max_execution_time (MySQL)
-		return true
-	}
-	return false
+	return dbutil.ErrNumber(err) == 1205 || dbutil.IsStatementTimeout(err) // lock wait timeout, statement time limit
 }
 
 // ErrNumber is what a fenced write fails with: MySQL's ER_OPTION_PREVENTS_STATEMENT,
@@ -78,6 +74,10 @@ func Install(ctx context.Context, db *sql.DB, schema string, ts []Table, lockWai
 	// Every statement may wait only for what is left of lockWait, so the whole
 	// install fits in it.
 	deadline := time.Now().Add(lockWait)
+	f, err := dbutil.FlavorOf(ctx, db)
+	if err != nil {
+		return fmt.Errorf("fence %s: %w", schema, err)
+	}
 	names := make([]string, len(ts))
 	for i, t := range ts {
 		names[i] = t.Name
@@ -88,13 +88,29 @@ func Install(ctx context.Context, db *sql.DB, schema string, ts []Table, lockWai
 			if left <= 0 {
 				return fmt.Errorf("fence %s.%s: %w", schema, ts[i].Name, ErrBudget)
 			}
-			bounded := fmt.Sprintf("SET STATEMENT max_statement_time = %.3f FOR ", max(left.Seconds(), 0.001)) + stmt
-			if _, err := conn.ExecContext(ctx, bounded); err != nil {
+			if err := execBounded(ctx, db, f, conn, stmt, left); err != nil {
 				return fmt.Errorf("fence %s.%s: %w", schema, ts[i].Name, err)
 			}
 		}
 		return nil
 	})
+}
+
+// execBounded runs stmt on conn for at most d: MariaDB stops it itself;
+// on MySQL another connection kills it (KILL QUERY) when d runs out.
+func execBounded(ctx context.Context, db *sql.DB, f dbutil.Flavor, conn *sql.Conn, stmt string, d time.Duration) error {
+	if q, ok := f.BoundedStatement(stmt, d); ok {
+		_, err := conn.ExecContext(ctx, q)
+		return err
+	}
+	var id int64
+	if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
+		return err
+	}
+	stop := dbutil.KillQueryAfter(db, id, d)
+	defer stop()
+	_, err := conn.ExecContext(ctx, stmt)
+	return err
 }
 
 // ErrBudget is returned when the fence could not be installed in the time it was given.
@@ -128,10 +144,18 @@ func session(ctx context.Context, db *sql.DB, lockWait time.Duration, fn func(*s
 	// Session settings must not leak into the pool.
 	defer func() { _ = conn.Raw(func(any) error { return driver.ErrBadConn }); conn.Close() }()
 	secs := max(1, int(lockWait.Seconds()+0.999))
+	f, err := dbutil.FlavorOf(ctx, db)
+	if err != nil {
+		return err
+	}
 	// lock_wait_timeout counts whole seconds; max_statement_time (MariaDB,
-	// fractional) bounds the metadata-lock wait of each DDL to lockWait exactly.
+	// fractional) bounds the metadata-lock wait of each DDL to lockWait
+	// exactly; MySQL has no such setting (execBounded kills the statement).
 	for _, s := range []string{"SET SESSION sql_log_bin = 0", fmt.Sprintf("SET SESSION lock_wait_timeout = %d", secs),
-		fmt.Sprintf("SET SESSION max_statement_time = %.3f", max(lockWait.Seconds(), 0.001))} {
+		f.SessionTimeLimit(lockWait)} {
+		if s == "" {
+			continue
+		}
 		if _, err := conn.ExecContext(ctx, s); err != nil {
 			return err
 		}
@@ -142,9 +166,26 @@ func session(ctx context.Context, db *sql.DB, lockWait time.Duration, fn func(*s
 // Remove drops the fence triggers of every table (idempotent).
 func Remove(ctx context.Context, db *sql.DB, schema string, names []string, lockWait time.Duration) error {
 	// Lifting the fence after a backed-off cutover is part of that attempt's blackout: all tables at once.
+	// Only triggers that exist are dropped: MySQL waits for the table's
+	// metadata lock even for DROP TRIGGER IF EXISTS of a missing trigger.
+	f, err := dbutil.FlavorOf(ctx, db)
+	if err != nil {
+		return fmt.Errorf("lift fence on %s: %w", schema, err)
+	}
+	present, err := Installed(ctx, db, schema)
+	if err != nil {
+		return fmt.Errorf("lift fence on %s: %w", schema, err)
+	}
+	have := map[string]bool{}
+	for _, n := range present {
+		have[n] = true
+	}
 	return perTable(ctx, db, names, lockWait, func(conn *sql.Conn, i int) error {
 		for _, ev := range []string{"bi", "bu", "bd"} {
-			if _, err := conn.ExecContext(ctx, "DROP TRIGGER IF EXISTS "+dbutil.Table(schema, triggerName(names[i], ev))); err != nil {
+			if !have[triggerName(names[i], ev)] {
+				continue
+			}
+			if err := execBounded(ctx, db, f, conn, "DROP TRIGGER IF EXISTS "+dbutil.Table(schema, triggerName(names[i], ev)), lockWait); err != nil {
 				return fmt.Errorf("lift fence on %s.%s: %w", schema, names[i], err)
 			}
 		}

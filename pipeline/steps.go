@@ -49,6 +49,11 @@ func Preflight(ctx context.Context, src, dst *sql.DB, p *plans.Plan) error {
 			problems = append(problems, fmt.Sprintf("table %s.%s has no primary key: add one (rows are copied, applied and deleted by primary key)", p.Source.Schema, t.Name))
 		}
 	}
+	fp, err := flavorProblems(ctx, src, dst, p)
+	if err != nil {
+		return fmt.Errorf("preflight: %w", err)
+	}
+	problems = append(problems, fp...)
 	same, err := sameServer(ctx, src, dst)
 	if err != nil {
 		return fmt.Errorf("preflight: %w", err)

@@ -39,6 +39,8 @@ type Config struct {
 	// ExtraArgs are appended to every server's mariadbd arguments (a later
 	// option wins), for example --skip-log-bin for a test of a server without a binlog.
 	ExtraArgs []string
+	// Flavor is FlavorMariaDB (the default, "") or FlavorMySQL.
+	Flavor string
 }
 
 // Server is one sandbox server's state as Status finds it.
@@ -68,6 +70,9 @@ func (c Config) Validate() error {
 	if c.BasePort < 1024 || c.BasePort+c.Servers-1 > 65535 {
 		return fmt.Errorf("sandbox base port %d: give a port from 1024 up", c.BasePort)
 	}
+	if c.Flavor != "" && c.Flavor != FlavorMariaDB && c.Flavor != FlavorMySQL {
+		return fmt.Errorf("sandbox flavor %q: give mariadb or mysql", c.Flavor)
+	}
 	return nil
 }
 
@@ -94,6 +99,9 @@ func Up(ctx context.Context, c Config) ([]Server, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
+	if c.mysql() {
+		return c.upMySQL(ctx)
+	}
 	mariadbd, err := Binary("mariadbd")
 	if err != nil {
 		return nil, err
@@ -101,6 +109,7 @@ func Up(ctx context.Context, c Config) ([]Server, error) {
 	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("sandbox dir: %w", err)
 	}
+	c.saveFlavor()
 	for i := 1; i <= c.Servers; i++ {
 		if err := c.startOne(ctx, mariadbd, i); err != nil {
 			return nil, fmt.Errorf("sandbox server %d (port %d): %w", i, c.port(i), err)
@@ -126,7 +135,7 @@ func (c Config) startOne(ctx context.Context, mariadbd string, i int) error {
 		}
 	}
 	// A killed server leaves its pid file behind; it would make the start-up check fail.
-	_ = os.Remove(filepath.Join(dir, "mariadbd.pid"))
+	_ = os.Remove(c.pidFile(i))
 	logf, err := os.OpenFile(filepath.Join(dir, "mariadbd.out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -289,7 +298,7 @@ func (c Config) waitReady(ctx context.Context, i int, limit time.Duration) error
 			return nil
 		}
 		if pid := c.pid(i); pid > 0 && !alive(pid) {
-			return errors.New("mariadbd exited during start-up")
+			return errors.New("the server exited during start-up")
 		}
 		select {
 		case <-ctx.Done():
@@ -297,7 +306,7 @@ func (c Config) waitReady(ctx context.Context, i int, limit time.Duration) error
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	return fmt.Errorf("mariadbd did not answer within %s", limit)
+	return fmt.Errorf("the server did not answer within %s", limit)
 }
 
 func (c Config) createAccounts(ctx context.Context, i int) error {
@@ -324,11 +333,18 @@ func (c Config) createAccounts(ctx context.Context, i int) error {
 			return fmt.Errorf("create sandbox accounts: %w", err)
 		}
 	}
+	if c.mysql() {
+		for _, s := range mysqlExtraStmts() {
+			if _, err := conn.ExecContext(ctx, s); ignoreAlreadyInstalled(err) != nil {
+				return fmt.Errorf("sandbox set-up (%s): %w", s, err)
+			}
+		}
+	}
 	return nil
 }
 
 func (c Config) pid(i int) int {
-	b, err := os.ReadFile(filepath.Join(c.serverDir(i), "mariadbd.pid"))
+	b, err := os.ReadFile(c.pidFile(i))
 	if err != nil {
 		return 0
 	}
@@ -394,14 +410,20 @@ func Down(ctx context.Context, c Config, purge bool) error {
 				time.Sleep(200 * time.Millisecond)
 			}
 		}
-		_ = os.Remove(filepath.Join(c.serverDir(i), "mariadbd.pid"))
+		_ = os.Remove(c.pidFile(i))
 		if purge {
+			if c.mysql() {
+				if err := c.purgeMySQL(i); err != nil {
+					return err
+				}
+			}
 			if err := os.RemoveAll(c.serverDir(i)); err != nil {
 				return err
 			}
 		}
 	}
 	if purge {
+		_ = os.Remove(filepath.Join(c.Dir, "flavor"))
 		_ = os.Remove(c.Dir)
 	}
 	return nil

@@ -51,6 +51,7 @@ func newFixture(t *testing.T, ddl ...string) fixture {
 
 func exec(t testing.TB, db *sql.DB, q string, args ...any) {
 	t.Helper()
+	q = testenv.SQL(q)
 	if _, err := db.Exec(q, args...); err != nil {
 		t.Fatalf("%s: %v", q, err)
 	}
