@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardctl/shardctl/binlog"
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/internal/testenv"
 	"github.com/shardctl/shardctl/lock"
@@ -326,20 +328,19 @@ func TestMoveResumeAfterPurgeRefuses(t *testing.T) {
 	src := c.db(2)
 	for i := 0; ; i++ {
 		src.Exec("FLUSH BINARY LOGS")
-		var file string
-		var a, b, d any
-		if err := src.QueryRow("SHOW MASTER STATUS").Scan(&file, &a, &b, &d); err != nil {
+		pos, err := binlog.MasterStatus(context.Background(), src)
+		if err != nil {
 			t.Fatal(err)
 		}
+		file := pos.File
 		if _, err := src.Exec("PURGE BINARY LOGS TO '" + file + "'"); err != nil {
 			t.Fatal(err)
 		}
-		var first string
-		var sz any
-		if err := src.QueryRow("SHOW BINARY LOGS").Scan(&first, &sz); err != nil {
+		files, err := binlog.BinaryLogs(context.Background(), src)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if first == file {
+		if files[0] == file {
 			break
 		}
 		if i == 50 {
