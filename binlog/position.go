@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/shardctl/shardctl/dbutil"
 )
 
@@ -19,6 +20,12 @@ import (
 type Position struct {
 	File string `json:"file"`
 	Pos  uint32 `json:"pos"`
+	// GTID is the server's GTID set at this point (MySQL gtid_executed,
+	// MariaDB's GTID per domain), empty where unknown; Server names the
+	// server that wrote File (dbutil.Flavor.ServerIdentitySQL). On another
+	// server (a promoted replica) a tail resumes from GTID, not File:Pos.
+	GTID   string `json:"gtid,omitempty"`
+	Server string `json:"server,omitempty"`
 }
 
 // IsZero reports whether p is the empty position.
@@ -92,6 +99,10 @@ func (p Position) Compare(q Position) int {
 	return 0
 }
 
+// ErrNoGTID is returned when a tail must continue on another server (a
+// promoted replica) but its start position carries no GTID set.
+var ErrNoGTID = errors.New("the checkpoint was written on another server and carries no GTID set, so it cannot be found on this one: resume on the original source, or abort the plan and start again (GTIDs need gtid_mode=ON on MySQL)")
+
 // ErrBinlogOff is returned when the server does not write a binary log.
 var ErrBinlogOff = errors.New("binary logging is off on the server (an online move needs log_bin with binlog_format=ROW and binlog_row_image=FULL)")
 
@@ -118,7 +129,61 @@ func MasterStatus(ctx context.Context, db *sql.DB) (Position, error) {
 	if err != nil {
 		return Position{}, fmt.Errorf("read the binlog position: offset %q is not a number", vals[1])
 	}
-	return Position{File: vals[0], Pos: uint32(n)}, nil
+	p := Position{File: vals[0], Pos: uint32(n)}
+	if f.MySQL && len(vals) >= 5 {
+		// The same row carries the GTID set of exactly this position.
+		p.GTID = strings.ReplaceAll(vals[4], "\n", "")
+	}
+	if p.Server, err = ServerIdentity(ctx, db); err != nil {
+		return Position{}, err
+	}
+	return p, nil
+}
+
+// WithGTID fills in p's GTID set on MariaDB, whose binlog status lacks it
+// (BINLOG_GTID_POS reads the binlog, so only positions a resume starts from
+// ask for it); MySQL's MasterStatus has it already.
+func WithGTID(ctx context.Context, db *sql.DB, p Position) (Position, error) {
+	if p.GTID != "" {
+		return p, nil
+	}
+	f, err := dbutil.FlavorOf(ctx, db)
+	if err != nil || f.MySQL {
+		return p, err
+	}
+	var g sql.NullString
+	if err := db.QueryRowContext(ctx, "SELECT BINLOG_GTID_POS(?, ?)", p.File, p.Pos).Scan(&g); err != nil {
+		return p, fmt.Errorf("read the GTID of %s: %w", p, err)
+	}
+	p.GTID = g.String
+	return p, nil
+}
+
+// ServerIdentity names the server (MySQL server_uuid; MariaDB server_id,
+// host and port), so a position is never read against another server's files.
+func ServerIdentity(ctx context.Context, db *sql.DB) (string, error) {
+	f, err := dbutil.FlavorOf(ctx, db)
+	if err != nil {
+		return "", err
+	}
+	var id string
+	if err := db.QueryRowContext(ctx, f.ServerIdentitySQL()).Scan(&id); err != nil {
+		return "", fmt.Errorf("read the server identity: %w", err)
+	}
+	return id, nil
+}
+
+// GTIDContains reports whether the GTID set have contains every GTID of want.
+func GTIDContains(flavor, have, want string) (bool, error) {
+	h, err := mysql.ParseGTIDSet(flavor, have)
+	if err != nil {
+		return false, fmt.Errorf("GTID set %q: %w", have, err)
+	}
+	w, err := mysql.ParseGTIDSet(flavor, want)
+	if err != nil {
+		return false, fmt.Errorf("GTID set %q: %w", want, err)
+	}
+	return h.Contain(w), nil
 }
 
 // BinaryLogs lists the binlog files the server still has, oldest first.

@@ -86,6 +86,8 @@ type Tailer struct {
 	tables map[string]*tables.Table
 	src    *sql.DB
 	flavor dbutil.Flavor // the source's
+	server string        // the source's identity (ServerIdentity)
+	byGTID bool          // the start was recorded on another server: start from its GTID set
 	canal  *canal.Canal
 	h      *handler
 	baseFP string
@@ -257,6 +259,17 @@ func (t *Tailer) prepareSource(ctx context.Context) error {
 	if t.flavor, err = dbutil.FlavorOf(ctx, db); err != nil {
 		return fmt.Errorf("binlog tail of %s: source: %w", s, err)
 	}
+	if t.server, err = ServerIdentity(ctx, db); err != nil {
+		return fmt.Errorf("binlog tail of %s: source: %w", s, err)
+	}
+	if st := t.cfg.Start; st.Server != "" && st.Server != t.server {
+		// A failover: the start's File:Pos mean nothing here, its GTID set does.
+		if st.GTID == "" {
+			return fmt.Errorf("binlog tail of %s: %w", s, ErrNoGTID)
+		}
+		t.byGTID = true
+		t.applied, t.checkpointed = Position{}, Position{}
+	}
 	var format, image string
 	if err := db.QueryRowContext(ctx, "SELECT @@GLOBAL.binlog_format, @@GLOBAL.binlog_row_image").Scan(&format, &image); err != nil {
 		return fmt.Errorf("binlog tail of %s: read the source's binlog settings: %w", s, err)
@@ -391,6 +404,16 @@ func (t *Tailer) newCanal() error {
 		cc.IncludeTableRegex = append(cc.IncludeTableRegex, "^"+regexp.QuoteMeta(t.cfg.Schema+"."+tb.Name)+"$")
 	}
 	t.h = &handler{t: t, file: t.cfg.Start.File, last: t.cfg.Start, shapes: map[string]*shape{}}
+	if t.byGTID {
+		t.h.file, t.h.last = "", Position{}
+	}
+	if t.cfg.Start.GTID != "" {
+		g, err := mysql.ParseGTIDSet(t.flavor.Name(), t.cfg.Start.GTID)
+		if err != nil {
+			return fmt.Errorf("binlog tail of %s: start GTID set %q: %w", t.cfg.Schema, t.cfg.Start.GTID, err)
+		}
+		t.h.gtid = g
+	}
 	cc.Logger = slog.New(&canalLog{
 		next:       t.log.Handler().WithAttrs([]slog.Attr{slog.String("component", "canal")}),
 		quiet:      func() bool { return t.stopping.Load() || t.h.failed() != nil }, // the tail reports its own error
@@ -417,7 +440,12 @@ func (t *Tailer) newCanal() error {
 // run reads the binlog until canal stops, then tells the applier why.
 func (t *Tailer) run() {
 	defer close(t.runDone)
-	err := t.canal.RunFrom(mysql.Position{Name: t.cfg.Start.File, Pos: t.cfg.Start.Pos})
+	var err error
+	if t.byGTID {
+		err = t.canal.StartFromGTID(t.h.gtid.Clone())
+	} else {
+		err = t.canal.RunFrom(mysql.Position{Name: t.cfg.Start.File, Pos: t.cfg.Start.Pos})
+	}
 	switch herr := t.h.failed(); {
 	case herr != nil:
 		err = herr

@@ -148,3 +148,12 @@ func SameFamily(src, dst Flavor) error {
 	}
 	return nil
 }
+
+// ServerIdentitySQL names the server in one value: MySQL's server_uuid;
+// MariaDB has none, so its server_id, host name and port.
+func (f Flavor) ServerIdentitySQL() string {
+	if f.MySQL {
+		return "SELECT @@server_uuid"
+	}
+	return "SELECT CONCAT(@@server_id, '@', @@hostname, ':', @@port)"
+}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"time"
 
+	"github.com/shardctl/shardctl/binlog"
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/plans"
 )
@@ -39,4 +41,57 @@ func flavorProblems(ctx context.Context, src, dst *sql.DB, p *plans.Plan) ([]str
 		}
 	}
 	return problems, nil
+}
+
+// gtidWait is how long a resume on a promoted replica waits for it to hold
+// every transaction the target already applied.
+var gtidWait = 30 * time.Second
+
+// sourceMoved reports whether from was recorded on another server than the
+// source now is (a failover to a promoted replica). Then the tail resumes
+// from from's GTID set, and only once the new source holds all of it: the
+// target may have applied transactions an asynchronous replica never
+// received, and resuming then would keep rows the source no longer has.
+func (r *runner) sourceMoved(ctx context.Context, from binlog.Position) (bool, error) {
+	if from.Server == "" {
+		return false, nil
+	}
+	id, err := binlog.ServerIdentity(ctx, r.src)
+	if err != nil {
+		return false, err
+	}
+	if id == from.Server {
+		return false, nil
+	}
+	if from.GTID == "" {
+		return true, fmt.Errorf("%w: %w", ErrRefused, binlog.ErrNoGTID)
+	}
+	f, err := dbutil.FlavorOf(ctx, r.src)
+	if err != nil {
+		return true, err
+	}
+	deadline := time.Now().Add(gtidWait)
+	for {
+		var have string
+		if err := r.src.QueryRowContext(ctx, f.GTIDExecutedSQL()).Scan(&have); err != nil {
+			return true, fmt.Errorf("read the GTID set of the source %s: %w", r.p.Source.Addr(), err)
+		}
+		ok, err := binlog.GTIDContains(f.Name(), have, from.GTID)
+		if err != nil {
+			return true, err
+		}
+		if ok {
+			r.env.Log.Info("resuming the binlog tail on another server by GTID", "source", r.p.Source.Addr(), "gtid", from.GTID)
+			return true, nil
+		}
+		if time.Now().After(deadline) {
+			return true, fmt.Errorf("%w: the source %s (a promoted replica?) lacks transactions the target already applied (it has %s, the checkpoint needs %s): wait until it has them, or abort the plan ('shardctl plan abort %s') and start again",
+				ErrRefused, r.p.Source.Addr(), have, from.GTID, r.p.ID)
+		}
+		select {
+		case <-ctx.Done():
+			return true, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }

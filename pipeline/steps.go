@@ -119,6 +119,9 @@ func (r *runner) create(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if pos, err = binlog.WithGTID(ctx, r.src, pos); err != nil {
+			return err
+		}
 		r.mu.Lock()
 		r.p.Checkpoints.Start = plans.Position(pos)
 		r.mu.Unlock()
