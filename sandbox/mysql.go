@@ -140,7 +140,7 @@ func (c Config) startMySQL(ctx context.Context, i int) error {
 		"--port=" + strconv.Itoa(c.port(i)),
 		"--bind-address=127.0.0.1",
 		"--skip-name-resolve",
-		"--server-id=" + strconv.Itoa(i),
+		"--server-id=" + strconv.Itoa(c.ServerIDBase+i),
 		"--log-bin=" + in + "/binlog/binlog",
 		"--gtid-mode=ON",
 		"--enforce-gtid-consistency=ON",

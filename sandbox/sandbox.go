@@ -41,6 +41,9 @@ type Config struct {
 	ExtraArgs []string
 	// Flavor is FlavorMariaDB (the default, "") or FlavorMySQL.
 	Flavor string
+	// ServerIDBase is added to every server's server_id (server i has
+	// ServerIDBase+i), so two sandboxes can replicate to each other.
+	ServerIDBase int
 }
 
 // Server is one sandbox server's state as Status finds it.
@@ -151,7 +154,7 @@ func (c Config) startOne(ctx context.Context, mariadbd string, i int) error {
 		"--port=" + strconv.Itoa(c.port(i)),
 		"--bind-address=127.0.0.1",
 		"--skip-name-resolve",
-		"--server-id=" + strconv.Itoa(i),
+		"--server-id=" + strconv.Itoa(c.ServerIDBase+i),
 		"--log-bin=" + filepath.Join(dir, "binlog", "mariadb-bin"),
 		// A private tmpdir: at start-up mariadbd deletes every #sql* file in its
 		// tmpdir, which, in a shared /tmp, pulls the internal temporary tables
