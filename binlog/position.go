@@ -6,6 +6,7 @@ package binlog
 
 import (
 	"context"
+	"crypto/tls"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -264,4 +265,23 @@ func firstRow(rows *sql.Rows) ([]string, error) {
 		out[i] = v.String
 	}
 	return out, rows.Err()
+}
+
+// binlogTLS is the binlog reader's TLS: as dbutil's options say, and in
+// "preferred" mode TLS exactly when the source's SQL session got it.
+func binlogTLS(ctx context.Context, db *sql.DB, host string) (*tls.Config, error) {
+	if dbutil.CurrentTLS().Mode != dbutil.TLSPreferred {
+		return dbutil.ClientTLS(host), nil
+	}
+	var name, cipher string
+	if err := db.QueryRowContext(ctx, "SHOW SESSION STATUS LIKE 'Ssl_cipher'").Scan(&name, &cipher); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("read the TLS state: %w", err)
+	}
+	if cipher == "" {
+		return nil, nil
+	}
+	return dbutil.ClientTLS(host), nil
 }

@@ -2,6 +2,7 @@ package binlog
 
 import (
 	"context"
+	"crypto/tls"
 	"database/sql"
 	"database/sql/driver"
 	"errors"
@@ -88,6 +89,7 @@ type Tailer struct {
 	flavor dbutil.Flavor // the source's
 	server string        // the source's identity (ServerIdentity)
 	byGTID bool          // the start was recorded on another server: start from its GTID set
+	tls    *tls.Config   // the binlog reader's TLS (nil: plain)
 	canal  *canal.Canal
 	h      *handler
 	baseFP string
@@ -259,6 +261,9 @@ func (t *Tailer) prepareSource(ctx context.Context) error {
 	if t.flavor, err = dbutil.FlavorOf(ctx, db); err != nil {
 		return fmt.Errorf("binlog tail of %s: source: %w", s, err)
 	}
+	if t.tls, err = binlogTLS(ctx, db, t.cfg.Source.Host); err != nil {
+		return fmt.Errorf("binlog tail of %s: source: %w", s, err)
+	}
 	if t.server, err = ServerIdentity(ctx, db); err != nil {
 		return fmt.Errorf("binlog tail of %s: source: %w", s, err)
 	}
@@ -392,6 +397,7 @@ func (t *Tailer) newCanal() error {
 	cc.Password = t.cfg.Creds.Password
 	cc.Charset = "utf8mb4"
 	cc.Flavor = t.flavor.Name()
+	cc.TLSConfig = t.tls
 	cc.ServerID = t.cfg.ServerID
 	cc.HeartbeatPeriod = time.Second
 	cc.ReadTimeout = 3 * time.Second

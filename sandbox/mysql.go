@@ -160,6 +160,11 @@ func (c Config) startMySQL(ctx context.Context, i int) error {
 		// Tests build rows with recursive CTEs (MariaDB has seq_1_to_N tables).
 		"--cte-max-recursion-depth=10000000",
 	}
+	targs, err := c.tlsArgs(i, in)
+	if err != nil {
+		return err
+	}
+	args = append(args, targs...)
 	args = append(args, c.ExtraArgs...)
 	logf, err := os.OpenFile(filepath.Join(home, "mysqld.out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {

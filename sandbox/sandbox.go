@@ -44,6 +44,9 @@ type Config struct {
 	// ServerIDBase is added to every server's server_id (server i has
 	// ServerIDBase+i), so two sandboxes can replicate to each other.
 	ServerIDBase int
+	// TLS gives the servers a certificate signed by the sandbox's own CA
+	// (TLSDir); ExtraArgs can then add --require-secure-transport=ON.
+	TLS bool
 }
 
 // Server is one sandbox server's state as Status finds it.
@@ -101,6 +104,14 @@ func Binary(name string) (string, error) {
 func Up(ctx context.Context, c Config) ([]Server, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
+	}
+	if c.TLS {
+		if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+			return nil, fmt.Errorf("sandbox dir: %w", err)
+		}
+		if err := c.ensureTLS(ctx); err != nil {
+			return nil, fmt.Errorf("sandbox TLS: %w", err)
+		}
 	}
 	if c.mysql() {
 		return c.upMySQL(ctx)
@@ -176,6 +187,11 @@ func (c Config) startOne(ctx context.Context, mariadbd string, i int) error {
 		"--collation-server=utf8mb4_general_ci",
 		"--skip-log-warnings",
 	}
+	targs, err := c.tlsArgs(i, dir)
+	if err != nil {
+		return err
+	}
+	args = append(args, targs...)
 	args = append(args, c.ExtraArgs...)
 	for _, d := range []string{"binlog", "tmp"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
