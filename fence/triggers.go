@@ -83,12 +83,13 @@ func Install(ctx context.Context, db *sql.DB, schema string, ts []Table, lockWai
 		names[i] = t.Name
 	}
 	return perTable(ctx, db, names, lockWait, func(conn *sql.Conn, i int) error {
+		var id int64
 		for _, stmt := range ddl(schema, ts[i]) {
 			left := time.Until(deadline)
 			if left <= 0 {
 				return fmt.Errorf("fence %s.%s: %w", schema, ts[i].Name, ErrBudget)
 			}
-			if err := execBounded(ctx, db, f, conn, stmt, left); err != nil {
+			if err := execBounded(ctx, db, f, conn, &id, stmt, left); err != nil {
 				return fmt.Errorf("fence %s.%s: %w", schema, ts[i].Name, err)
 			}
 		}
@@ -98,16 +99,18 @@ func Install(ctx context.Context, db *sql.DB, schema string, ts []Table, lockWai
 
 // execBounded runs stmt on conn for at most d: MariaDB stops it itself;
 // on MySQL another connection kills it (KILL QUERY) when d runs out.
-func execBounded(ctx context.Context, db *sql.DB, f dbutil.Flavor, conn *sql.Conn, stmt string, d time.Duration) error {
+// id caches conn's CONNECTION_ID() (0: not read yet).
+func execBounded(ctx context.Context, db *sql.DB, f dbutil.Flavor, conn *sql.Conn, id *int64, stmt string, d time.Duration) error {
 	if q, ok := f.BoundedStatement(stmt, d); ok {
 		_, err := conn.ExecContext(ctx, q)
 		return err
 	}
-	var id int64
-	if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
-		return err
+	if *id == 0 {
+		if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(id); err != nil {
+			return err
+		}
 	}
-	stop := dbutil.KillQueryAfter(db, id, d)
+	stop := dbutil.KillQueryAfter(db, *id, d)
 	defer stop()
 	_, err := conn.ExecContext(ctx, stmt)
 	return err
@@ -181,11 +184,12 @@ func Remove(ctx context.Context, db *sql.DB, schema string, names []string, lock
 		have[n] = true
 	}
 	return perTable(ctx, db, names, lockWait, func(conn *sql.Conn, i int) error {
+		var id int64
 		for _, ev := range []string{"bi", "bu", "bd"} {
 			if !have[triggerName(names[i], ev)] {
 				continue
 			}
-			if err := execBounded(ctx, db, f, conn, "DROP TRIGGER IF EXISTS "+dbutil.Table(schema, triggerName(names[i], ev)), lockWait); err != nil {
+			if err := execBounded(ctx, db, f, conn, &id, "DROP TRIGGER IF EXISTS "+dbutil.Table(schema, triggerName(names[i], ev)), lockWait); err != nil {
 				return fmt.Errorf("lift fence on %s.%s: %w", schema, names[i], err)
 			}
 		}
