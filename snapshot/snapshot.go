@@ -563,9 +563,17 @@ func (r *reader) read(ctx context.Context, after []string) (b batch, cut bool, e
 		if err := rows.Scan(dest...); err != nil {
 			return b, false, err
 		}
-		for _, v := range raw[:r.written] {
+		for i, v := range raw[:r.written] {
 			if v == nil {
 				b.args = append(b.args, nil)
+			} else if r.cols[i].Kind == chunk.Bit {
+				// BIT as a number: MySQL refuses its raw bytes as a string
+				// parameter (error 3988, they are not valid text).
+				var n uint64
+				for _, c := range v {
+					n = n<<8 | uint64(c)
+				}
+				b.args = append(b.args, n)
 			} else {
 				b.args = append(b.args, mem.copy(v))
 			}
