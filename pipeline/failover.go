@@ -21,6 +21,9 @@ func Repoint(ctx context.Context, env Env, p *plans.Plan, addr dbutil.Addr) erro
 	if p.Source.Host == addr.Host && p.Source.Port == addr.Port {
 		return nil
 	}
+	if p.Done(plans.StepFence) {
+		return fmt.Errorf("%w: plan %s fenced its source before the failover (the fence and the final position belong to the failed server): abort it ('shardctl plan abort %s') and start again", ErrRefused, p.ID, p.ID)
+	}
 	if p.Target.Host == addr.Host && p.Target.Port == addr.Port {
 		return fmt.Errorf("%w: --source %s is the plan's target; give the promoted replica of %s", ErrRefused, addr, p.Source.Addr())
 	}
@@ -47,6 +50,12 @@ func Repoint(ctx context.Context, env Env, p *plans.Plan, addr dbutil.Addr) erro
 		return fmt.Errorf("re-point shard %d to %s: %w", p.Source.ShardID, addr, err)
 	}
 	p.Source.Host, p.Source.Port = addr.Host, addr.Port
+	// The checkpoint may lag what the target applied (it is saved at most
+	// twice a second): checksums after the catch-up on the new source find
+	// rows the promoted replica never received, so they run again.
+	if v := p.Step(plans.StepVerify); v != nil && v.State == plans.Done {
+		v.State = plans.Pending
+	}
 	if env.Log != nil {
 		env.Log.Info("plan source re-pointed", "plan", p.ID, "from", old, "to", addr.String())
 	}
