@@ -12,14 +12,14 @@ import (
 )
 
 // TestServerRestartsDuringTail: while a move tails its source (the cutover
-// held by a postpone file), the source server, then the sharding database's
-// server, crash and come back. The move either continues or stops with
+// held by a postpone file), the source server, the target server or the
+// sharding database's server crashes and comes back. The move either continues or stops with
 // exit 3; a resume finishes it, and the load's ledger is clean.
 func TestServerRestartsDuringTail(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		server int // the sandbox server that restarts
-	}{{"source", 2}, {"sharding database", 1}} {
+	}{{"source", 2}, {"target", 3}, {"sharding database", 1}} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newCluster(t, "e2e_restart", []int{2}, []int{300})
 			postpone := filepath.Join(c.dir, "postpone")
