@@ -157,3 +157,14 @@ func (f Flavor) ServerIdentitySQL() string {
 	}
 	return "SELECT CONCAT(@@server_id, '@', @@hostname, ':', @@port)"
 }
+
+// IsPrivilegeErr reports an error that no retry cures: the account lacks a
+// privilege (or, for triggers on a server with a binlog, SUPER or
+// log_bin_trust_function_creators).
+func IsPrivilegeErr(err error) bool {
+	switch ErrNumber(err) {
+	case 1044, 1142, 1227, 1419: // DB access denied, table access denied, specific access denied, SUPER needed for triggers
+		return true
+	}
+	return false
+}

@@ -460,6 +460,13 @@ func (r *runner) tryFence(ctx context.Context, budget time.Duration) error {
 		if fence.IsTimeout(err) || dbutil.IsRetryableLockErr(err) {
 			return undo(fmt.Errorf("a transaction held a fenced table beyond the budget: %w", err))
 		}
+		if dbutil.IsPrivilegeErr(err) {
+			// No later attempt would do better: stop now (resumable once granted).
+			if uerr := undo(err); !errors.Is(uerr, errBackedOff) {
+				return uerr
+			}
+			return fmt.Errorf("install the fence: %w (the shard is back online at the source; grant what is missing, see docs/servers.md, then resume)", err)
+		}
 		return undo(err)
 	}
 	phase("fence")
