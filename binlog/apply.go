@@ -77,7 +77,8 @@ func newShape(t *tables.Table, ct *schema.Table, targetSchema string, cascade bo
 				ct.Schema, ct.Name, i+1, c.Name, t.Columns[i], ErrDDL)
 		}
 		switch c.Type {
-		case schema.TYPE_DATETIME, schema.TYPE_TIMESTAMP, schema.TYPE_DATE, schema.TYPE_TIME, schema.TYPE_DECIMAL:
+		case schema.TYPE_DATETIME, schema.TYPE_TIMESTAMP, schema.TYPE_DATE, schema.TYPE_TIME, schema.TYPE_DECIMAL,
+			schema.TYPE_JSON: // MySQL refuses JSON from a binary string
 			s.textual[i] = true
 		case schema.TYPE_BIT:
 			s.bit[i] = true
@@ -153,6 +154,10 @@ func (s *shape) normalize(row []any) ([]any, error) {
 				out[i] = []byte(x) // copies, and never nil: an empty string stays ''
 			}
 		case []byte:
+			if s.textual[i] {
+				out[i] = string(x)
+				break
+			}
 			b := make([]byte, len(x))
 			copy(b, x)
 			out[i] = b

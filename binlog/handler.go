@@ -29,6 +29,8 @@ type handler struct {
 	changed    [][2]string
 	shapes     map[string]*shape // by table name, for the canal definition they were built from
 	parser     *parser.Parser    // for rename targets, made on first DDL
+	gtid       mysql.GTIDSet     // GTIDs up to the last boundary; nil: the start carried none
+	next       mysql.GTIDSet     // the current group's GTID, added to gtid at its end
 
 	mu  sync.Mutex
 	err error // first fatal error; every later callback returns it
@@ -157,8 +159,18 @@ func (h *handler) OnGTID(_ *replication.EventHeader, ev mysql.BinlogGTIDEvent) e
 	}
 	h.t.touch()
 	h.ddlGroup, h.ddlHandled, h.changed = false, false, nil
+	h.next = nil
+	if h.gtid != nil {
+		if g, err := ev.GTIDNext(); err == nil {
+			h.next = g
+		}
+	}
 	if g, ok := ev.(*replication.MariadbGTIDEvent); ok {
 		h.ddlGroup = g.IsDDL()
+	} else {
+		// MySQL's GTID event carries no DDL flag: a group that ends in a
+		// query event (not an XID) is a statement, checked like MariaDB's DDL.
+		h.ddlGroup = true
 	}
 	return nil
 }
@@ -223,7 +235,14 @@ func (h *handler) OnPosSynced(header *replication.EventHeader, pos mysql.Positio
 		}
 	}
 	h.ddlGroup, h.ddlHandled, h.changed = false, false, nil
-	p := Position{File: pos.Name, Pos: pos.Pos}
+	p := Position{File: pos.Name, Pos: pos.Pos, Server: h.t.server}
+	if h.gtid != nil {
+		if h.next != nil && header.EventType != replication.ROTATE_EVENT {
+			_ = h.gtid.Update(h.next.String())
+			h.next = nil
+		}
+		p.GTID = h.gtid.String()
+	}
 	h.file, h.last = pos.Name, p
 	h.t.events.Add(1)
 	return h.t.push(item{

@@ -6,12 +6,14 @@ package binlog
 
 import (
 	"context"
+	"crypto/tls"
 	"database/sql"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 
+	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/shardctl/shardctl/dbutil"
 )
 
@@ -19,6 +21,12 @@ import (
 type Position struct {
 	File string `json:"file"`
 	Pos  uint32 `json:"pos"`
+	// GTID is the server's GTID set at this point (MySQL gtid_executed,
+	// MariaDB's GTID per domain), empty where unknown; Server names the
+	// server that wrote File (dbutil.Flavor.ServerIdentitySQL). On another
+	// server (a promoted replica) a tail resumes from GTID, not File:Pos.
+	GTID   string `json:"gtid,omitempty"`
+	Server string `json:"server,omitempty"`
 }
 
 // IsZero reports whether p is the empty position.
@@ -92,19 +100,23 @@ func (p Position) Compare(q Position) int {
 	return 0
 }
 
+// ErrNoGTID is returned when a tail must continue on another server (a
+// promoted replica) but its start position carries no GTID set.
+var ErrNoGTID = errors.New("the checkpoint was written on another server and carries no GTID set, so it cannot be found on this one: resume on the original source, or abort the plan and start again (GTIDs need gtid_mode=ON on MySQL)")
+
 // ErrBinlogOff is returned when the server does not write a binary log.
 var ErrBinlogOff = errors.New("binary logging is off on the server (an online move needs log_bin with binlog_format=ROW and binlog_row_image=FULL)")
 
 // MasterStatus returns the server's current binlog position (the end of the
 // last complete event group).
 func MasterStatus(ctx context.Context, db *sql.DB) (Position, error) {
-	rows, err := db.QueryContext(ctx, "SHOW MASTER STATUS")
-	if err != nil && dbutil.ErrNumber(err) == 1064 {
-		// MySQL 8.4 removed SHOW MASTER STATUS.
-		rows, err = db.QueryContext(ctx, "SHOW BINARY LOG STATUS")
-	}
+	f, err := dbutil.FlavorOf(ctx, db)
 	if err != nil {
-		return Position{}, fmt.Errorf("read the binlog position (SHOW MASTER STATUS; the account needs BINLOG MONITOR / REPLICATION CLIENT): %w", err)
+		return Position{}, err
+	}
+	rows, err := db.QueryContext(ctx, f.BinlogStatusSQL())
+	if err != nil {
+		return Position{}, fmt.Errorf("read the binlog position (%s; the account needs BINLOG MONITOR / REPLICATION CLIENT): %w", f.BinlogStatusSQL(), err)
 	}
 	defer rows.Close()
 	vals, err := firstRow(rows)
@@ -118,7 +130,61 @@ func MasterStatus(ctx context.Context, db *sql.DB) (Position, error) {
 	if err != nil {
 		return Position{}, fmt.Errorf("read the binlog position: offset %q is not a number", vals[1])
 	}
-	return Position{File: vals[0], Pos: uint32(n)}, nil
+	p := Position{File: vals[0], Pos: uint32(n)}
+	if f.MySQL && len(vals) >= 5 {
+		// The same row carries the GTID set of exactly this position.
+		p.GTID = strings.ReplaceAll(vals[4], "\n", "")
+	}
+	if p.Server, err = ServerIdentity(ctx, db); err != nil {
+		return Position{}, err
+	}
+	return p, nil
+}
+
+// WithGTID fills in p's GTID set on MariaDB, whose binlog status lacks it
+// (BINLOG_GTID_POS reads the binlog, so only positions a resume starts from
+// ask for it); MySQL's MasterStatus has it already.
+func WithGTID(ctx context.Context, db *sql.DB, p Position) (Position, error) {
+	if p.GTID != "" {
+		return p, nil
+	}
+	f, err := dbutil.FlavorOf(ctx, db)
+	if err != nil || f.MySQL {
+		return p, err
+	}
+	var g sql.NullString
+	if err := db.QueryRowContext(ctx, "SELECT BINLOG_GTID_POS(?, ?)", p.File, p.Pos).Scan(&g); err != nil {
+		return p, fmt.Errorf("read the GTID of %s: %w", p, err)
+	}
+	p.GTID = g.String
+	return p, nil
+}
+
+// ServerIdentity names the server (MySQL server_uuid; MariaDB server_id,
+// host and port), so a position is never read against another server's files.
+func ServerIdentity(ctx context.Context, db *sql.DB) (string, error) {
+	f, err := dbutil.FlavorOf(ctx, db)
+	if err != nil {
+		return "", err
+	}
+	var id string
+	if err := db.QueryRowContext(ctx, f.ServerIdentitySQL()).Scan(&id); err != nil {
+		return "", fmt.Errorf("read the server identity: %w", err)
+	}
+	return id, nil
+}
+
+// GTIDContains reports whether the GTID set have contains every GTID of want.
+func GTIDContains(flavor, have, want string) (bool, error) {
+	h, err := mysql.ParseGTIDSet(flavor, have)
+	if err != nil {
+		return false, fmt.Errorf("GTID set %q: %w", have, err)
+	}
+	w, err := mysql.ParseGTIDSet(flavor, want)
+	if err != nil {
+		return false, fmt.Errorf("GTID set %q: %w", want, err)
+	}
+	return h.Contain(w), nil
 }
 
 // BinaryLogs lists the binlog files the server still has, oldest first.
@@ -199,4 +265,23 @@ func firstRow(rows *sql.Rows) ([]string, error) {
 		out[i] = v.String
 	}
 	return out, rows.Err()
+}
+
+// binlogTLS is the binlog reader's TLS: as dbutil's options say, and in
+// "preferred" mode TLS exactly when the source's SQL session got it.
+func binlogTLS(ctx context.Context, db *sql.DB, host string) (*tls.Config, error) {
+	if dbutil.CurrentTLS().Mode != dbutil.TLSPreferred {
+		return dbutil.ClientTLS(host), nil
+	}
+	var name, cipher string
+	if err := db.QueryRowContext(ctx, "SHOW SESSION STATUS LIKE 'Ssl_cipher'").Scan(&name, &cipher); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("read the TLS state: %w", err)
+	}
+	if cipher == "" {
+		return nil, nil
+	}
+	return dbutil.ClientTLS(host), nil
 }

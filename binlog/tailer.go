@@ -2,6 +2,7 @@ package binlog
 
 import (
 	"context"
+	"crypto/tls"
 	"database/sql"
 	"database/sql/driver"
 	"errors"
@@ -93,6 +94,10 @@ type Tailer struct {
 	log    *slog.Logger
 	tables map[string]*tables.Table
 	src    *sql.DB
+	flavor dbutil.Flavor // the source's
+	server string        // the source's identity (ServerIdentity)
+	byGTID bool          // the start was recorded on another server: start from its GTID set
+	tls    *tls.Config   // the binlog reader's TLS (nil: plain)
 	canal  *canal.Canal
 	h      *handler
 	baseFP string
@@ -261,6 +266,23 @@ func (t *Tailer) prepareSource(ctx context.Context) error {
 	}
 	db.SetMaxOpenConns(2)
 	t.src = db
+	if t.flavor, err = dbutil.FlavorOf(ctx, db); err != nil {
+		return fmt.Errorf("binlog tail of %s: source: %w", s, err)
+	}
+	if t.tls, err = binlogTLS(ctx, db, t.cfg.Source.Host); err != nil {
+		return fmt.Errorf("binlog tail of %s: source: %w", s, err)
+	}
+	if t.server, err = ServerIdentity(ctx, db); err != nil {
+		return fmt.Errorf("binlog tail of %s: source: %w", s, err)
+	}
+	if st := t.cfg.Start; st.Server != "" && st.Server != t.server {
+		// A failover: the start's File:Pos mean nothing here, its GTID set does.
+		if st.GTID == "" {
+			return fmt.Errorf("binlog tail of %s: %w", s, ErrNoGTID)
+		}
+		t.byGTID = true
+		t.applied, t.checkpointed = Position{}, Position{}
+	}
 	var format, image string
 	if err := db.QueryRowContext(ctx, "SELECT @@GLOBAL.binlog_format, @@GLOBAL.binlog_row_image").Scan(&format, &image); err != nil {
 		return fmt.Errorf("binlog tail of %s: read the source's binlog settings: %w", s, err)
@@ -389,7 +411,8 @@ func (t *Tailer) newCanal() error {
 	cc.User = t.cfg.Creds.User
 	cc.Password = t.cfg.Creds.Password
 	cc.Charset = "utf8mb4"
-	cc.Flavor = mysql.MariaDBFlavor
+	cc.Flavor = t.flavor.Name()
+	cc.TLSConfig = t.tls
 	cc.ServerID = t.cfg.ServerID
 	cc.HeartbeatPeriod = time.Second
 	cc.ReadTimeout = 3 * time.Second
@@ -402,6 +425,16 @@ func (t *Tailer) newCanal() error {
 		cc.IncludeTableRegex = append(cc.IncludeTableRegex, "^"+regexp.QuoteMeta(t.cfg.Schema+"."+tb.Name)+"$")
 	}
 	t.h = &handler{t: t, file: t.cfg.Start.File, last: t.cfg.Start, shapes: map[string]*shape{}}
+	if t.byGTID {
+		t.h.file, t.h.last = "", Position{}
+	}
+	if t.cfg.Start.GTID != "" {
+		g, err := mysql.ParseGTIDSet(t.flavor.Name(), t.cfg.Start.GTID)
+		if err != nil {
+			return fmt.Errorf("binlog tail of %s: start GTID set %q: %w", t.cfg.Schema, t.cfg.Start.GTID, err)
+		}
+		t.h.gtid = g
+	}
 	cc.Logger = slog.New(&canalLog{
 		next:       t.log.Handler().WithAttrs([]slog.Attr{slog.String("component", "canal")}),
 		quiet:      func() bool { return t.stopping.Load() || t.h.failed() != nil }, // the tail reports its own error
@@ -428,7 +461,12 @@ func (t *Tailer) newCanal() error {
 // run reads the binlog until canal stops, then tells the applier why.
 func (t *Tailer) run() {
 	defer close(t.runDone)
-	err := t.canal.RunFrom(mysql.Position{Name: t.cfg.Start.File, Pos: t.cfg.Start.Pos})
+	var err error
+	if t.byGTID {
+		err = t.canal.StartFromGTID(t.h.gtid.Clone())
+	} else {
+		err = t.canal.RunFrom(mysql.Position{Name: t.cfg.Start.File, Pos: t.cfg.Start.Pos})
+	}
 	switch herr := t.h.failed(); {
 	case herr != nil:
 		err = herr

@@ -280,6 +280,7 @@ func (a *app) planCmd() *cobra.Command {
 	}
 	run := func(use, short string, wantNew bool) *cobra.Command {
 		var f opFlags
+		var newSource string
 		c := &cobra.Command{
 			Use: use + " PLAN", Short: short, Args: argsUsage(cobra.ExactArgs(1)),
 			RunE: func(cmd *cobra.Command, args []string) error {
@@ -297,11 +298,25 @@ func (a *app) planCmd() *cobra.Command {
 					if s.Schema != p.ShardMap.Schema && p.ShardMap.Schema != "" {
 						return badInput("plan %s was made for shard map schema %q, but --shardmap names %q", p.ID, p.ShardMap.Schema, s.Schema)
 					}
-					return a.runPlan(cmd.Context(), a.env(s), p, path)
+					env := a.env(s)
+					if newSource != "" {
+						addr, err := dbutil.ParseAddr(newSource)
+						if err != nil {
+							return badInput("--source: %v", err)
+						}
+						env.PlanPath = path
+						if err := pipeline.Repoint(cmd.Context(), env, p, addr); err != nil {
+							return a.opError(err, nil)
+						}
+					}
+					return a.runPlan(cmd.Context(), env, p, path)
 				})
 			},
 		}
 		f.registerSettings(c)
+		if !wantNew {
+			c.Flags().StringVar(&newSource, "source", "", "after a failover: the promoted replica HOST:PORT that replaces the plan's source (the shard's location moves with it; the binlog tail resumes there by GTID)")
+		}
 		return c
 	}
 	abort := &cobra.Command{

@@ -168,6 +168,10 @@ never from the command line.`,
 	pf.String("log-file", "", "also write log lines to FILE (on a terminal they stay off the step view)")
 	pf.String("plan-dir", "", "directory of plan files (default ~/.local/state/shardctl/plans) [SHARDCTL_PLAN_DIR]")
 	fleetFlags(pf)
+	pf.String("tls", dbutil.TLSPreferred, "TLS to every server, the binlog reader and the sharding database: off, preferred, required, verify-ca, verify-identity [SHARDCTL_TLS]")
+	pf.String("tls-ca", "", "PEM file of the CA that signs the servers' certificates (verify-ca, verify-identity) [SHARDCTL_TLS_CA]")
+	pf.String("tls-cert", "", "PEM client certificate, with --tls-key [SHARDCTL_TLS_CERT]")
+	pf.String("tls-key", "", "PEM client key, with --tls-cert [SHARDCTL_TLS_KEY]")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return withCode(ExitBadInput, fmt.Errorf("%w (see --help)", err))
 	})
@@ -214,6 +218,9 @@ func (a *app) loadConfig(cmd *cobra.Command) error {
 		return err
 	}
 	a.log = log
+	if err := dbutil.SetTLS(dbutil.TLSOptions{Mode: v.GetString("tls"), CA: v.GetString("tls-ca"), Cert: v.GetString("tls-cert"), Key: v.GetString("tls-key")}); err != nil {
+		return badInput("%v", err)
+	}
 	return a.loadFleet()
 }
 

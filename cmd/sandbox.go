@@ -16,18 +16,23 @@ import (
 func (a *app) sandboxCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "sandbox",
-		Short: "Local MariaDB servers for the demo and the tests (plain processes on loopback)",
+		Short: "Local MariaDB or MySQL servers for the demo and the tests (plain processes on loopback)",
 	}
 	pf := c.PersistentFlags()
 	pf.String("sandbox-dir", filepath.Join(os.TempDir(), "shardctl-sandbox"), "directory of the sandbox servers [SHARDCTL_SANDBOX_DIR]")
 	pf.Int("servers", 3, "number of servers")
 	pf.Int("base-port", 13306, "port of server 1; server i listens on base-port+i-1")
+	pf.String("flavor", "", "server flavor: mariadb, or mysql (Oracle MySQL in a Debian root, built on first use); default: what 'sandbox up' started in this directory, else mariadb [SHARDCTL_FLAVOR]")
 	c.AddCommand(a.sbUp(), a.sbDown(), a.sbStatus(), a.sbSeed())
 	return c
 }
 
 func (a *app) sandboxConfig() sandbox.Config {
-	return sandbox.Config{Dir: a.v.GetString("sandbox-dir"), Servers: a.v.GetInt("servers"), BasePort: a.v.GetInt("base-port")}
+	c := sandbox.Config{Dir: a.v.GetString("sandbox-dir"), Servers: a.v.GetInt("servers"), BasePort: a.v.GetInt("base-port"), Flavor: a.v.GetString("flavor")}
+	if c.Flavor == "" {
+		c.Flavor = sandbox.SavedFlavor(c.Dir)
+	}
+	return c
 }
 
 func printServers(w io.Writer, srv []sandbox.Server) {

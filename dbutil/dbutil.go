@@ -105,6 +105,9 @@ func Config(addr Addr, creds Creds, schema string) *mysql.Config {
 	c.MultiStatements = false
 	c.Collation = "utf8mb4_general_ci"
 	c.AllowNativePasswords = true
+	// TLS as SetTLS says; by default when the server offers it (MySQL does):
+	// MySQL's caching_sha2_password accounts need it, or a key exchange, to log in.
+	applyTLS(c, addr.Host)
 	return c
 }
 
@@ -135,11 +138,19 @@ func describeConnErr(cfg *mysql.Config, err error) error {
 	if errors.As(err, &me) {
 		switch me.Number {
 		case 1045:
+			if CurrentTLS().Mode == TLSOff {
+				return fmt.Errorf("connect to %s as %q: access denied (check the user and the password; or the server requires TLS, which --tls off refuses): %w", cfg.Addr, cfg.User, err)
+			}
 			return fmt.Errorf("connect to %s as %q: access denied (check the user and the password in SHARDCTL_PASSWORD or the config file): %w", cfg.Addr, cfg.User, err)
+		case 3159: // ER_SECURE_TRANSPORT_REQUIRED
+			return fmt.Errorf("connect to %s: the server requires TLS (require_secure_transport), which --tls off refuses: %w", cfg.Addr, err)
 		case 1049:
 			return fmt.Errorf("connect to %s: database %q does not exist (run 'shardctl shardmap init' for the shard map): %w", cfg.Addr, cfg.DBName, err)
 		}
 		return fmt.Errorf("connect to %s: %w", cfg.Addr, err)
+	}
+	if msg := err.Error(); strings.Contains(msg, "x509") || strings.Contains(msg, "TLS") || strings.Contains(msg, "tls:") {
+		return fmt.Errorf("connect to %s: TLS failed (check --tls, --tls-ca and the server's certificate): %w", cfg.Addr, err)
 	}
 	return fmt.Errorf("connect to %s: server unreachable or not answering (is it running, and is the address right?): %w", cfg.Addr, err)
 }

@@ -68,6 +68,18 @@ func newCluster(t *testing.T, name string, servers []int, sizes []int) *cluster 
 func newClusterOpts(t *testing.T, name string, servers []int, sizes []int, hash bool) *cluster {
 	t.Helper()
 	env := testenv.Get(t)
+	var addrs []dbutil.Addr
+	for _, s := range servers {
+		addrs = append(addrs, env.Addr(s))
+	}
+	return newClusterAt(t, name, addrs, sizes, hash)
+}
+
+// newClusterAt is newClusterOpts with the shards' servers given by address
+// (servers outside the shared sandbox); the shard map stays on server 1.
+func newClusterAt(t *testing.T, name string, addrs []dbutil.Addr, sizes []int, hash bool) *cluster {
+	t.Helper()
+	env := testenv.Get(t)
 	c := &cluster{t: t, env: env, name: name, dir: t.TempDir()}
 	c.planDir = filepath.Join(c.dir, "plans")
 	db := env.DB(t, 1, "")
@@ -92,10 +104,6 @@ func newClusterOpts(t *testing.T, name string, servers []int, sizes []int, hash 
 		}
 	}
 	c.store = shardmap.New(db, name)
-	var addrs []dbutil.Addr
-	for _, s := range servers {
-		addrs = append(addrs, env.Addr(s))
-	}
 	var err error
 	c.shards, err = sandbox.Seed(ctx, c.store, sandbox.SeedConfig{Servers: addrs, Creds: sandbox.Creds(), Shards: len(sizes), Sizes: sizes, SchemaPrefix: name + "_s", Hash: hash})
 	if err != nil {

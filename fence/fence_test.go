@@ -18,6 +18,7 @@ var ctx = context.Background()
 
 func exec(t *testing.T, db *sql.DB, q string, args ...any) {
 	t.Helper()
+	q = testenv.SQL(q)
 	if _, err := db.Exec(q, args...); err != nil {
 		t.Fatalf("%s: %v", q, err)
 	}

@@ -5,24 +5,33 @@ import (
 	"database/sql"
 	"errors"
 	"time"
+
+	"github.com/shardctl/shardctl/dbutil"
 )
 
 // Sessions are fence sessions opened and set up before a blackout starts, so
 // connecting (a handshake and three round trips per table, slow on a loaded
 // server) is not part of it.
 type Sessions struct {
+	db    *sql.DB
+	f     dbutil.Flavor
 	conns []*sql.Conn
+	ids   []int64 // CONNECTION_ID() of each, read when first needed (MySQL's KILL QUERY bound)
 }
 
 // OpenSessions opens n fence sessions on db, all at once.
 func OpenSessions(ctx context.Context, db *sql.DB, n int, lockWait time.Duration) (*Sessions, error) {
-	s := &Sessions{conns: make([]*sql.Conn, n)}
+	f, err := dbutil.FlavorOf(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	s := &Sessions{db: db, f: f, conns: make([]*sql.Conn, n), ids: make([]int64, n)}
 	errs := make(chan error, n)
 	for i := range n {
 		go func() {
 			conn, err := db.Conn(ctx)
 			if err == nil {
-				if err = setup(ctx, conn, lockWait); err != nil {
+				if err = setup(ctx, conn, f, lockWait); err != nil {
 					release(conn)
 				} else {
 					s.conns[i] = conn
@@ -51,7 +60,7 @@ func (s *Sessions) Install(ctx context.Context, schema string, ts []Table, lockW
 	deadline := time.Now().Add(lockWait)
 	errs := make(chan error, len(ts))
 	for i := range ts {
-		go func() { errs <- installOne(ctx, s.conns[i], schema, ts[i], deadline) }()
+		go func() { errs <- installOne(ctx, s.db, s.f, s.conns[i], &s.ids[i], schema, ts[i], deadline) }()
 	}
 	var first error
 	for range ts {

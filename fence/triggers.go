@@ -25,11 +25,7 @@ func IsTimeout(err error) bool {
 	if errors.Is(err, ErrBudget) {
 		return true
 	}
-	switch dbutil.ErrNumber(err) {
-	case 1205, 1969, 3024: // lock wait timeout, max_statement_time (MariaDB), max_execution_time (MySQL)
-		return true
-	}
-	return false
+	return dbutil.ErrNumber(err) == 1205 || dbutil.IsStatementTimeout(err) // lock wait timeout, statement time limit
 }
 
 // ErrNumber is what a fenced write fails with: MySQL's ER_OPTION_PREVENTS_STATEMENT,
@@ -82,28 +78,52 @@ func Install(ctx context.Context, db *sql.DB, schema string, ts []Table, lockWai
 	// Every statement may wait only for what is left of lockWait, so the whole
 	// install fits in it.
 	deadline := time.Now().Add(lockWait)
+	f, err := dbutil.FlavorOf(ctx, db)
+	if err != nil {
+		return fmt.Errorf("fence %s: %w", schema, err)
+	}
 	names := make([]string, len(ts))
 	for i, t := range ts {
 		names[i] = t.Name
 	}
 	return perTable(ctx, db, names, lockWait, func(conn *sql.Conn, i int) error {
-		return installOne(ctx, conn, schema, ts[i], deadline)
+		var id int64
+		return installOne(ctx, db, f, conn, &id, schema, ts[i], deadline)
 	})
 }
 
-// installOne creates t's fence triggers on conn, each statement bounded by deadline.
-func installOne(ctx context.Context, conn *sql.Conn, schema string, t Table, deadline time.Time) error {
+// installOne creates t's fence triggers on conn, each statement bounded by
+// deadline. id caches conn's CONNECTION_ID() for MySQL's KILL QUERY bound.
+func installOne(ctx context.Context, db *sql.DB, f dbutil.Flavor, conn *sql.Conn, id *int64, schema string, t Table, deadline time.Time) error {
 	for _, stmt := range ddl(schema, t) {
 		left := time.Until(deadline)
 		if left <= 0 {
 			return fmt.Errorf("fence %s.%s: %w", schema, t.Name, ErrBudget)
 		}
-		bounded := fmt.Sprintf("SET STATEMENT max_statement_time = %.3f FOR ", max(left.Seconds(), 0.001)) + stmt
-		if _, err := conn.ExecContext(ctx, bounded); err != nil {
+		if err := execBounded(ctx, db, f, conn, id, stmt, left); err != nil {
 			return fmt.Errorf("fence %s.%s: %w", schema, t.Name, err)
 		}
 	}
 	return nil
+}
+
+// execBounded runs stmt on conn for at most d: MariaDB stops it itself;
+// on MySQL another connection kills it (KILL QUERY) when d runs out.
+// id caches conn's CONNECTION_ID() (0: not read yet).
+func execBounded(ctx context.Context, db *sql.DB, f dbutil.Flavor, conn *sql.Conn, id *int64, stmt string, d time.Duration) error {
+	if q, ok := f.BoundedStatement(stmt, d); ok {
+		_, err := conn.ExecContext(ctx, q)
+		return err
+	}
+	if *id == 0 {
+		if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(id); err != nil {
+			return err
+		}
+	}
+	stop := dbutil.KillQueryAfter(db, *id, d)
+	defer stop()
+	_, err := conn.ExecContext(ctx, stmt)
+	return err
 }
 
 // ErrBudget is returned when the fence could not be installed in the time it was given.
@@ -135,7 +155,11 @@ func session(ctx context.Context, db *sql.DB, lockWait time.Duration, fn func(*s
 		return err
 	}
 	defer release(conn)
-	if err := setup(ctx, conn, lockWait); err != nil {
+	f, err := dbutil.FlavorOf(ctx, db)
+	if err != nil {
+		return err
+	}
+	if err := setup(ctx, conn, f, lockWait); err != nil {
 		return err
 	}
 	return fn(conn)
@@ -148,12 +172,16 @@ func release(conn *sql.Conn) {
 }
 
 // setup prepares a fence session.
-func setup(ctx context.Context, conn *sql.Conn, lockWait time.Duration) error {
+func setup(ctx context.Context, conn *sql.Conn, f dbutil.Flavor, lockWait time.Duration) error {
 	secs := max(1, int(lockWait.Seconds()+0.999))
 	// lock_wait_timeout counts whole seconds; max_statement_time (MariaDB,
-	// fractional) bounds the metadata-lock wait of each DDL to lockWait exactly.
+	// fractional) bounds the metadata-lock wait of each DDL to lockWait
+	// exactly; MySQL has no such setting (execBounded kills the statement).
 	for _, s := range []string{"SET SESSION sql_log_bin = 0", fmt.Sprintf("SET SESSION lock_wait_timeout = %d", secs),
-		fmt.Sprintf("SET SESSION max_statement_time = %.3f", max(lockWait.Seconds(), 0.001))} {
+		f.SessionTimeLimit(lockWait)} {
+		if s == "" {
+			continue
+		}
 		if _, err := conn.ExecContext(ctx, s); err != nil {
 			return err
 		}
@@ -164,9 +192,27 @@ func setup(ctx context.Context, conn *sql.Conn, lockWait time.Duration) error {
 // Remove drops the fence triggers of every table (idempotent).
 func Remove(ctx context.Context, db *sql.DB, schema string, names []string, lockWait time.Duration) error {
 	// Lifting the fence after a backed-off cutover is part of that attempt's blackout: all tables at once.
+	// Only triggers that exist are dropped: MySQL waits for the table's
+	// metadata lock even for DROP TRIGGER IF EXISTS of a missing trigger.
+	f, err := dbutil.FlavorOf(ctx, db)
+	if err != nil {
+		return fmt.Errorf("lift fence on %s: %w", schema, err)
+	}
+	present, err := Installed(ctx, db, schema)
+	if err != nil {
+		return fmt.Errorf("lift fence on %s: %w", schema, err)
+	}
+	have := map[string]bool{}
+	for _, n := range present {
+		have[n] = true
+	}
 	return perTable(ctx, db, names, lockWait, func(conn *sql.Conn, i int) error {
+		var id int64
 		for _, ev := range []string{"bi", "bu", "bd"} {
-			if _, err := conn.ExecContext(ctx, "DROP TRIGGER IF EXISTS "+dbutil.Table(schema, triggerName(names[i], ev))); err != nil {
+			if !have[triggerName(names[i], ev)] {
+				continue
+			}
+			if err := execBounded(ctx, db, f, conn, &id, "DROP TRIGGER IF EXISTS "+dbutil.Table(schema, triggerName(names[i], ev)), lockWait); err != nil {
 				return fmt.Errorf("lift fence on %s.%s: %w", schema, names[i], err)
 			}
 		}

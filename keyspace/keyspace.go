@@ -257,7 +257,9 @@ func (f Filter) render(col string, arg func(any) string) string {
 		parts = append(parts, "("+strings.Join(p, " AND ")+")")
 	}
 	for _, a := range f.Arcs {
-		h := "MD5(" + col + ")"
+		// CONCAT: the value's text, as MariaDB's MD5(col) hashes it; MySQL 9.7's
+		// MD5 (component_classic_hashing) refuses a number.
+		h := "MD5(CONCAT(" + col + "))"
 		if a.After < a.Upto {
 			parts = append(parts, "("+h+" > "+arg(a.After)+" AND "+h+" <= "+arg(a.Upto)+")")
 		} else {

@@ -273,9 +273,15 @@ func (r *runner) ensureTail(ctx context.Context) error {
 		from = r.p.Checkpoints.Start
 	}
 	r.mu.Unlock()
-	purged, err := binlog.Purged(ctx, r.src, binlog.Position(from))
+	moved, err := r.sourceMoved(ctx, binlog.Position(from))
 	if err != nil {
 		return err
+	}
+	purged := false
+	if !moved {
+		if purged, err = binlog.Purged(ctx, r.src, binlog.Position(from)); err != nil {
+			return err
+		}
 	}
 	if purged {
 		return fmt.Errorf("%w: the source no longer has binlog %s, so changes since the copy cannot be replayed; this plan cannot cut over: abort it ('shardctl plan abort %s') and start a new one", ErrPurged, from.File, r.p.ID)

@@ -55,6 +55,11 @@ func Preflight(ctx context.Context, src, dst *sql.DB, p *plans.Plan) error {
 		return fmt.Errorf("preflight: %w", err)
 	}
 	problems = append(problems, fkProblems...)
+	fp, err := flavorProblems(ctx, src, dst, p)
+	if err != nil {
+		return fmt.Errorf("preflight: %w", err)
+	}
+	problems = append(problems, fp...)
 	same, err := sameServer(ctx, src, dst)
 	if err != nil {
 		return fmt.Errorf("preflight: %w", err)
@@ -118,6 +123,9 @@ func (r *runner) create(ctx context.Context) error {
 	if r.p.Checkpoints.Start.IsZero() {
 		pos, err := binlog.MasterStatus(ctx, r.src)
 		if err != nil {
+			return err
+		}
+		if pos, err = binlog.WithGTID(ctx, r.src, pos); err != nil {
 			return err
 		}
 		r.mu.Lock()
@@ -493,6 +501,13 @@ func (r *runner) tryFence(ctx context.Context, budget time.Duration) error {
 	if err := sessions.Install(ctx, r.p.Source.Schema, fenceTables(r.p), left()); err != nil {
 		if fence.IsTimeout(err) || dbutil.IsRetryableLockErr(err) {
 			return undo(fmt.Errorf("a transaction held a fenced table beyond the budget: %w", err))
+		}
+		if dbutil.IsPrivilegeErr(err) {
+			// No later attempt would do better: stop now (resumable once granted).
+			if uerr := undo(err); !errors.Is(uerr, errBackedOff) {
+				return uerr
+			}
+			return fmt.Errorf("install the fence: %w (the shard is back online at the source; grant what is missing, see docs/servers.md, then resume)", err)
 		}
 		return undo(err)
 	}

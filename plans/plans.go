@@ -80,6 +80,9 @@ func (e Endpoint) Addr() string { return fmt.Sprintf("%s:%d", e.Host, e.Port) }
 type Position struct {
 	File string `json:"file"`
 	Pos  uint32 `json:"pos"`
+	// GTID set at this point and the server that wrote File (see binlog.Position).
+	GTID   string `json:"gtid,omitempty"`
+	Server string `json:"server,omitempty"`
 }
 
 // IsZero reports an unset position.

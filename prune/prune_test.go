@@ -44,6 +44,7 @@ func newSchema(t *testing.T, stmts ...string) (*sql.DB, string) {
 
 func run(t testing.TB, q dbutil.Querier, s string, args ...any) {
 	t.Helper()
+	s = testenv.SQL(s)
 	if _, err := q.ExecContext(context.Background(), s, args...); err != nil {
 		t.Fatalf("%s: %v", s, err)
 	}

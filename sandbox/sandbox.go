@@ -39,6 +39,14 @@ type Config struct {
 	// ExtraArgs are appended to every server's mariadbd arguments (a later
 	// option wins), for example --skip-log-bin for a test of a server without a binlog.
 	ExtraArgs []string
+	// Flavor is FlavorMariaDB (the default, "") or FlavorMySQL.
+	Flavor string
+	// ServerIDBase is added to every server's server_id (server i has
+	// ServerIDBase+i), so two sandboxes can replicate to each other.
+	ServerIDBase int
+	// TLS gives the servers a certificate signed by the sandbox's own CA
+	// (TLSDir); ExtraArgs can then add --require-secure-transport=ON.
+	TLS bool
 }
 
 // Server is one sandbox server's state as Status finds it.
@@ -68,6 +76,9 @@ func (c Config) Validate() error {
 	if c.BasePort < 1024 || c.BasePort+c.Servers-1 > 65535 {
 		return fmt.Errorf("sandbox base port %d: give a port from 1024 up", c.BasePort)
 	}
+	if c.Flavor != "" && c.Flavor != FlavorMariaDB && c.Flavor != FlavorMySQL {
+		return fmt.Errorf("sandbox flavor %q: give mariadb or mysql", c.Flavor)
+	}
 	return nil
 }
 
@@ -94,6 +105,17 @@ func Up(ctx context.Context, c Config) ([]Server, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
+	if c.TLS {
+		if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+			return nil, fmt.Errorf("sandbox dir: %w", err)
+		}
+		if err := c.ensureTLS(ctx); err != nil {
+			return nil, fmt.Errorf("sandbox TLS: %w", err)
+		}
+	}
+	if c.mysql() {
+		return c.upMySQL(ctx)
+	}
 	mariadbd, err := Binary("mariadbd")
 	if err != nil {
 		return nil, err
@@ -101,6 +123,7 @@ func Up(ctx context.Context, c Config) ([]Server, error) {
 	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("sandbox dir: %w", err)
 	}
+	c.saveFlavor()
 	for i := 1; i <= c.Servers; i++ {
 		if err := c.startOne(ctx, mariadbd, i); err != nil {
 			return nil, fmt.Errorf("sandbox server %d (port %d): %w", i, c.port(i), err)
@@ -126,7 +149,7 @@ func (c Config) startOne(ctx context.Context, mariadbd string, i int) error {
 		}
 	}
 	// A killed server leaves its pid file behind; it would make the start-up check fail.
-	_ = os.Remove(filepath.Join(dir, "mariadbd.pid"))
+	_ = os.Remove(c.pidFile(i))
 	logf, err := os.OpenFile(filepath.Join(dir, "mariadbd.out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -142,7 +165,7 @@ func (c Config) startOne(ctx context.Context, mariadbd string, i int) error {
 		"--port=" + strconv.Itoa(c.port(i)),
 		"--bind-address=127.0.0.1",
 		"--skip-name-resolve",
-		"--server-id=" + strconv.Itoa(i),
+		"--server-id=" + strconv.Itoa(c.ServerIDBase+i),
 		"--log-bin=" + filepath.Join(dir, "binlog", "mariadb-bin"),
 		// A private tmpdir: at start-up mariadbd deletes every #sql* file in its
 		// tmpdir, which, in a shared /tmp, pulls the internal temporary tables
@@ -164,6 +187,11 @@ func (c Config) startOne(ctx context.Context, mariadbd string, i int) error {
 		"--collation-server=utf8mb4_general_ci",
 		"--skip-log-warnings",
 	}
+	targs, err := c.tlsArgs(i, dir)
+	if err != nil {
+		return err
+	}
+	args = append(args, targs...)
 	args = append(args, c.ExtraArgs...)
 	for _, d := range []string{"binlog", "tmp"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
@@ -289,7 +317,7 @@ func (c Config) waitReady(ctx context.Context, i int, limit time.Duration) error
 			return nil
 		}
 		if pid := c.pid(i); pid > 0 && !alive(pid) {
-			return errors.New("mariadbd exited during start-up")
+			return errors.New("the server exited during start-up")
 		}
 		select {
 		case <-ctx.Done():
@@ -297,7 +325,7 @@ func (c Config) waitReady(ctx context.Context, i int, limit time.Duration) error
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	return fmt.Errorf("mariadbd did not answer within %s", limit)
+	return fmt.Errorf("the server did not answer within %s", limit)
 }
 
 func (c Config) createAccounts(ctx context.Context, i int) error {
@@ -324,11 +352,18 @@ func (c Config) createAccounts(ctx context.Context, i int) error {
 			return fmt.Errorf("create sandbox accounts: %w", err)
 		}
 	}
+	if c.mysql() {
+		for _, s := range mysqlExtraStmts() {
+			if _, err := conn.ExecContext(ctx, s); ignoreAlreadyInstalled(err) != nil {
+				return fmt.Errorf("sandbox set-up (%s): %w", s, err)
+			}
+		}
+	}
 	return nil
 }
 
 func (c Config) pid(i int) int {
-	b, err := os.ReadFile(filepath.Join(c.serverDir(i), "mariadbd.pid"))
+	b, err := os.ReadFile(c.pidFile(i))
 	if err != nil {
 		return 0
 	}
@@ -394,14 +429,20 @@ func Down(ctx context.Context, c Config, purge bool) error {
 				time.Sleep(200 * time.Millisecond)
 			}
 		}
-		_ = os.Remove(filepath.Join(c.serverDir(i), "mariadbd.pid"))
+		_ = os.Remove(c.pidFile(i))
 		if purge {
+			if c.mysql() {
+				if err := c.purgeMySQL(i); err != nil {
+					return err
+				}
+			}
 			if err := os.RemoveAll(c.serverDir(i)); err != nil {
 				return err
 			}
 		}
 	}
 	if purge {
+		_ = os.Remove(filepath.Join(c.Dir, "flavor"))
 		_ = os.Remove(c.Dir)
 	}
 	return nil

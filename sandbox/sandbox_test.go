@@ -61,7 +61,7 @@ func TestUpIsIdempotentAndStatusTellsTheTruth(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	for _, c := range []sandbox.Config{{Dir: "", Servers: 3, BasePort: 13306}, {Dir: "/x", Servers: 0, BasePort: 13306}, {Dir: "/x", Servers: 3, BasePort: 80}} {
+	for _, c := range []sandbox.Config{{Dir: "", Servers: 3, BasePort: 13306}, {Dir: "/x", Servers: 0, BasePort: 13306}, {Dir: "/x", Servers: 3, BasePort: 80}, {Dir: "/x", Servers: 1, BasePort: 13306, Flavor: "oracle"}} {
 		if err := c.Validate(); err == nil {
 			t.Errorf("Validate(%+v) = nil, want an error", c)
 		}

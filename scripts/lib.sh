@@ -23,6 +23,15 @@ ensure_mariadb() {
   fi
 }
 
+# Oracle MySQL runs in a Debian sid root (Debian 12 has none), built once by
+# sandbox/mysql-root.sh: idempotent, every network step under a time limit.
+ensure_mysql() {
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo -n"
+  log "MySQL root (${SHARDCTL_MYSQL_ROOT:-/var/lib/shardctl/mysql-root}): building it if missing"
+  timeout 1500 $sudo bash "$(dirname "${BASH_SOURCE[0]}")/../sandbox/mysql-root.sh" </dev/null
+}
+
 ensure_go() {
   if ! command -v go >/dev/null 2>&1; then
     if [ -x /usr/local/go/bin/go ]; then

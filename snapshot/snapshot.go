@@ -663,6 +663,14 @@ func (r *reader) read(ctx context.Context, after, hi []string) (b batch, cut boo
 				buf = appendField(buf, v)
 			case v == nil:
 				b.args = append(b.args, nil)
+			case r.cols[i].Kind == chunk.Bit:
+				// BIT as a number: MySQL refuses its raw bytes as a string
+				// parameter (error 3988, they are not valid text).
+				var n uint64
+				for _, c := range v {
+					n = n<<8 | uint64(c)
+				}
+				b.args = append(b.args, n)
 			default:
 				b.args = append(b.args, mem.copy(v))
 			}

@@ -51,6 +51,7 @@ func newFixture(t *testing.T, ddl ...string) fixture {
 
 func exec(t testing.TB, db *sql.DB, q string, args ...any) {
 	t.Helper()
+	q = testenv.SQL(q)
 	if _, err := db.Exec(q, args...); err != nil {
 		t.Fatalf("%s: %v", q, err)
 	}
@@ -69,7 +70,7 @@ func inSchema(t testing.TB, db *sql.DB, schema string, stmts ...string) {
 		t.Fatal(err)
 	}
 	for _, s := range stmts {
-		if _, err := conn.ExecContext(context.Background(), s); err != nil {
+		if _, err := conn.ExecContext(context.Background(), testenv.SQL(s)); err != nil {
 			t.Fatalf("%s: %v", s, err)
 		}
 	}
@@ -181,7 +182,7 @@ func TestCopyVariedTypesCompositeAndBigKeys(t *testing.T) {
 				}
 			}
 		}
-		sameRows(t, f, "typed", typedList, "a, b")
+		sameRows(t, f, "typed", typedColumns(), "a, b")
 		sameRows(t, f, "ubig", "u, v", "u")
 		sameRows(t, f, "bkey", "HEX(k), n, v", "k, n")
 	}
@@ -501,4 +502,13 @@ func TestRowsPerStmt(t *testing.T) {
 	if got := rowsPerStmt(batch{rows: 5000, bytes: 1_100_000}, 4, 512<<10); got != 1667 {
 		t.Errorf("with a 1 MiB packet: %d rows per statement, want 1667", got)
 	}
+}
+
+// typedColumns is typedList for the flavor under test: MySQL's HEX of a
+// DOUBLE goes through BIGINT and overflows, so there the value alone compares.
+func typedColumns() string {
+	if testenv.MySQL() {
+		return strings.Replace(typedList, "HEX(CAST(f AS DOUBLE)), ", "", 1)
+	}
+	return typedList
 }

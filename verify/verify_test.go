@@ -55,6 +55,7 @@ func newPair(t *testing.T, stmts ...string) pair {
 
 func run(t testing.TB, q dbutil.Querier, s string, args ...any) {
 	t.Helper()
+	s = testenv.SQL(s)
 	if _, err := q.ExecContext(context.Background(), s, args...); err != nil {
 		t.Fatalf("%s: %v", s, err)
 	}

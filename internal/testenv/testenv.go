@@ -1,4 +1,5 @@
-// Package testenv gives integration tests real MariaDB servers: one sandbox
+// Package testenv gives integration tests real MariaDB (or, with
+// SHARDCTL_TEST_FLAVOR=mysql, Oracle MySQL) servers: one sandbox
 // per test binary, on free loopback ports, torn down when the binary exits.
 // When CI is set, a missing server is a failure, never a skip.
 package testenv
@@ -10,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -73,7 +75,15 @@ func reportCrashes(c sandbox.Config) {
 func Get(t testing.TB) *Env {
 	t.Helper()
 	once.Do(func() {
-		if _, err := sandbox.Binary("mariadbd"); err != nil {
+		if Flavor() == sandbox.FlavorMySQL {
+			ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+			err := sandbox.EnsureMySQLRoot(ctx)
+			cancel()
+			if err != nil {
+				envErr = err
+				return
+			}
+		} else if _, err := sandbox.Binary("mariadbd"); err != nil {
 			envErr = err
 			return
 		}
@@ -87,7 +97,7 @@ func Get(t testing.TB) *Env {
 			envErr = err
 			return
 		}
-		cfg := sandbox.Config{Dir: dir, Servers: servers, BasePort: port}
+		cfg := sandbox.Config{Dir: dir, Servers: servers, BasePort: port, Flavor: Flavor()}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		srv, err := sandbox.Up(ctx, cfg)
@@ -117,12 +127,24 @@ func Get(t testing.TB) *Env {
 	}
 	if envErr != nil {
 		if os.Getenv("CI") != "" {
-			t.Fatalf("MariaDB sandbox unavailable (CI is set, so this is a failure): %v", envErr)
+			t.Fatalf("%s sandbox unavailable (CI is set, so this is a failure): %v", Flavor(), envErr)
 		}
-		t.Skipf("MariaDB sandbox unavailable: %v", envErr)
+		t.Skipf("%s sandbox unavailable: %v", Flavor(), envErr)
 	}
 	return env
 }
+
+// Flavor is the server flavor the tests run on: SHARDCTL_TEST_FLAVOR
+// ("mysql" or "mariadb", the default).
+func Flavor() string {
+	if os.Getenv("SHARDCTL_TEST_FLAVOR") == sandbox.FlavorMySQL {
+		return sandbox.FlavorMySQL
+	}
+	return sandbox.FlavorMariaDB
+}
+
+// MySQL reports whether the tests run on Oracle MySQL.
+func MySQL() bool { return Flavor() == sandbox.FlavorMySQL }
 
 // Addr returns server i's address (1-based).
 func (e *Env) Addr(i int) dbutil.Addr { return e.Servers[i-1].Addr() }
@@ -200,4 +222,19 @@ func Dump(t testing.TB, db *sql.DB, query string, args ...any) []string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+var seqTable = regexp.MustCompile("(`?[A-Za-z0-9_]+`?\\.)?`?seq_([0-9]+)_to_([0-9]+)`?")
+
+// SQL adapts a test statement to the flavor under test: on MySQL, MariaDB's
+// sequence tables (seq_1_to_N) become a recursive CTE of the same name.
+func SQL(q string) string {
+	if !MySQL() {
+		return q
+	}
+	return seqTable.ReplaceAllStringFunc(q, func(m string) string {
+		g := seqTable.FindStringSubmatch(m)
+		return fmt.Sprintf("(WITH RECURSIVE seq_cte(seq) AS (SELECT CAST(%s AS UNSIGNED) UNION ALL SELECT seq + 1 FROM seq_cte WHERE seq < %s) SELECT seq FROM seq_cte) AS seq_%s_to_%s",
+			g[2], g[3], g[2], g[3])
+	})
 }

@@ -1,0 +1,170 @@
+package dbutil
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Flavor is a server's kind and version. Every SQL form that differs between
+// MariaDB and Oracle MySQL is chosen here, so the rest of the code asks the
+// flavor rather than testing versions itself.
+type Flavor struct {
+	MySQL   bool   // Oracle MySQL (or a compatible fork); false: MariaDB
+	Version string // VERSION() as the server reports it
+	Major   int
+	Minor   int
+}
+
+// Name is "mysql" or "mariadb" (also go-mysql's flavor names).
+func (f Flavor) Name() string {
+	if f.MySQL {
+		return "mysql"
+	}
+	return "mariadb"
+}
+
+func (f Flavor) String() string { return f.Name() + " " + f.Version }
+
+// ParseFlavor reads VERSION() and @@version_comment.
+func ParseFlavor(version, comment string) Flavor {
+	f := Flavor{Version: version}
+	low := strings.ToLower(version + " " + comment)
+	f.MySQL = !strings.Contains(low, "mariadb")
+	nums := strings.SplitN(strings.SplitN(version, "-", 2)[0], ".", 3)
+	if len(nums) >= 2 {
+		f.Major, _ = strconv.Atoi(nums[0])
+		f.Minor, _ = strconv.Atoi(nums[1])
+	}
+	return f
+}
+
+var flavors sync.Map // *sql.DB -> Flavor
+
+// FlavorOf detects (once per pool) which server db talks to.
+func FlavorOf(ctx context.Context, db *sql.DB) (Flavor, error) {
+	if f, ok := flavors.Load(db); ok {
+		return f.(Flavor), nil
+	}
+	f, err := DetectFlavor(ctx, db)
+	if err != nil {
+		return f, err
+	}
+	flavors.Store(db, f)
+	return f, nil
+}
+
+// DetectFlavor asks the server.
+func DetectFlavor(ctx context.Context, q Querier) (Flavor, error) {
+	var v, c string
+	if err := q.QueryRowContext(ctx, "SELECT VERSION(), @@version_comment").Scan(&v, &c); err != nil {
+		return Flavor{}, fmt.Errorf("read the server version: %w", err)
+	}
+	return ParseFlavor(v, c), nil
+}
+
+func (f Flavor) atLeast(major, minor int) bool {
+	return f.Major > major || f.Major == major && f.Minor >= minor
+}
+
+// BinlogStatusSQL shows the current binlog file and position (first two
+// columns). MySQL 8.4 removed SHOW MASTER STATUS.
+func (f Flavor) BinlogStatusSQL() string {
+	if f.MySQL && f.atLeast(8, 2) {
+		return "SHOW BINARY LOG STATUS"
+	}
+	return "SHOW MASTER STATUS"
+}
+
+// GTIDExecutedSQL reads the server's GTID set: everything it has in its
+// binlog (MariaDB: the last GTID of each domain; MySQL: gtid_executed).
+func (f Flavor) GTIDExecutedSQL() string {
+	if f.MySQL {
+		return "SELECT @@global.gtid_executed"
+	}
+	return "SELECT @@global.gtid_binlog_pos"
+}
+
+// GTIDModeSQL returns one row, 1 when the server writes GTIDs a replica can
+// resume from. MariaDB always writes them.
+func (f Flavor) GTIDModeSQL() string {
+	if f.MySQL {
+		return "SELECT @@global.gtid_mode = 'ON'"
+	}
+	return "SELECT 1"
+}
+
+// BoundedStatement prefixes stmt so the server stops it after d, when the
+// server can do that for DDL (MariaDB's max_statement_time). On MySQL it
+// returns stmt unchanged and false: the caller bounds it with KILL QUERY
+// (max_execution_time covers SELECT only).
+func (f Flavor) BoundedStatement(stmt string, d time.Duration) (string, bool) {
+	if f.MySQL {
+		return stmt, false
+	}
+	return fmt.Sprintf("SET STATEMENT max_statement_time = %.3f FOR ", max(d.Seconds(), 0.001)) + stmt, true
+}
+
+// SessionTimeLimit is the session setting that bounds every statement to d,
+// or "" where the server has none for DDL (MySQL).
+func (f Flavor) SessionTimeLimit(d time.Duration) string {
+	if f.MySQL {
+		return ""
+	}
+	return fmt.Sprintf("SET SESSION max_statement_time = %.3f", max(d.Seconds(), 0.001))
+}
+
+// IsStatementTimeout reports an error of a statement stopped by its time
+// limit or by KILL QUERY.
+func IsStatementTimeout(err error) bool {
+	switch ErrNumber(err) {
+	case 1969, 3024, 1317: // max_statement_time (MariaDB), max_execution_time (MySQL), query interrupted (KILL QUERY)
+		return true
+	}
+	return false
+}
+
+// KillQueryAfter arranges for the statement running on connection id to be
+// killed (from another connection of db) once d has passed; the returned
+// stop cancels that if the statement ended first.
+func KillQueryAfter(db *sql.DB, id int64, d time.Duration) (stop func()) {
+	t := time.AfterFunc(d, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, _ = db.ExecContext(ctx, "KILL QUERY "+strconv.FormatInt(id, 10))
+	})
+	return func() { t.Stop() }
+}
+
+// SameFamily refuses a pair of servers of different flavors: binlog
+// formats, GTIDs and DDL differ between MariaDB and MySQL.
+func SameFamily(src, dst Flavor) error {
+	if src.MySQL != dst.MySQL {
+		return fmt.Errorf("the source runs %s and the target %s: moving between MariaDB and MySQL is not supported (GTIDs, binlog events and DDL differ); choose a target of the same kind", src, dst)
+	}
+	return nil
+}
+
+// ServerIdentitySQL names the server in one value: MySQL's server_uuid;
+// MariaDB has none, so its server_id, host name and port.
+func (f Flavor) ServerIdentitySQL() string {
+	if f.MySQL {
+		return "SELECT @@server_uuid"
+	}
+	return "SELECT CONCAT(@@server_id, '@', @@hostname, ':', @@port)"
+}
+
+// IsPrivilegeErr reports an error that no retry cures: the account lacks a
+// privilege (or, for triggers on a server with a binlog, SUPER or
+// log_bin_trust_function_creators).
+func IsPrivilegeErr(err error) bool {
+	switch ErrNumber(err) {
+	case 1044, 1142, 1227, 1419: // DB access denied, table access denied, specific access denied, SUPER needed for triggers
+		return true
+	}
+	return false
+}

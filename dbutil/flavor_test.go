@@ -1,0 +1,54 @@
+package dbutil
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseFlavor(t *testing.T) {
+	for _, c := range []struct {
+		version, comment string
+		mysql            bool
+		major, minor     int
+		status           string
+	}{
+		{"10.11.19-MariaDB-0+deb12u1-log", "Debian 12", false, 10, 11, "SHOW MASTER STATUS"},
+		{"9.7.4-2", "(Debian)", true, 9, 7, "SHOW BINARY LOG STATUS"},
+		{"8.0.36", "MySQL Community Server - GPL", true, 8, 0, "SHOW MASTER STATUS"},
+		{"5.5.5-10.6.12-MariaDB", "mariadb.org binary distribution", false, 5, 5, "SHOW MASTER STATUS"},
+	} {
+		f := ParseFlavor(c.version, c.comment)
+		if f.MySQL != c.mysql || f.Major != c.major || f.Minor != c.minor || f.BinlogStatusSQL() != c.status {
+			t.Errorf("%s: %+v, status %q", c.version, f, f.BinlogStatusSQL())
+		}
+	}
+	my, maria := ParseFlavor("9.7.4", ""), ParseFlavor("10.11.1-MariaDB", "")
+	if q, ok := my.BoundedStatement("DROP TRIGGER x", time.Second); ok || q != "DROP TRIGGER x" {
+		t.Errorf("MySQL bounded statement %q %v", q, ok)
+	}
+	if q, ok := maria.BoundedStatement("DROP TRIGGER x", 1500*time.Millisecond); !ok || q != "SET STATEMENT max_statement_time = 1.500 FOR DROP TRIGGER x" {
+		t.Errorf("MariaDB bounded statement %q %v", q, ok)
+	}
+	if err := SameFamily(my, maria); err == nil || !strings.Contains(err.Error(), "not supported") {
+		t.Errorf("SameFamily(mysql, mariadb) = %v", err)
+	}
+	if err := SameFamily(my, my); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestSetTLSRefusesBadInput(t *testing.T) {
+	defer func() { _ = SetTLS(TLSOptions{}) }()
+	for _, o := range []TLSOptions{{Mode: "on"}, {Mode: TLSVerifyCA}, {Mode: TLSRequired, Cert: "x.pem"}, {Mode: TLSVerifyIdentity, CA: "/nonexistent.pem"}} {
+		if err := SetTLS(o); err == nil {
+			t.Errorf("SetTLS(%+v) accepted", o)
+		}
+	}
+	if err := SetTLS(TLSOptions{Mode: TLSOff}); err != nil || CurrentTLS().Mode != TLSOff || ClientTLS("h") != nil {
+		t.Errorf("off: %v", err)
+	}
+	if err := SetTLS(TLSOptions{Mode: TLSRequired}); err != nil || ClientTLS("h") == nil || !ClientTLS("h").InsecureSkipVerify {
+		t.Errorf("required: %v", err)
+	}
+}

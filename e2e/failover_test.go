@@ -1,0 +1,195 @@
+package e2e
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shardctl/shardctl/binlog"
+	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/internal/testenv"
+	"github.com/shardctl/shardctl/plans"
+	"github.com/shardctl/shardctl/sandbox"
+)
+
+// TestFailoverResumesByGTID: a move tails a primary that has an asynchronous
+// replica; the primary dies mid-tail, the replica is promoted, and
+// 'plan resume --source REPLICA' continues the tail there by GTID and cuts
+// over, with the ledger of writes before and after the failover clean.
+func TestFailoverResumesByGTID(t *testing.T) {
+	env := testenv.Get(t)
+	port, err := testenv.FreePorts(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fo := sandbox.Config{Dir: t.TempDir(), Servers: 2, BasePort: port, Flavor: testenv.Flavor(), ServerIDBase: 10}
+	upCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	srv, err := sandbox.Up(upCtx, fo)
+	cancel()
+	t.Cleanup(func() { _ = sandbox.Down(context.Background(), fo, true) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	primary, replica := srv[0].Addr(), srv[1].Addr()
+	pdb := openAt(t, primary)
+	rdb := openAt(t, replica)
+	startReplication(t, rdb, primary)
+
+	c := newClusterAt(t, "e2e_failover", []dbutil.Addr{primary}, []int{300}, false)
+	waitReplicated(t, pdb, rdb)
+
+	postpone := filepath.Join(c.dir, "postpone")
+	if err := os.WriteFile(postpone, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lp := c.startLoad(100, c.keys("before", 1, 300))
+	move := c.command(nil, "move", "--shard", "1", "--to", env.Addr(2).String(), "--yes", "--postpone-cutover-file", postpone)
+	if err := move.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = move.Process.Kill() })
+	path := waitPlanStep(t, c.planDir, plans.StepVerify)
+	time.Sleep(time.Second) // the tail applies some of the load's writes
+	lp.stop(t)
+	waitReplicated(t, pdb, rdb) // writes acknowledged by the primary are on the replica
+	// Let the tail checkpoint what it applied, then the primary dies and the
+	// move with it (an operator's kill, or its own exit when the source is gone).
+	time.Sleep(1500 * time.Millisecond)
+	if err := sandbox.Kill(fo, 1); err != nil {
+		t.Fatal(err)
+	}
+	_ = move.Process.Kill()
+	_ = move.Wait()
+
+	p, err := plans.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Checkpoints.Applied.GTID == "" && p.Checkpoints.Start.GTID == "" {
+		t.Fatalf("the plan's checkpoints carry no GTID set: %+v", p.Checkpoints)
+	}
+	promote(t, rdb)
+
+	// Resume on the promoted replica, with writes going on (they reach it
+	// through the shard map once the plan re-points the shard's location).
+	lp2 := c.startLoad(100, c.keys("after", 1, 1000))
+	if err := os.Remove(postpone); err != nil {
+		t.Fatal(err)
+	}
+	r := c.run(nil, "plan", "resume", p.ID, "--source", replica.String())
+	lp2.stop(t)
+	if r.code != 0 {
+		t.Fatalf("resume on the promoted replica: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	m, err := c.store.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, _ := m.Location(1); l.Addr() != env.Addr(2) {
+		t.Errorf("shard 1 is at %s, want the target %s", l.Addr(), env.Addr(2))
+	}
+	c.checkLedger(lp)
+	c.checkLedger(lp2)
+	if !strings.Contains(r.stderr, "by GTID") {
+		t.Errorf("the resume did not say it continued by GTID:\n%s", r.stderr)
+	}
+}
+
+func openAt(t *testing.T, a dbutil.Addr) *sql.DB {
+	t.Helper()
+	db, err := dbutil.Open(ctx, a, sandbox.Creds(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// startReplication makes rdb an asynchronous GTID replica of primary.
+func startReplication(t *testing.T, rdb *sql.DB, primary dbutil.Addr) {
+	t.Helper()
+	var stmts []string
+	if testenv.MySQL() {
+		stmts = []string{
+			fmt.Sprintf("CHANGE REPLICATION SOURCE TO SOURCE_HOST = '%s', SOURCE_PORT = %d, SOURCE_USER = '%s', SOURCE_PASSWORD = '%s', SOURCE_AUTO_POSITION = 1, GET_SOURCE_PUBLIC_KEY = 1",
+				primary.Host, primary.Port, sandbox.ToolUser, sandbox.ToolPassword),
+			"START REPLICA",
+		}
+	} else {
+		stmts = []string{
+			fmt.Sprintf("CHANGE MASTER TO MASTER_HOST = '%s', MASTER_PORT = %d, MASTER_USER = '%s', MASTER_PASSWORD = '%s', MASTER_USE_GTID = slave_pos",
+				primary.Host, primary.Port, sandbox.ToolUser, sandbox.ToolPassword),
+			"START SLAVE",
+		}
+	}
+	for _, s := range stmts {
+		if _, err := rdb.Exec(s); err != nil {
+			t.Fatalf("set up replication: %v", err)
+		}
+	}
+}
+
+// waitReplicated waits until the replica holds every GTID the primary has.
+func waitReplicated(t *testing.T, pdb, rdb *sql.DB) {
+	t.Helper()
+	f, err := dbutil.FlavorOf(ctx, pdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := f.GTIDExecutedSQL()
+	if !f.MySQL {
+		q = "SELECT @@global.gtid_binlog_pos" // the replica writes the primary's GTIDs with log_slave_updates
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var want, have string
+		if err := pdb.QueryRow(q).Scan(&want); err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.QueryRow(q).Scan(&have); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := binlog.GTIDContains(f.Name(), have, want); err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the replica did not catch up within 60s: primary %s, replica %s", want, have)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// promote turns the replica into a primary.
+func promote(t *testing.T, rdb *sql.DB) {
+	t.Helper()
+	stmts := []string{"STOP SLAVE", "RESET SLAVE ALL"}
+	if testenv.MySQL() {
+		stmts = []string{"STOP REPLICA", "RESET REPLICA ALL"}
+	}
+	for _, s := range stmts {
+		if _, err := rdb.Exec(s); err != nil {
+			t.Fatalf("promote the replica (%s): %v", s, err)
+		}
+	}
+}
+
+// waitPlanStep waits for the only plan in dir to finish step and returns its path.
+func waitPlanStep(t *testing.T, dir, step string) string {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		if files, _ := filepath.Glob(filepath.Join(dir, "*.json")); len(files) == 1 {
+			if p, err := plans.Load(files[0]); err == nil && p.Done(step) {
+				return files[0]
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("the plan in %s did not finish step %s within 2 minutes", dir, step)
+	return ""
+}

@@ -1,0 +1,97 @@
+package pipeline
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/shardctl/shardctl/binlog"
+	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/plans"
+)
+
+// flavorProblems refuses a MariaDB/MySQL pair and a server that lacks what
+// the checksums need (MySQL 9.7 ships MD5() in a component).
+func flavorProblems(ctx context.Context, src, dst *sql.DB, p *plans.Plan) ([]string, error) {
+	fs, err := dbutil.FlavorOf(ctx, src)
+	if err != nil {
+		return nil, fmt.Errorf("source %s: %w", p.Source.Addr(), err)
+	}
+	fd, err := dbutil.FlavorOf(ctx, dst)
+	if err != nil {
+		return nil, fmt.Errorf("target %s: %w", p.Target.Addr(), err)
+	}
+	var problems []string
+	if err := dbutil.SameFamily(fs, fd); err != nil {
+		problems = append(problems, err.Error())
+	}
+	for _, s := range []struct {
+		role string
+		addr string
+		db   *sql.DB
+	}{{"source", p.Source.Addr(), src}, {"target", p.Target.Addr(), dst}} {
+		var h string
+		if err := s.db.QueryRowContext(ctx, "SELECT MD5('')").Scan(&h); err != nil {
+			if dbutil.ErrNumber(err) == 1305 { // FUNCTION does not exist
+				problems = append(problems, fmt.Sprintf("the %s %s has no MD5() function, which the checksums use: on MySQL 9.7 run INSTALL COMPONENT 'file://component_classic_hashing'", s.role, s.addr))
+				continue
+			}
+			return nil, fmt.Errorf("%s %s: %w", s.role, s.addr, err)
+		}
+	}
+	return problems, nil
+}
+
+// gtidWait is how long a resume on a promoted replica waits for it to hold
+// every transaction the target already applied.
+var gtidWait = 30 * time.Second
+
+// sourceMoved reports whether from was recorded on another server than the
+// source now is (a failover to a promoted replica). Then the tail resumes
+// from from's GTID set, and only once the new source holds all of it: the
+// target may have applied transactions an asynchronous replica never
+// received, and resuming then would keep rows the source no longer has.
+func (r *runner) sourceMoved(ctx context.Context, from binlog.Position) (bool, error) {
+	if from.Server == "" {
+		return false, nil
+	}
+	id, err := binlog.ServerIdentity(ctx, r.src)
+	if err != nil {
+		return false, err
+	}
+	if id == from.Server {
+		return false, nil
+	}
+	if from.GTID == "" {
+		return true, fmt.Errorf("%w: %w", ErrRefused, binlog.ErrNoGTID)
+	}
+	f, err := dbutil.FlavorOf(ctx, r.src)
+	if err != nil {
+		return true, err
+	}
+	deadline := time.Now().Add(gtidWait)
+	for {
+		var have string
+		if err := r.src.QueryRowContext(ctx, f.GTIDExecutedSQL()).Scan(&have); err != nil {
+			return true, fmt.Errorf("read the GTID set of the source %s: %w", r.p.Source.Addr(), err)
+		}
+		ok, err := binlog.GTIDContains(f.Name(), have, from.GTID)
+		if err != nil {
+			return true, err
+		}
+		if ok {
+			r.env.Log.Info("resuming the binlog tail on another server by GTID", "source", r.p.Source.Addr(), "gtid", from.GTID)
+			return true, nil
+		}
+		if time.Now().After(deadline) {
+			return true, fmt.Errorf("%w: the source %s (a promoted replica?) lacks transactions the target already applied (it has %s, the checkpoint needs %s): wait until it has them, or abort the plan ('shardctl plan abort %s') and start again",
+				ErrRefused, r.p.Source.Addr(), have, from.GTID, r.p.ID)
+		}
+		select {
+		case <-ctx.Done():
+			return true, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,303 @@
+package sandbox
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/shardctl/shardctl/dbutil"
+)
+
+// Server flavors the sandbox runs.
+const (
+	FlavorMariaDB = "mariadb"
+	FlavorMySQL   = "mysql"
+)
+
+// Oracle MySQL runs chroot'ed in a Debian sid root (Debian 12 has no Oracle
+// MySQL), built once by mysql-root.sh. Each server's files live inside the
+// root, and DIR/s<i> is a link to them, so host and server see the same files.
+
+//go:embed mysql-root.sh
+var mysqlRootScript []byte
+
+// MySQLRoot is the directory of the Debian root MySQL runs in.
+func MySQLRoot() string {
+	if d := os.Getenv("SHARDCTL_MYSQL_ROOT"); d != "" {
+		return d
+	}
+	return "/var/lib/shardctl/mysql-root"
+}
+
+// MySQLRootReady reports whether the root is built.
+func MySQLRootReady() error {
+	root := MySQLRoot()
+	if _, err := os.Stat(filepath.Join(root, ".shardctl-ready")); err != nil {
+		return fmt.Errorf("the MySQL root %s is not built (run sandbox/mysql-root.sh as root, or 'shardctl sandbox up --flavor mysql')", root)
+	}
+	return nil
+}
+
+// EnsureMySQLRoot builds the root if it is missing (about a minute, needs
+// root and the network; idempotent) and mounts /proc in it.
+func EnsureMySQLRoot(ctx context.Context) error {
+	root := MySQLRoot()
+	if MySQLRootReady() != nil {
+		ctx, cancel := context.WithTimeout(ctx, 25*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "bash", "-s", root)
+		cmd.Stdin = strings.NewReader(string(mysqlRootScript))
+		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("build the MySQL root %s: %v: %s", root, err, lastLines(out, 10))
+		}
+	}
+	if _, err := os.Stat(filepath.Join(root, "proc", "self")); err != nil {
+		if out, err := exec.CommandContext(ctx, "mount", "-t", "proc", "proc", filepath.Join(root, "proc")).CombinedOutput(); err != nil {
+			return fmt.Errorf("mount /proc in the MySQL root %s: %v: %s", root, err, out)
+		}
+	}
+	return nil
+}
+
+// inRoot is a host path inside the root as the chroot'ed server sees it.
+func inRoot(p string) string {
+	rel, err := filepath.Rel(MySQLRoot(), p)
+	if err != nil {
+		return p
+	}
+	return "/" + rel
+}
+
+// mysqlHome is where server i's files live inside the root.
+func (c Config) mysqlHome(i int) string {
+	abs, err := filepath.Abs(c.Dir)
+	if err != nil {
+		abs = c.Dir
+	}
+	key := strings.Trim(strings.ReplaceAll(abs, "/", "_"), "_")
+	return filepath.Join(MySQLRoot(), "sb", key, fmt.Sprintf("s%d", i))
+}
+
+func (c Config) mysql() bool { return c.Flavor == FlavorMySQL }
+
+func (c Config) pidFile(i int) string {
+	if c.mysql() {
+		return filepath.Join(c.serverDir(i), "mysqld.pid")
+	}
+	return filepath.Join(c.serverDir(i), "mariadbd.pid")
+}
+
+// startMySQL starts server i of a MySQL sandbox.
+func (c Config) startMySQL(ctx context.Context, i int) error {
+	home := c.mysqlHome(i)
+	link := c.serverDir(i)
+	if _, err := os.Lstat(link); err != nil {
+		if err := os.MkdirAll(home, 0o755); err != nil {
+			return err
+		}
+		if err := os.Symlink(home, link); err != nil {
+			return err
+		}
+	}
+	data := filepath.Join(home, "data")
+	if _, err := os.Stat(filepath.Join(data, "mysql")); err != nil {
+		tmpl, err := mysqlTemplate(ctx)
+		if err != nil {
+			return err
+		}
+		if out, err := exec.CommandContext(ctx, "cp", "-a", tmpl, data).CombinedOutput(); err != nil {
+			return fmt.Errorf("copy template datadir: %v: %s", err, out)
+		}
+		// Each server makes its own server_uuid (GTIDs name it).
+		_ = os.Remove(filepath.Join(data, "auto.cnf"))
+	}
+	for _, d := range []string{"binlog", "tmp"} {
+		if err := os.MkdirAll(filepath.Join(home, d), 0o755); err != nil {
+			return err
+		}
+	}
+	_ = os.Remove(c.pidFile(i))
+	in := inRoot(home)
+	args := []string{
+		MySQLRoot(), "/usr/sbin/mysqld",
+		"--no-defaults",
+		"--user=root",
+		"--datadir=" + in + "/data",
+		"--tmpdir=" + in + "/tmp",
+		"--socket=" + in + "/sock",
+		"--pid-file=" + in + "/mysqld.pid",
+		"--log-error=" + in + "/error.log",
+		"--port=" + strconv.Itoa(c.port(i)),
+		"--bind-address=127.0.0.1",
+		"--skip-name-resolve",
+		"--server-id=" + strconv.Itoa(c.ServerIDBase+i),
+		"--log-bin=" + in + "/binlog/binlog",
+		"--gtid-mode=ON",
+		"--enforce-gtid-consistency=ON",
+		"--binlog-row-image=FULL",
+		"--binlog-row-metadata=FULL",
+		"--log-replica-updates=ON",
+		"--mysqlx=OFF",
+		"--secure-file-priv=",
+		"--local-infile=ON",
+		"--max-connections=500",
+		"--innodb-buffer-pool-size=256M",
+		"--innodb-flush-log-at-trx-commit=2",
+		"--sync-binlog=0",
+		"--character-set-server=utf8mb4",
+		"--collation-server=utf8mb4_general_ci",
+		"--log-error-verbosity=2",
+		// Tests build rows with recursive CTEs (MariaDB has seq_1_to_N tables).
+		"--cte-max-recursion-depth=10000000",
+	}
+	targs, err := c.tlsArgs(i, in)
+	if err != nil {
+		return err
+	}
+	args = append(args, targs...)
+	args = append(args, c.ExtraArgs...)
+	logf, err := os.OpenFile(filepath.Join(home, "mysqld.out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := exec.Command("chroot", args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start mysqld: %w", err)
+	}
+	go func() { _ = cmd.Wait() }()
+	if err := c.waitReady(ctx, i, 120*time.Second); err != nil {
+		return fmt.Errorf("%w (see %s)", err, filepath.Join(home, "error.log"))
+	}
+	return c.createAccounts(ctx, i)
+}
+
+var templateMu sync.Mutex
+
+// mysqlTemplate initializes a data directory once per root, so servers start from a copy.
+func mysqlTemplate(ctx context.Context) (string, error) {
+	templateMu.Lock()
+	defer templateMu.Unlock()
+	dir := filepath.Join(MySQLRoot(), "sb", "template")
+	if _, err := os.Stat(filepath.Join(dir, "mysql")); err == nil {
+		return dir, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return "", err
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), "template-")
+	if err != nil {
+		return "", err
+	}
+	data := filepath.Join(tmp, "data")
+	ictx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ictx, "chroot", MySQLRoot(), "/usr/sbin/mysqld", "--no-defaults", "--initialize-insecure",
+		"--user=root", "--datadir="+inRoot(data), "--log-error-verbosity=1").CombinedOutput()
+	if err != nil {
+		os.RemoveAll(tmp)
+		return "", fmt.Errorf("mysqld --initialize-insecure: %v: %s", err, lastLines(out, 10))
+	}
+	// Rename is atomic, so a concurrent test binary either sees the whole template or none.
+	if err := os.Rename(data, dir); err != nil {
+		os.RemoveAll(tmp)
+		if _, statErr := os.Stat(filepath.Join(dir, "mysql")); statErr == nil {
+			return dir, nil
+		}
+		return "", err
+	}
+	os.RemoveAll(tmp)
+	return dir, nil
+}
+
+// mysqlAccountStmts are the extra statements a MySQL server needs: MySQL 9.7
+// ships without MD5() (verify's checksums use it) unless this component is in.
+func mysqlExtraStmts() []string {
+	return []string{"INSTALL COMPONENT 'file://component_classic_hashing'"}
+}
+
+// ignoreAlreadyInstalled tells a component that is already there (error 3529) from a real failure.
+func ignoreAlreadyInstalled(err error) error {
+	if dbutil.ErrNumber(err) == 3529 {
+		return nil
+	}
+	return err
+}
+
+// purgeMySQL removes server i's files inside the root.
+func (c Config) purgeMySQL(i int) error {
+	home := c.mysqlHome(i)
+	if err := os.RemoveAll(home); err != nil {
+		return err
+	}
+	_ = os.Remove(filepath.Dir(home))
+	return nil
+}
+
+// upMySQL starts the MySQL servers that are not running, all at once (each
+// takes seconds to start).
+func (c Config) upMySQL(ctx context.Context) ([]Server, error) {
+	if err := EnsureMySQLRoot(ctx); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("sandbox dir: %w", err)
+	}
+	c.saveFlavor()
+	errs := make(chan error, c.Servers)
+	for i := 1; i <= c.Servers; i++ {
+		go func() {
+			var err error
+			if st := c.status(ctx, i); st.Running {
+				if !st.Answers {
+					err = c.waitReady(ctx, i, 120*time.Second)
+				}
+			} else {
+				err = c.startMySQL(ctx, i)
+			}
+			if err != nil {
+				err = fmt.Errorf("sandbox server %d (port %d): %w", i, c.port(i), err)
+			}
+			errs <- err
+		}()
+	}
+	var first error
+	for i := 0; i < c.Servers; i++ {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	if first != nil {
+		return nil, first
+	}
+	return Status(ctx, c)
+}
+
+// SavedFlavor is the flavor Up last started in dir (mariadb when none).
+func SavedFlavor(dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, "flavor"))
+	if err == nil && strings.TrimSpace(string(b)) == FlavorMySQL {
+		return FlavorMySQL
+	}
+	return FlavorMariaDB
+}
+
+func (c Config) saveFlavor() {
+	f := c.Flavor
+	if f == "" {
+		f = FlavorMariaDB
+	}
+	_ = os.WriteFile(filepath.Join(c.Dir, "flavor"), []byte(f+"\n"), 0o644)
+}
