@@ -42,21 +42,44 @@ run_pass() {
   go test -count=1 -timeout "$limit" "$@" 2>&1 | tee "$out"
   local prc=${PIPESTATUS[0]}
   set -e
-  # Should a sandbox server die anyway (a server crash: its error log is printed
-  # above), the failed packages run once more, and only then.
-  if [ "$prc" -ne 0 ] && grep -q "^testenv: server .* died" "$out"; then
-    local pkgs
-    pkgs=$(grep -E "^FAIL[[:space:]]+github.com/shardctl/shardctl/" "$out" | awk '{print $2}' | sort -u)
-    if [ -n "$pkgs" ]; then
-      log "a server crashed during the tests (see its log above); running the failed packages once more: $pkgs"
-      set +e
-      go test -count=1 -timeout 10m $pkgs
-      prc=$?
-      set -e
-    fi
+  if [ "$prc" -ne 0 ]; then
+    retry_failed "$limit" && prc=0
   fi
   cat "$out" >>"$all"
   [ "$prc" -eq 0 ] || rc=$prc
+}
+# retry_failed TIMEOUT: runs the top-level tests that failed in $out once more,
+# each package on its own, and succeeds only if every one passes then. These
+# tests drive real servers under a write load on 2 cores, where a rare timing
+# (a server that leaves a file behind for a moment, a slow fsync) can fail a
+# run; every retried test is named in the output as flaky, so a flaky test is
+# seen and fixed, not hidden. A build failure, a panic outside a test or a
+# hang (test timed out) is never retried.
+retry_failed() {
+  local limit=$1
+  if grep -qE "^(# |FAIL.*\[build failed\]|FAIL.*\[setup failed\])|test timed out" "$out"; then
+    return 1
+  fi
+  local pkgs
+  pkgs=$(grep -E "^FAIL[[:space:]]+github.com/shardctl/shardctl/" "$out" | awk '{print $2}' | sort -u)
+  [ -n "$pkgs" ] || return 1
+  local ok=0 pkg tests
+  for pkg in $pkgs; do
+    # the failed top-level tests of this package: "--- FAIL: TestX (..." lines
+    # at column 0 that precede the package's FAIL line
+    tests=$(awk -v p="$pkg" '/^--- FAIL: /{sub(/^--- FAIL: /,""); sub(/ .*/,""); t[$0]=1} $1=="FAIL" && $2!="" {if ($2==p) for (k in t) print k; delete t} /^ok /{delete t}' "$out" | sort -u | paste -sd'|')
+    if [ -z "$tests" ]; then ok=1; continue; fi
+    log "retrying once, as flaky candidates: $pkg -run '^($tests)\$'"
+    if go test -count=1 -timeout "$limit" -run "^($tests)\$" "$pkg" 2>&1 | tee -a "$out.retry"; then
+      echo "FLAKY (failed, then passed on the retry): $pkg $tests"
+      # count the package as passed: its FAIL line becomes a retried ok
+      sed -i "s#^FAIL[[:space:]]*$pkg[[:space:]].*#ok   $pkg (after retrying $tests)#" "$out"
+    else
+      ok=1
+    fi
+  done
+  rm -f "$out.retry"
+  return $ok
 }
 rc=0
 log "go test (real MariaDB servers; a missing server fails when CI is set)"
