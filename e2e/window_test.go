@@ -596,3 +596,66 @@ func TestMergeRevertBacksOff(t *testing.T) {
 	c.checkLedger(lp)
 	c.ownership()
 }
+
+// Inside a window the copy that does not serve receives the tail's writes,
+// which must not fire its triggers: the serving side's binlog already carries
+// what they wrote. An AFTER INSERT trigger that writes an audit row keyed by
+// the server it ran on would otherwise leave two audit rows per insert.
+func TestRevertWindowDoesNotFireTriggers(t *testing.T) {
+	c := newCluster(t, "e2e_rwtrg", []int{1}, []int{300})
+	schema, to := c.shards[0].Schema, c.env.Addr(3).String()
+	for _, q := range []string{
+		"CREATE TABLE " + dbutil.Table(schema, "notes") + " (id INT PRIMARY KEY, v INT)",
+		"CREATE TABLE " + dbutil.Table(schema, "notes_audit") + " (server_id INT, note_id INT, PRIMARY KEY (server_id, note_id))",
+		"CREATE TRIGGER " + dbutil.Table(schema, "notes_ai") + " AFTER INSERT ON " + dbutil.Table(schema, "notes") + " FOR EACH ROW INSERT INTO " + dbutil.Table(schema, "notes_audit") + " (server_id, note_id) VALUES (@@server_id, NEW.id)",
+	} {
+		if _, err := c.db(1).Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insert := func(server, from, n int) {
+		for i := from; i < from+n; i++ {
+			if _, err := c.db(server).Exec("INSERT INTO "+dbutil.Table(schema, "notes")+" (id, v) VALUES (?, ?)", i, i); err != nil {
+				t.Fatalf("insert note %d on server %d: %v", i, server, err)
+			}
+		}
+	}
+	audits := func(server, want int) {
+		t.Helper()
+		var n int
+		if err := c.db(server).QueryRow("SELECT COUNT(*) FROM " + dbutil.Table(schema, "notes_audit")).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != want {
+			t.Fatalf("server %d has %d audit rows, want %d (one per application insert)", server, n, want)
+		}
+	}
+	mv := c.startBG(nil, "move", "--shard", "1", "--to", to, "--yes", "--reverse-window", "3m", "--max-blackout", "5s")
+	c.waitWin("the window", 90*time.Second, mv, inWindow(plans.SideTarget, time.Now()))
+	insert(3, 1, 20) // the application writes to the serving target
+	c.mustRun("plan", "revert", "--wait", "90s", mustOnlyPlanID(c))
+	c.waitWin("the tail back to the target", 60*time.Second, mv, inWindow(plans.SideSource, time.Now()))
+	audits(1, 20)
+	insert(1, 100, 10) // now to the serving source
+	c.mustRun("plan", "revert", "--wait", "90s", mustOnlyPlanID(c))
+	c.waitWin("the tail back to the source", 60*time.Second, mv, inWindow(plans.SideTarget, time.Now()))
+	audits(3, 30)
+	c.mustRun("plan", "complete", "--wait", "90s", mustOnlyPlanID(c))
+	if code := mv.wait(t, 60*time.Second); code != 0 {
+		t.Fatalf("the move process ended with exit %d\n%s", code, mv.err.String())
+	}
+	insert(3, 200, 5)
+	audits(3, 35) // the owner's trigger is exact and fires for the application
+	var body string
+	if err := c.db(3).QueryRow("SELECT ACTION_STATEMENT FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ? AND TRIGGER_NAME = 'notes_ai'", schema).Scan(&body); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(body, "shardctl_skip_triggers") {
+		t.Fatalf("the owner's trigger is still guarded: %s", body)
+	}
+}
+
+func mustOnlyPlanID(c *cluster) string {
+	p, _ := c.onlyPlan()
+	return p.ID
+}

@@ -28,6 +28,7 @@ import (
 	"github.com/shardctl/shardctl/internal/fault"
 	"github.com/shardctl/shardctl/lock"
 	"github.com/shardctl/shardctl/plans"
+	"github.com/shardctl/shardctl/schemaobj"
 	"github.com/shardctl/shardctl/prune"
 	"github.com/shardctl/shardctl/shardmap"
 	"github.com/shardctl/shardctl/tables"
@@ -237,6 +238,9 @@ func (wr *windowRun) ensure(ctx context.Context) error {
 		return err
 	} else if purged {
 		return fmt.Errorf("%w: the %s %s no longer has binlog %s, so the %s copy cannot be kept in sync; complete the window ('shardctl plan complete %s')", ErrPurged, l.serving, l.fromEP.Addr(), from.File, other(l.serving), r.p.ID)
+	}
+	if err := r.swapWindowTriggers(ctx, l); err != nil {
+		return err
 	}
 	fks, err := tables.ForeignKeys(ctx, l.from, l.fromEP.Schema)
 	if err != nil {
@@ -748,6 +752,32 @@ func windowTables(p *plans.Plan) []tables.Table {
 	return out
 }
 
+// swapWindowTriggers readies both copies for a window tail along l: the copy
+// that does not serve receives the tail's writes, which must not fire its
+// triggers (the serving side's binlog already carries what they wrote), so its
+// triggers are guarded (the tail's session passes them); the serving side's
+// are put back exact, since a switch may have swapped the roles. Guarded
+// triggers behave the same for the application, so the order is free and a
+// crash between the two is harmless; both are idempotent.
+func (r *runner) swapWindowTriggers(ctx context.Context, l leg) error {
+	ts := windowTables(r.p)
+	exact, err := triggersOn(ctx, l.from, l.fromEP.Schema, ts)
+	if err != nil {
+		return fmt.Errorf("reverse window: read the triggers of %s: %w", l.fromEP.Schema, err)
+	}
+	if err := schemaobj.Replace(ctx, l.from, l.fromEP.Schema, l.fromEP.Schema, exact, false); err != nil {
+		return fmt.Errorf("reverse window: restore the triggers of the serving %s: %w", l.serving, err)
+	}
+	guard, err := triggersOn(ctx, l.to, l.toEP.Schema, ts)
+	if err != nil {
+		return fmt.Errorf("reverse window: read the triggers of %s: %w", l.toEP.Schema, err)
+	}
+	if err := schemaobj.Replace(ctx, l.to, l.toEP.Schema, l.toEP.Schema, guard, true); err != nil {
+		return fmt.Errorf("reverse window: guard the triggers of the %s copy: %w", other(l.serving), err)
+	}
+	return nil
+}
+
 // dropTargetCopy is the cleanup of a window that ended with the source
 // serving: the target copy goes, once the shard map is seen pointing at the source.
 func (r *runner) dropTargetCopy(ctx context.Context) error {
@@ -781,6 +811,15 @@ func (r *runner) dropTargetCopy(ctx context.Context) error {
 			if _, err := pr.Table(ctx, t, prune.Watermark{}, func(prune.Watermark) error { return nil }); err != nil {
 				return fmt.Errorf("remove the merged rows from %s.%s: %w", r.p.Target.Schema, t.Name, err)
 			}
+		}
+		// The target keeps living: its triggers, guarded while it did not
+		// serve, get their exact definitions back.
+		trig, err := triggersOn(ctx, r.dst, r.p.Target.Schema, windowTables(r.p))
+		if err != nil {
+			return err
+		}
+		if err := schemaobj.Replace(ctx, r.dst, r.p.Target.Schema, r.p.Target.Schema, trig, false); err != nil {
+			return fmt.Errorf("reverse window: restore the target's triggers: %w", err)
 		}
 		return fence.Remove(ctx, r.dst, r.p.Target.Schema, names(windowFence(r.p, plans.SideTarget)), lockWait)
 	}
