@@ -28,8 +28,8 @@ import (
 	"github.com/shardctl/shardctl/internal/fault"
 	"github.com/shardctl/shardctl/lock"
 	"github.com/shardctl/shardctl/plans"
-	"github.com/shardctl/shardctl/schemaobj"
 	"github.com/shardctl/shardctl/prune"
+	"github.com/shardctl/shardctl/schemaobj"
 	"github.com/shardctl/shardctl/shardmap"
 	"github.com/shardctl/shardctl/tables"
 )
