@@ -57,7 +57,7 @@ func (r rebalanceOut) ops() string {
 // a third run finds nothing to do; --drain empties a server; the ledger is
 // clean and no row changed.
 func TestRebalanceFromCron(t *testing.T) {
-	c := newCluster(t, "e2e_rebal", []int{1, 2, 2, 1, 1}, []int{1000, 100, 100, 300, 300})
+	c := newCluster(t, "e2e_rebal", []int{1, 2, 2, 1, 1, 1, 2, 2}, []int{1000, 100, 100, 300, 300, 300, 300, 300})
 	for i, s := range c.shards {
 		t.Logf("shard %d: %d rows on %s", i+1, s.Rows, s.Server)
 	}
