@@ -16,6 +16,7 @@ import (
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/internal/testenv"
 	"github.com/shardctl/shardctl/sandbox"
+	"github.com/shardctl/shardctl/watermark"
 )
 
 // TestBenchPrune500k deletes a 500k-row sysbench-like table in chunks of
@@ -46,13 +47,13 @@ func TestBenchPrune500k(t *testing.T) {
 		self := selfCPU()
 		start := time.Now()
 		p := &Pruner{DB: db, Schema: schema, ChunkRows: 1000}
-		w, err := p.Table(context.Background(), tb, Watermark{}, func(Watermark) error { return nil })
+		w, err := p.Table(context.Background(), tb, watermark.Mark{}, func(watermark.Mark) error { return nil })
 		if err != nil {
 			t.Fatal(err)
 		}
 		el := time.Since(start)
-		if w.Deleted != int64(rows) {
-			t.Fatalf("deleted %d rows", w.Deleted)
+		if w.Rows != int64(rows) {
+			t.Fatalf("deleted %d rows", w.Rows)
 		}
 		t.Logf("round %d: shardctl prune, chunk 1000: %s, %.0f rows/s; CPU s: server %.2f, client %.2f",
 			round, el.Round(time.Millisecond), float64(rows)/el.Seconds(), serverCPU(t, env, 1)-cpu, selfCPU()-self)

@@ -15,6 +15,7 @@ import (
 	"github.com/shardctl/shardctl/internal/testenv"
 	"github.com/shardctl/shardctl/keyspace"
 	"github.com/shardctl/shardctl/tables"
+	"github.com/shardctl/shardctl/watermark"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -118,14 +119,14 @@ func TestNegatedRangeLeavesExactlyTheOwnedRows(t *testing.T) {
 	if left := ids(t, db, schema, "users"); len(left) != 3000 {
 		t.Fatalf("Count changed the table: %d rows", len(left))
 	}
-	var saves []Watermark
+	var saves []watermark.Mark
 	var progress int64
 	p.Progress = func(table string, d int64) { progress += d }
-	w, err := p.Table(ctx, tb, Watermark{}, func(w Watermark) error { saves = append(saves, w); return nil })
+	w, err := p.Table(ctx, tb, watermark.Mark{}, func(w watermark.Mark) error { saves = append(saves, w); return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !w.Done || w.Deleted != expect || progress != expect {
+	if !w.Done || w.Rows != expect || progress != expect {
 		t.Fatalf("watermark %+v, progress %d, want %d deleted", w, progress, expect)
 	}
 	if len(saves) < int(expect/64) || !saves[len(saves)-1].Done {
@@ -135,7 +136,7 @@ func TestNegatedRangeLeavesExactlyTheOwnedRows(t *testing.T) {
 		t.Fatalf("left %d rows, want %d", len(got), len(keep))
 	}
 	// Nothing left to prune: a second run deletes nothing.
-	if w, err := p.Table(ctx, tb, Watermark{}, nil); err != nil || w.Deleted != 0 || !w.Done {
+	if w, err := p.Table(ctx, tb, watermark.Mark{}, nil); err != nil || w.Rows != 0 || !w.Done {
 		t.Fatalf("second run: %+v %v", w, err)
 	}
 }
@@ -163,12 +164,12 @@ func TestHashArcFilterWithoutQuadraticScans(t *testing.T) {
 		t.Fatalf("Count = %d (%v), want %d", n, err, del)
 	}
 	before := handlerReads(t, db)
-	w, err := p.Table(ctx, tb, Watermark{}, nil)
+	w, err := p.Table(ctx, tb, watermark.Mark{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	reads := handlerReads(t, db) - before
-	if !w.Done || w.Deleted != del {
+	if !w.Done || w.Rows != del {
 		t.Fatalf("watermark %+v, want %d deleted", w, del)
 	}
 	got := ids(t, db, schema, "h")
@@ -214,9 +215,9 @@ func TestResumeFromAMidWatermark(t *testing.T) {
 		t.Fatal(err)
 	}
 	crash := errors.New("crash")
-	var saved Watermark
+	var saved watermark.Mark
 	saves := 0
-	w, err := p.Table(ctx, tb, Watermark{}, func(w Watermark) error {
+	w, err := p.Table(ctx, tb, watermark.Mark{}, func(w watermark.Mark) error {
 		if saves++; saves == 4 {
 			return crash
 		}
@@ -226,7 +227,7 @@ func TestResumeFromAMidWatermark(t *testing.T) {
 	if !errors.Is(err, crash) || !strings.Contains(err.Error(), schema+".users") {
 		t.Fatalf("want the crash naming the table, got %v", err)
 	}
-	if w.Deleted != saved.Deleted || saved.Done || saved.After == nil || saved.Deleted != 300 {
+	if w.Rows != saved.Rows || saved.Done || saved.After == nil || saved.Rows != 300 {
 		t.Fatalf("returned %+v, saved %+v", w, saved)
 	}
 	// The fourth chunk was deleted but its watermark not saved: resuming walks
@@ -235,7 +236,7 @@ func TestResumeFromAMidWatermark(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !w.Done || w.Deleted != total-100 {
+	if !w.Done || w.Rows != total-100 {
 		t.Fatalf("resumed: %+v, want %d deleted in all", w, total-100)
 	}
 	if n, _ := p.Count(ctx, tb); n != 0 {
@@ -247,7 +248,7 @@ func TestResumeFromAMidWatermark(t *testing.T) {
 		}
 	}
 	// A done watermark does nothing.
-	if w2, err := p.Table(ctx, tb, w, func(Watermark) error { t.Fatal("save called"); return nil }); err != nil || w2.Deleted != w.Deleted {
+	if w2, err := p.Table(ctx, tb, w, func(watermark.Mark) error { t.Fatal("save called"); return nil }); err != nil || w2.Rows != w.Rows {
 		t.Fatalf("done: %+v %v", w2, err)
 	}
 }
@@ -265,11 +266,11 @@ func TestFenceTriggerIsBypassed(t *testing.T) {
 	}
 	tb := table(t, db, schema, "users")
 	p := &Pruner{DB: db, Schema: schema, ChunkRows: 500}
-	w, err := p.Table(ctx, tb, Watermark{}, nil)
+	w, err := p.Table(ctx, tb, watermark.Mark{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w.Deleted != 3000 || len(ids(t, db, schema, "users")) != 0 {
+	if w.Rows != 3000 || len(ids(t, db, schema, "users")) != 0 {
 		t.Fatalf("bypass: %+v", w)
 	}
 	// The bypass stayed on the pruner's own session: the pool's sessions are still fenced.
@@ -293,7 +294,7 @@ func TestEmptyFilterDeletesEverything(t *testing.T) {
 	if n, err := p.Count(ctx, tb); err != nil || n != 1003 {
 		t.Fatalf("Count = %d, %v", n, err)
 	}
-	w, err := p.Table(ctx, tb, Watermark{}, nil)
+	w, err := p.Table(ctx, tb, watermark.Mark{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +302,7 @@ func TestEmptyFilterDeletesEverything(t *testing.T) {
 	if err := db.QueryRow("SELECT COUNT(*) FROM " + dbutil.Table(schema, "k")).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
-	if !w.Done || w.Deleted != 1003 || n != 0 {
+	if !w.Done || w.Rows != 1003 || n != 0 {
 		t.Fatalf("watermark %+v, %d rows left", w, n)
 	}
 }
@@ -318,8 +319,8 @@ func TestThrottleAndCancel(t *testing.T) {
 		}
 		return ctx.Err()
 	}}
-	w, err := p.Table(ctx, tb, Watermark{}, nil)
-	if !errors.Is(err, context.Canceled) || w.Deleted != 400 || w.Done {
+	w, err := p.Table(ctx, tb, watermark.Mark{}, nil)
+	if !errors.Is(err, context.Canceled) || w.Rows != 400 || w.Done {
 		t.Fatalf("cancelled run: %+v %v", w, err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/internal/testenv"
 	"github.com/shardctl/shardctl/sandbox"
+	"github.com/shardctl/shardctl/watermark"
 )
 
 // TestBenchCopySysbench1M copies a 1M-row sysbench-like table from server 1
@@ -62,7 +63,7 @@ func TestBenchCopySysbench1M(t *testing.T) {
 		flush(t, f.dst)
 		cpu := startCPU(t, env)
 		start := time.Now()
-		wm, err := c.CopyTable(ctx, table(t, ts, "sbtest1"), Watermark{}, func(Watermark) error { return nil })
+		wm, err := c.CopyTable(ctx, table(t, ts, "sbtest1"), watermark.Mark{}, func(watermark.Mark) error { return nil })
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/shardctl/shardctl/internal/testenv"
 	"github.com/shardctl/shardctl/keyspace"
 	"github.com/shardctl/shardctl/tables"
+	"github.com/shardctl/shardctl/watermark"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -163,8 +164,8 @@ func TestCopyVariedTypesCompositeAndBigKeys(t *testing.T) {
 		exec(t, f.dst, "DELETE FROM `"+f.tname+"`.bkey")
 		c.ChunkRows = chunkRows
 		for _, tb := range ts {
-			var saves []Watermark
-			w, err := c.CopyTable(ctx, tb, Watermark{}, func(w Watermark) error { saves = append(saves, w); return nil })
+			var saves []watermark.Mark
+			w, err := c.CopyTable(ctx, tb, watermark.Mark{}, func(w watermark.Mark) error { saves = append(saves, w); return nil })
 			if err != nil {
 				t.Fatalf("chunk %d: %v", chunkRows, err)
 			}
@@ -215,7 +216,7 @@ func TestCopyRangeFilter(t *testing.T) {
 	}
 	var progress atomic.Int64
 	c.Progress = func(table string, rows int64) { progress.Add(rows) }
-	w, err := c.CopyTable(ctx, tb, Watermark{}, nil)
+	w, err := c.CopyTable(ctx, tb, watermark.Mark{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,9 +262,9 @@ func TestCopyResumesFromSavedWatermark(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Crash at the fifth save: writers may have committed later chunks already.
-	var saved Watermark
+	var saved watermark.Mark
 	saves := 0
-	w, err := c.CopyTable(ctx, tb, Watermark{}, func(w Watermark) error {
+	w, err := c.CopyTable(ctx, tb, watermark.Mark{}, func(w watermark.Mark) error {
 		saves++
 		if saves >= 5 {
 			return errCrash // crashed: nothing more reaches the checkpoint
@@ -298,7 +299,7 @@ func TestCopyResumesFromSavedWatermark(t *testing.T) {
 	}
 	sameRows(t, f, "m", "a, b, v", "a, b")
 	// A done watermark copies nothing.
-	if w2, err := c2.CopyTable(ctx, tb, w, func(Watermark) error { t.Fatal("save called for a done table"); return nil }); err != nil || !reflect.DeepEqual(w2, w) {
+	if w2, err := c2.CopyTable(ctx, tb, w, func(watermark.Mark) error { t.Fatal("save called for a done table"); return nil }); err != nil || !reflect.DeepEqual(w2, w) {
 		t.Fatalf("done table: %+v %v", w2, err)
 	}
 }
@@ -329,8 +330,8 @@ func TestCopyAllParallelAndCreateTablesIdempotent(t *testing.T) {
 		}
 	}
 	var mu sync.Mutex
-	got := map[string]Watermark{}
-	err := c.CopyAll(ctx, ts, map[string]Watermark{"skipped": {Done: true}}, 3, func(table string, w Watermark) error {
+	got := map[string]watermark.Mark{}
+	err := c.CopyAll(ctx, ts, map[string]watermark.Mark{"skipped": {Done: true}}, 3, func(table string, w watermark.Mark) error {
 		mu.Lock()
 		defer mu.Unlock()
 		got[table] = w
@@ -357,7 +358,7 @@ func TestCopyAllParallelAndCreateTablesIdempotent(t *testing.T) {
 
 	// The first error cancels the rest and names its table.
 	bad := append([]tables.Table{{Name: "nope", Columns: []string{"id"}, PK: []string{"id"}}}, ts...)
-	err = c.CopyAll(ctx, bad, nil, 2, func(string, Watermark) error { return nil })
+	err = c.CopyAll(ctx, bad, nil, 2, func(string, watermark.Mark) error { return nil })
 	if err == nil || !strings.Contains(err.Error(), "nope") {
 		t.Fatalf("want an error naming the missing table, got %v", err)
 	}
@@ -384,7 +385,7 @@ func TestCopyHonorsCancelAndThrottle(t *testing.T) {
 		}
 		return ctx.Err()
 	}
-	w, err := c.CopyTable(ctx, table(t, ts, "big"), Watermark{}, nil)
+	w, err := c.CopyTable(ctx, table(t, ts, "big"), watermark.Mark{}, nil)
 	if !errors.Is(err, context.Canceled) || w.Done {
 		t.Fatalf("want a cancelled, unfinished copy: %+v %v", w, err)
 	}
@@ -394,9 +395,9 @@ func TestCopyHonorsCancelAndThrottle(t *testing.T) {
 }
 
 func TestTrackerSavesOnlyTheCommittedPrefix(t *testing.T) {
-	var saves []Watermark
+	var saves []watermark.Mark
 	fail := false
-	tr := newTracker(Watermark{After: []string{"0"}, Rows: 5}, "t", func(w Watermark) error {
+	tr := newTracker(watermark.Mark{After: []string{"0"}, Rows: 5}, "t", func(w watermark.Mark) error {
 		if fail {
 			return errCrash
 		}
@@ -425,14 +426,14 @@ func TestTrackerSavesOnlyTheCommittedPrefix(t *testing.T) {
 	if err := commit(3, "40"); !errors.Is(err, errCrash) {
 		t.Fatalf("want the save error, got %v", err)
 	}
-	if got := tr.lastSaved(); !reflect.DeepEqual(got, Watermark{After: []string{"30"}, Rows: 35}) {
+	if got := tr.lastSaved(); !reflect.DeepEqual(got, watermark.Mark{After: []string{"30"}, Rows: 35}) {
 		t.Fatalf("last saved %+v", got)
 	}
 	fail = false
 	if err := commit(4, "50"); err != nil {
 		t.Fatal(err)
 	}
-	want := []Watermark{{After: []string{"30"}, Rows: 35}, {After: []string{"50"}, Rows: 55}}
+	want := []watermark.Mark{{After: []string{"30"}, Rows: 35}, {After: []string{"50"}, Rows: 55}}
 	if !reflect.DeepEqual(saves, want) {
 		t.Fatalf("saves %+v, want %+v", saves, want)
 	}
@@ -465,7 +466,7 @@ func TestCopySplitsWideAndLargeChunks(t *testing.T) {
 		c.NoLoadData = insert
 		for _, tb := range ts {
 			exec(t, f.dst, "DELETE FROM "+dbutil.Table(f.tname, tb.Name))
-			w, err := c.CopyTable(ctx, tb, Watermark{}, nil)
+			w, err := c.CopyTable(ctx, tb, watermark.Mark{}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
