@@ -164,7 +164,7 @@ func (c *Copier) CopyTable(ctx context.Context, t tables.Table, from watermark.M
 	if err != nil {
 		return from, wrap("read columns", err)
 	}
-	key, keyPos, err := keyOf(c.SourceSchema, t, cols)
+	key, keyPos, err := chunk.KeyAmong(c.SourceSchema, t.Name, t.PK, cols)
 	if err != nil {
 		return from, wrap("primary key", err)
 	}
@@ -327,25 +327,6 @@ func (c *Copier) writers() int {
 		return c.Writers
 	}
 	return defaultWriters
-}
-
-// keyOf finds the primary key among the table's columns.
-func keyOf(schema string, t tables.Table, cols []chunk.Column) (chunk.Key, []int, error) {
-	pos := make([]int, len(t.PK))
-	kc := make([]chunk.Column, len(t.PK))
-	for i, name := range t.PK {
-		pos[i] = -1
-		for j, c := range cols {
-			if c.Name == name {
-				pos[i], kc[i] = j, c
-			}
-		}
-		if pos[i] < 0 {
-			return chunk.Key{}, nil, fmt.Errorf("primary key column %s is not among the table's columns", name)
-		}
-	}
-	k, err := chunk.NewKey(schema, t.Name, kc)
-	return k, pos, err
 }
 
 // generatedColumns names the generated (virtual or stored) columns of schema.table.
