@@ -358,11 +358,7 @@ func Upper(ctx context.Context, q dbutil.Querier, k Key, after []string, where s
 	if !rows.Next() {
 		return nil, false, rows.Err()
 	}
-	raw := make([]sql.RawBytes, len(k.Cols))
-	dest := make([]any, len(raw))
-	for i := range raw {
-		dest[i] = &raw[i]
-	}
+	raw, dest := dbutil.Dest[sql.RawBytes](len(k.Cols))
 	if err := rows.Scan(dest...); err != nil {
 		return nil, false, err
 	}

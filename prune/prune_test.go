@@ -66,18 +66,12 @@ func table(t testing.TB, db *sql.DB, schema, name string) tables.Table {
 // ids returns the sorted ids left in schema.table.
 func ids(t testing.TB, db *sql.DB, schema, table string) []int64 {
 	t.Helper()
-	rows, err := db.Query("SELECT id FROM " + dbutil.Table(schema, table) + " ORDER BY id + 0")
+	var out []int64
+	var id int64
+	err := dbutil.ScanEach(context.Background(), db, "SELECT id FROM "+dbutil.Table(schema, table)+" ORDER BY id + 0", nil,
+		[]any{&id}, func() error { out = append(out, id); return nil })
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer rows.Close()
-	var out []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, id)
 	}
 	return out
 }
@@ -187,19 +181,12 @@ func TestHashArcFilterWithoutQuadraticScans(t *testing.T) {
 // handlerReads sums the server's Handler_read_* counters.
 func handlerReads(t testing.TB, db *sql.DB) int64 {
 	t.Helper()
-	rows, err := db.Query("SHOW GLOBAL STATUS LIKE 'Handler_read%'")
+	var sum, v int64
+	var name string
+	err := dbutil.ScanEach(context.Background(), db, "SHOW GLOBAL STATUS LIKE 'Handler_read%'", nil,
+		[]any{&name, &v}, func() error { sum += v; return nil })
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer rows.Close()
-	var sum int64
-	for rows.Next() {
-		var name string
-		var v int64
-		if err := rows.Scan(&name, &v); err != nil {
-			t.Fatal(err)
-		}
-		sum += v
 	}
 	return sum
 }

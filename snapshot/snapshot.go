@@ -331,21 +331,12 @@ func (c *Copier) writers() int {
 
 // generatedColumns names the generated (virtual or stored) columns of schema.table.
 func generatedColumns(ctx context.Context, q dbutil.Querier, schema, table string) (map[string]bool, error) {
-	rows, err := q.QueryContext(ctx, `SELECT COLUMN_NAME FROM information_schema.COLUMNS
-		WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND COALESCE(GENERATION_EXPRESSION, '') <> ''`, schema, table)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
 	gen := map[string]bool{}
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			return nil, err
-		}
-		gen[n] = true
-	}
-	return gen, rows.Err()
+	var n string
+	err := dbutil.ScanEach(ctx, q, `SELECT COLUMN_NAME FROM information_schema.COLUMNS
+		WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND COALESCE(GENERATION_EXPRESSION, '') <> ''`, []any{schema, table},
+		[]any{&n}, func() error { gen[n] = true; return nil })
+	return gen, err
 }
 
 func selectList(cols []chunk.Column) string {
@@ -608,11 +599,7 @@ func (r *reader) read(ctx context.Context, after, hi []string) (b batch, cut boo
 		return b, false, fmt.Errorf("after key %q: %w", after, err)
 	}
 	defer rows.Close()
-	raw := make([]sql.RawBytes, len(r.cols))
-	dest := make([]any, len(raw))
-	for i := range raw {
-		dest[i] = &raw[i]
-	}
+	raw, dest := dbutil.Dest[sql.RawBytes](len(r.cols))
 	lastKey := make([][]byte, len(r.keyPos))
 	var buf []byte
 	if r.load {
