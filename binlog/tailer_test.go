@@ -39,16 +39,8 @@ func newPair(t *testing.T, schema string, ddl ...string) pair {
 	t.Helper()
 	env := testenv.Get(t)
 	p := pair{env: env, src: env.DB(t, 1, ""), dst: env.DB(t, 2, ""), schema: schema}
-	for _, side := range []struct {
-		db   *sql.DB
-		name string
-	}{{p.src, p.schema}, {p.dst, p.target()}} {
-		exec(t, side.db, "DROP DATABASE IF EXISTS "+dbutil.QuoteIdent(side.name))
-		exec(t, side.db, "CREATE DATABASE "+dbutil.QuoteIdent(side.name))
-		for _, d := range ddl {
-			exec(t, side.db, "USE "+dbutil.QuoteIdent(side.name)+"; "+d)
-		}
-	}
+	testenv.Schema(t, p.src, p.schema, ddl...)
+	testenv.Schema(t, p.dst, p.target(), ddl...)
 	return p
 }
 

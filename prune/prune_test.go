@@ -3,7 +3,6 @@ package prune
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"sort"
@@ -28,18 +27,7 @@ func newSchema(t *testing.T, stmts ...string) (*sql.DB, string) {
 	env := testenv.Get(t)
 	db := env.DB(t, 1, "")
 	schema := fmt.Sprintf("prune_%d", schemaSeq.Add(1))
-	run(t, db, "CREATE DATABASE "+dbutil.QuoteIdent(schema))
-	t.Cleanup(func() { _, _ = db.Exec("DROP DATABASE IF EXISTS " + dbutil.QuoteIdent(schema)) })
-	conn, err := db.Conn(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	defer conn.Raw(func(any) error { return driver.ErrBadConn }) // USE must not outlive this
-	run(t, conn, "USE "+dbutil.QuoteIdent(schema))
-	for _, s := range stmts {
-		run(t, conn, s)
-	}
+	testenv.Schema(t, db, schema, stmts...)
 	return db, schema
 }
 

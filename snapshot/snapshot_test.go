@@ -3,7 +3,6 @@ package snapshot
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"reflect"
@@ -41,12 +40,8 @@ func newFixture(t *testing.T, ddl ...string) fixture {
 	if len(f.sname) > 64 {
 		f.sname, f.tname = f.sname[:48]+fmt.Sprint(n), f.tname[:48]+fmt.Sprint(n)
 	}
-	exec(t, f.src, "CREATE DATABASE `"+f.sname+"`")
-	t.Cleanup(func() {
-		_, _ = f.src.Exec("DROP DATABASE IF EXISTS `" + f.sname + "`")
-		_, _ = f.dst.Exec("DROP DATABASE IF EXISTS `" + f.tname + "`")
-	})
-	inSchema(t, f.src, f.sname, ddl...)
+	testenv.DropAtEnd(t, f.dst, f.tname)
+	testenv.Schema(t, f.src, f.sname, ddl...)
 	return f
 }
 
@@ -54,25 +49,6 @@ func exec(t testing.TB, db *sql.DB, q string, args ...any) {
 	t.Helper()
 	if _, err := db.Exec(q, args...); err != nil {
 		t.Fatalf("%s: %v", q, err)
-	}
-}
-
-// inSchema runs statements on one connection whose default schema is schema.
-func inSchema(t testing.TB, db *sql.DB, schema string, stmts ...string) {
-	t.Helper()
-	conn, err := db.Conn(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	defer conn.Raw(func(any) error { return driver.ErrBadConn }) // USE must not outlive this
-	if _, err := conn.ExecContext(context.Background(), "USE "+dbutil.QuoteIdent(schema)); err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range stmts {
-		if _, err := conn.ExecContext(context.Background(), s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
 	}
 }
 
