@@ -22,7 +22,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 var schemaSeq atomic.Int64
 
 // newSchema creates a schema on server 1 and runs stmts in it.
-func newSchema(t *testing.T, stmts ...string) (*sql.DB, string) {
+func newSchema(t testing.TB, stmts ...string) (*sql.DB, string) {
 	t.Helper()
 	env := testenv.Get(t)
 	db := env.DB(t, 1, "")

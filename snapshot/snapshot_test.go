@@ -28,7 +28,7 @@ type fixture struct {
 	sname, tname string
 }
 
-func newFixture(t *testing.T, ddl ...string) fixture {
+func newFixture(t testing.TB, ddl ...string) fixture {
 	t.Helper()
 	env := testenv.Get(t)
 	n := schemaSeq.Add(1)

@@ -26,7 +26,7 @@ type pair struct {
 	sname, tname string
 }
 
-func newPair(t *testing.T, stmts ...string) pair {
+func newPair(t testing.TB, stmts ...string) pair {
 	t.Helper()
 	env := testenv.Get(t)
 	n := schemaSeq.Add(1)
