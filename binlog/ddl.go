@@ -13,6 +13,8 @@ import (
 
 	"github.com/pingcap/tidb/pkg/parser"
 	"github.com/pingcap/tidb/pkg/parser/ast"
+
+	"github.com/shardctl/shardctl/dbutil"
 )
 
 // ErrDDL is wrapped in the error a tail stops with when a schema change
@@ -224,24 +226,17 @@ func schemaFingerprint(ctx context.Context, db *sql.DB, schema string) (string, 
 	}
 	fmt.Fprintf(h, "schema %d\n", n)
 	// Views are left out: they carry no rows.
-	rows, err := db.QueryContext(ctx, `SELECT c.TABLE_NAME, c.COLUMN_NAME, c.ORDINAL_POSITION, c.COLUMN_TYPE, c.IS_NULLABLE, c.EXTRA
+	var tn, cn, ct, null, extra string
+	var pos int
+	err := dbutil.ScanEach(ctx, db, `SELECT c.TABLE_NAME, c.COLUMN_NAME, c.ORDINAL_POSITION, c.COLUMN_TYPE, c.IS_NULLABLE, c.EXTRA
 		FROM information_schema.COLUMNS c JOIN information_schema.TABLES t
 		  ON t.TABLE_SCHEMA = c.TABLE_SCHEMA AND t.TABLE_NAME = c.TABLE_NAME
 		WHERE c.TABLE_SCHEMA = ? AND t.TABLE_TYPE <> 'VIEW'
-		ORDER BY c.TABLE_NAME, c.ORDINAL_POSITION`, schema)
-	if err != nil {
-		return "", err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var tn, cn, ct, null, extra string
-		var pos int
-		if err := rows.Scan(&tn, &cn, &pos, &ct, &null, &extra); err != nil {
-			return "", err
-		}
+		ORDER BY c.TABLE_NAME, c.ORDINAL_POSITION`, []any{schema}, []any{&tn, &cn, &pos, &ct, &null, &extra}, func() error {
 		fmt.Fprintf(h, "%q %q %d %q %s %q\n", tn, cn, pos, ct, null, extra)
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil

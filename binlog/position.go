@@ -203,11 +203,7 @@ func BinaryLogs(ctx context.Context, db *sql.DB) ([]string, error) {
 	}
 	var files []string
 	for rows.Next() {
-		vals := make([]sql.RawBytes, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
+		vals, ptrs := dbutil.Dest[sql.RawBytes](len(cols))
 		if err := rows.Scan(ptrs...); err != nil {
 			return nil, err
 		}
@@ -252,11 +248,7 @@ func firstRow(rows *sql.Rows) ([]string, error) {
 	if !rows.Next() {
 		return nil, rows.Err()
 	}
-	vals := make([]sql.NullString, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
+	vals, ptrs := dbutil.Dest[sql.NullString](len(cols))
 	if err := rows.Scan(ptrs...); err != nil {
 		return nil, err
 	}

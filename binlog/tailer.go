@@ -310,21 +310,14 @@ func (t *Tailer) prepareSource(ctx context.Context) error {
 // definition, so a change made while no tail ran would shift values silently.
 func (t *Tailer) checkPlannedColumns(ctx context.Context) error {
 	s := t.cfg.Schema
-	rows, err := t.src.QueryContext(ctx, `SELECT TABLE_NAME, COLUMN_NAME FROM information_schema.COLUMNS
-		WHERE TABLE_SCHEMA = ? ORDER BY TABLE_NAME, ORDINAL_POSITION`, s)
-	if err != nil {
-		return fmt.Errorf("binlog tail of %s: read the source columns: %w", s, err)
-	}
-	defer rows.Close()
 	cols := map[string][]string{}
-	for rows.Next() {
-		var tn, cn string
-		if err := rows.Scan(&tn, &cn); err != nil {
-			return err
-		}
+	var tn, cn string
+	err := dbutil.ScanEach(ctx, t.src, `SELECT TABLE_NAME, COLUMN_NAME FROM information_schema.COLUMNS
+		WHERE TABLE_SCHEMA = ? ORDER BY TABLE_NAME, ORDINAL_POSITION`, []any{s}, []any{&tn, &cn}, func() error {
 		cols[tn] = append(cols[tn], cn)
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("binlog tail of %s: read the source columns: %w", s, err)
 	}
 	for _, tb := range t.cfg.Tables {

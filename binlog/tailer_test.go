@@ -39,16 +39,8 @@ func newPair(t *testing.T, schema string, ddl ...string) pair {
 	t.Helper()
 	env := testenv.Get(t)
 	p := pair{env: env, src: env.DB(t, 1, ""), dst: env.DB(t, 2, ""), schema: schema}
-	for _, side := range []struct {
-		db   *sql.DB
-		name string
-	}{{p.src, p.schema}, {p.dst, p.target()}} {
-		exec(t, side.db, "DROP DATABASE IF EXISTS "+dbutil.QuoteIdent(side.name))
-		exec(t, side.db, "CREATE DATABASE "+dbutil.QuoteIdent(side.name))
-		for _, d := range ddl {
-			exec(t, side.db, "USE "+dbutil.QuoteIdent(side.name)+"; "+d)
-		}
-	}
+	testenv.Schema(t, p.src, p.schema, ddl...)
+	testenv.Schema(t, p.dst, p.target(), ddl...)
 	return p
 }
 
@@ -317,16 +309,12 @@ func TestTailRangeFilter(t *testing.T) {
 		t.Helper()
 		want := dump(t, p.src, p.schema, table, "id")
 		var in []string
-		rows, err := p.src.Query("SELECT id FROM " + dbutil.Table(p.schema, table) + " WHERE " + where + " ORDER BY id")
+		var x int
+		err := dbutil.ScanEach(context.Background(), p.src, "SELECT id FROM "+dbutil.Table(p.schema, table)+" WHERE "+where+" ORDER BY id", nil,
+			[]any{&x}, func() error { in = append(in, fmt.Sprint(x)); return nil })
 		if err != nil {
 			t.Fatal(err)
 		}
-		for rows.Next() {
-			var x int
-			_ = rows.Scan(&x)
-			in = append(in, fmt.Sprint(x))
-		}
-		rows.Close()
 		got := dump(t, p.dst, p.target(), table, "id")
 		var gotIDs []string
 		for _, g := range got {
@@ -383,24 +371,21 @@ func boundaries(t testing.TB, db *sql.DB, p Position) map[Position]bool {
 		if (Position{File: f, Pos: 1 << 31}).Compare(p) < 0 {
 			continue
 		}
-		rows, err := db.Query("SHOW BINLOG EVENTS IN '" + f + "'")
+		var logName, typ, info string
+		var pos, serverID, end uint32
+		err := dbutil.ScanEach(context.Background(), db, "SHOW BINLOG EVENTS IN '"+f+"'", nil,
+			[]any{&logName, &pos, &typ, &serverID, &end, &info}, func() error {
+				switch {
+				case typ == "Xid", typ == "Query" && info != "BEGIN":
+					out[Position{File: f, Pos: end}] = true
+				case typ == "Rotate":
+					out[Position{File: strings.SplitN(info, ";", 2)[0], Pos: 4}] = true
+				}
+				return nil
+			})
 		if err != nil {
 			t.Fatal(err)
 		}
-		for rows.Next() {
-			var logName, typ, info string
-			var pos, serverID, end uint32
-			if err := rows.Scan(&logName, &pos, &typ, &serverID, &end, &info); err != nil {
-				t.Fatal(err)
-			}
-			switch {
-			case typ == "Xid", typ == "Query" && info != "BEGIN":
-				out[Position{File: f, Pos: end}] = true
-			case typ == "Rotate":
-				out[Position{File: strings.SplitN(info, ";", 2)[0], Pos: 4}] = true
-			}
-		}
-		rows.Close()
 	}
 	return out
 }

@@ -181,6 +181,27 @@ func LoadKey(ctx context.Context, q dbutil.Querier, schema, table string, pk []s
 	return NewKey(schema, table, cols)
 }
 
+// KeyAmong types the primary key pk of schema.table from the table's probed
+// columns cols, and says where each key column stands among them.
+func KeyAmong(schema, table string, pk []string, cols []Column) (Key, []int, error) {
+	pos := make([]int, len(pk))
+	kc := make([]Column, len(pk))
+	for i, name := range pk {
+		pos[i] = -1
+		for j, c := range cols {
+			if c.Name == name {
+				pos[i], kc[i] = j, c
+				break
+			}
+		}
+		if pos[i] < 0 {
+			return Key{}, nil, fmt.Errorf("primary key column %s is not among the table's columns", name)
+		}
+	}
+	k, err := NewKey(schema, table, kc)
+	return k, pos, err
+}
+
 // NewKey builds a key from typed columns, refusing types keyset cannot page on.
 func NewKey(schema, table string, cols []Column) (Key, error) {
 	if len(cols) == 0 {
@@ -337,11 +358,7 @@ func Upper(ctx context.Context, q dbutil.Querier, k Key, after []string, where s
 	if !rows.Next() {
 		return nil, false, rows.Err()
 	}
-	raw := make([]sql.RawBytes, len(k.Cols))
-	dest := make([]any, len(raw))
-	for i := range raw {
-		dest[i] = &raw[i]
-	}
+	raw, dest := dbutil.Dest[sql.RawBytes](len(k.Cols))
 	if err := rows.Scan(dest...); err != nil {
 		return nil, false, err
 	}

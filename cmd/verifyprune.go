@@ -20,6 +20,7 @@ import (
 	"github.com/shardctl/shardctl/shardmap"
 	"github.com/shardctl/shardctl/tables"
 	"github.com/shardctl/shardctl/verify"
+	"github.com/shardctl/shardctl/watermark"
 )
 
 // ownedTables returns shard id's tables with filters selecting the rows it
@@ -202,9 +203,27 @@ table and changes nothing.`,
 					Deleted     int64  `json:"deleted"`
 					WouldDelete int64  `json:"would_delete,omitempty"` // dry run: what the run would delete
 				}
-				var out []row
 				if ts, err = prune.Order(ctx, db, loc.Schema, ts); err != nil {
 					return err
+				}
+				var out []row
+				var todo []tables.Table
+				for _, t := range ts {
+					if !t.Sharded {
+						continue
+					}
+					t.Filter.Negate = true
+					n, err := pr.Count(ctx, t)
+					if err != nil {
+						return err
+					}
+					r := row{Table: t.Name, Rows: n}
+					if dryRun {
+						r.WouldDelete = n
+					} else if n > 0 {
+						todo = append(todo, t)
+					}
+					out = append(out, r)
 				}
 				if !dryRun {
 					// The shard's own triggers must not fire on these deletes;
@@ -219,31 +238,18 @@ table and changes nothing.`,
 							err = rerr
 						}
 					}()
-				}
-				for _, t := range ts {
-					if !t.Sharded {
-						continue
-					}
-					t.Filter.Negate = true
-					n, err := pr.Count(ctx, t)
-					if err != nil {
-						return err
-					}
-					r := row{Table: t.Name, Rows: n}
-					if dryRun {
-						r.WouldDelete = n
-					}
-					if !dryRun && n > 0 {
-						if err := pipeline.GuardRemoval(ctx, s, plans.Endpoint{ShardID: shard, Host: loc.Host, Port: loc.Port, Schema: loc.Schema}, &t); err != nil {
-							return a.opError(err, nil)
+					at := plans.Endpoint{ShardID: shard, Host: loc.Host, Port: loc.Port, Schema: loc.Schema}
+					perr := pipeline.PruneTables(ctx, s, at, pr, todo, nil, func(table string, w watermark.Mark) error {
+						for i := range out {
+							if out[i].Table == table {
+								out[i].Deleted = w.Rows
+							}
 						}
-						w, err := pr.Table(ctx, t, prune.Watermark{}, func(prune.Watermark) error { return nil })
-						if err != nil {
-							return err
-						}
-						r.Deleted = w.Deleted
+						return nil
+					})
+					if perr != nil {
+						return a.opError(perr, nil)
 					}
-					out = append(out, r)
 				}
 				return a.emit(out, func(w io.Writer) {
 					verb := "deleted"

@@ -137,7 +137,7 @@ func (m *viewModel) fromPlan(p *plans.Plan, now time.Time) {
 		copied += p.Checkpoints.Copy[t.Name].Rows
 	}
 	for _, t := range p.Cleanup {
-		deleted += p.Checkpoints.Prune[t.Name].Deleted
+		deleted += p.Checkpoints.Prune[t.Name].Rows
 	}
 	if p.Done(plans.StepCopy) {
 		m.expect(copied)

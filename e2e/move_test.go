@@ -106,8 +106,20 @@ type crashCase struct {
 	groups  func(c *cluster) []string // load groups NAME=LO-HI
 }
 
-var crashPoints = []string{"after:preflight", "after:create", "during:copy", "after:copy", "during:catchup", "after:catchup",
-	"after:verify", "after:fence", "after:cutover", "during:cleanup", "after:cleanup"}
+// crashPoints come from the step list: after every step, and in the middle
+// of the steps that save progress as they go (copy and cleanup after a
+// chunk, catch-up after a checkpoint).
+var crashPoints = func() []string {
+	var ps []string
+	for _, s := range plans.Steps {
+		switch s {
+		case plans.StepCopy, plans.StepCatchup, plans.StepCleanup:
+			ps = append(ps, "during:"+s)
+		}
+		ps = append(ps, "after:"+s)
+	}
+	return ps
+}()
 
 // Crash safety: kill -9 after every step and in the middle of copy, catch-up
 // and cleanup, then 'plan resume'. The ledger, the fleet-wide checksums and

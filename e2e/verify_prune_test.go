@@ -78,11 +78,7 @@ func TestPruneLeavesExactlyTheOwnedRows(t *testing.T) {
 		}
 		cols, _ := rows.Columns()
 		for rows.Next() {
-			vals := make([]any, len(cols))
-			ptrs := make([]any, len(cols))
-			for i := range vals {
-				ptrs[i] = &vals[i]
-			}
+			vals, ptrs := dbutil.Dest[any](len(cols))
 			rows.Scan(ptrs...)
 			if _, err := s1.Exec("INSERT INTO "+dbutil.Table(c.shards[0].Schema, tb)+" VALUES ("+dbutil.Placeholders(len(cols))+")", vals...); err != nil {
 				t.Fatal(err)

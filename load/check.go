@@ -237,18 +237,7 @@ func readPlace(ctx context.Context, pools map[string]*sql.DB, creds dbutil.Creds
 }
 
 func scanRows(ctx context.Context, db *sql.DB, q string, args []any, fn func(int64, string)) error {
-	rows, err := db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var k int64
-		var v string
-		if err := rows.Scan(&k, &v); err != nil {
-			return err
-		}
-		fn(k, v)
-	}
-	return rows.Err()
+	var k int64
+	var v string
+	return dbutil.ScanEach(ctx, db, q, args, []any{&k, &v}, func() error { fn(k, v); return nil })
 }

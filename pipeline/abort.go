@@ -71,17 +71,8 @@ func Abort(ctx context.Context, env Env, p *plans.Plan) error {
 			}
 		}
 		pr := &prune.Pruner{DB: r.dst, Schema: p.Target.Schema, ChunkRows: p.Options.PruneChunkRows}
-		order, err := prune.Order(ctx, r.dst, p.Target.Schema, p.AbortTarget)
-		if err != nil {
-			return fmt.Errorf("abort: %w", err)
-		}
-		for _, t := range order {
-			if err := GuardRemoval(ctx, env.Store, p.Target, &t); err != nil {
-				return fmt.Errorf("abort: %w", err)
-			}
-			if _, err := pr.Table(ctx, t, prune.Watermark{}, func(prune.Watermark) error { return nil }); err != nil {
-				return fmt.Errorf("abort: remove copied rows from %s.%s: %w", p.Target.Schema, t.Name, err)
-			}
+		if err := PruneTables(ctx, env.Store, p.Target, pr, p.AbortTarget, nil, nil); err != nil {
+			return fmt.Errorf("abort: remove copied rows: %w", err)
 		}
 		if !p.DropTargetSchema {
 			if err := restoreTargetTriggers(ctx, r.dst, p); err != nil {

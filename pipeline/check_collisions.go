@@ -115,11 +115,7 @@ func overlap(ctx context.Context, sdb, tdb *sql.DB, p *plans.Plan, t tables.Tabl
 		return r.Err()
 	}
 	for rows.Next() && len(sample) < 5 {
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
+		vals, ptrs := dbutil.Dest[any](len(cols))
 		if err := rows.Scan(ptrs...); err != nil {
 			return nil, err
 		}

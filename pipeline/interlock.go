@@ -18,6 +18,7 @@ import (
 	"github.com/shardctl/shardctl/prune"
 	"github.com/shardctl/shardctl/shardmap"
 	"github.com/shardctl/shardctl/tables"
+	"github.com/shardctl/shardctl/watermark"
 )
 
 // ErrLive marks a destructive statement refused because a live mapping owns
@@ -309,7 +310,7 @@ func abortIfStale(ctx context.Context, r *runner) (bool, error) {
 
 func removeCopied(ctx context.Context, r *runner, t tables.Table) error {
 	pr := &prune.Pruner{DB: r.dst, Schema: r.p.Target.Schema, ChunkRows: r.p.Options.PruneChunkRows}
-	if _, err := pr.Table(ctx, t, prune.Watermark{}, nil); err != nil {
+	if _, err := pr.Table(ctx, t, watermark.Mark{}, nil); err != nil {
 		return fmt.Errorf("abort: remove copied rows from %s.%s: %w", r.p.Target.Schema, t.Name, err)
 	}
 	return nil

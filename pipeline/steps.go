@@ -21,6 +21,7 @@ import (
 	"github.com/shardctl/shardctl/snapshot"
 	"github.com/shardctl/shardctl/tables"
 	"github.com/shardctl/shardctl/verify"
+	"github.com/shardctl/shardctl/watermark"
 )
 
 // Preflight checks everything that can be checked before anything changes.
@@ -202,12 +203,12 @@ func (r *runner) copier() *snapshot.Copier {
 func (r *runner) copy(ctx context.Context) error {
 	c := r.copier()
 	var total, done int64
-	marks := map[string]snapshot.Watermark{}
+	marks := map[string]watermark.Mark{}
 	r.mu.Lock()
 	for _, t := range r.p.Copy {
 		total += t.EstRows
 		m := r.p.Checkpoints.Copy[t.Name]
-		marks[t.Name] = snapshot.Watermark{After: m.After, Done: m.Done, Rows: m.Rows}
+		marks[t.Name] = m
 		done += m.Rows
 	}
 	r.mu.Unlock()
@@ -220,9 +221,9 @@ func (r *runner) copy(ctx context.Context) error {
 		pmu.Unlock()
 		r.env.Observer.Progress(plans.StepCopy, d, max(total, d), r.thr.Reason())
 	}
-	err := c.CopyAll(ctx, r.p.Copy, marks, r.p.Options.Parallel, func(table string, w snapshot.Watermark) error {
+	err := c.CopyAll(ctx, r.p.Copy, marks, r.p.Options.Parallel, func(table string, w watermark.Mark) error {
 		return r.checkpoint("during:copy", &saves, w.Done, func() {
-			r.p.Checkpoints.Copy[table] = plans.CopyMark{After: w.After, Done: w.Done, Rows: w.Rows}
+			r.p.Checkpoints.Copy[table] = w
 		})
 	})
 	if err != nil {
@@ -678,38 +679,27 @@ func (r *runner) cleanup(ctx context.Context) error {
 		deleted += n
 		r.env.Observer.Progress(plans.StepCleanup, deleted, deleted, r.thr.Reason())
 	}
-	order, err := prune.Order(ctx, r.src, r.p.Source.Schema, r.p.Cleanup)
-	if err != nil {
-		return err
-	}
 	// The source's own triggers must not fire on cleanup's deletes (an
 	// AFTER DELETE trigger would write rows no application delete caused).
 	if err := schemaobj.Replace(ctx, r.src, r.p.Source.Schema, r.p.Source.Schema, r.p.SourceTriggers, true); err != nil {
 		return fmt.Errorf("guard the source's triggers: %w", err)
 	}
-	for _, t := range order {
+	err := PruneTables(ctx, r.env.Store, r.p.Source, pr, r.p.Cleanup, func(table string) watermark.Mark {
 		r.mu.Lock()
-		m := r.p.Checkpoints.Prune[t.Name]
-		r.mu.Unlock()
-		if m.Done {
-			continue
-		}
-		if err := GuardRemoval(ctx, r.env.Store, r.p.Source, &t); err != nil {
-			return err
-		}
-		_, err := pr.Table(ctx, t, prune.Watermark{After: m.After, Done: m.Done, Deleted: m.Deleted}, func(w prune.Watermark) error {
-			return r.checkpoint("during:cleanup", &saves, w.Done, func() {
-				r.p.Checkpoints.Prune[t.Name] = plans.PruneMark{After: w.After, Done: w.Done, Deleted: w.Deleted}
-			})
+		defer r.mu.Unlock()
+		return r.p.Checkpoints.Prune[table]
+	}, func(table string, w watermark.Mark) error {
+		return r.checkpoint("during:cleanup", &saves, w.Done, func() {
+			r.p.Checkpoints.Prune[table] = w
 		})
-		if err != nil {
-			return err
-		}
+	})
+	if err != nil {
+		return err
 	}
 	r.mu.Lock()
 	r.p.Result.RowsDeleted = 0
 	for _, m := range r.p.Checkpoints.Prune {
-		r.p.Result.RowsDeleted += m.Deleted
+		r.p.Result.RowsDeleted += m.Rows
 	}
 	r.mu.Unlock()
 	if r.p.DropSourceSchema {

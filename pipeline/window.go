@@ -800,17 +800,8 @@ func (r *runner) dropTargetCopy(ctx context.Context) error {
 		// merge: the target is a live shard; only the merged range's rows go.
 		lockWait := time.Duration(r.p.Options.LockWaitMS) * time.Millisecond
 		pr := &prune.Pruner{DB: r.dst, Schema: r.p.Target.Schema, ChunkRows: r.p.Options.PruneChunkRows}
-		order, err := prune.Order(ctx, r.dst, r.p.Target.Schema, r.p.AbortTarget)
-		if err != nil {
-			return fmt.Errorf("reverse window: %w", err)
-		}
-		for _, t := range order {
-			if err := GuardRemoval(ctx, r.env.Store, r.p.Target, &t); err != nil {
-				return fmt.Errorf("reverse window: %w", err)
-			}
-			if _, err := pr.Table(ctx, t, prune.Watermark{}, func(prune.Watermark) error { return nil }); err != nil {
-				return fmt.Errorf("remove the merged rows from %s.%s: %w", r.p.Target.Schema, t.Name, err)
-			}
+		if err := PruneTables(ctx, r.env.Store, r.p.Target, pr, r.p.AbortTarget, nil, nil); err != nil {
+			return fmt.Errorf("reverse window: remove the merged rows: %w", err)
 		}
 		// The target keeps living: its triggers, guarded while it did not
 		// serve, get their exact definitions back.

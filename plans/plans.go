@@ -22,6 +22,7 @@ import (
 	"github.com/shardctl/shardctl/schemaobj"
 	"github.com/shardctl/shardctl/shardmap"
 	"github.com/shardctl/shardctl/tables"
+	"github.com/shardctl/shardctl/watermark"
 )
 
 // FormatVersion is the plan file format this build reads and writes.
@@ -90,18 +91,41 @@ func (p Position) IsZero() bool { return p.File == "" }
 
 func (p Position) String() string { return fmt.Sprintf("%s:%d", p.File, p.Pos) }
 
-// CopyMark is a table's copy watermark.
-type CopyMark struct {
-	After []string `json:"after,omitempty"`
-	Done  bool     `json:"done"`
-	Rows  int64    `json:"rows"`
-}
+// PruneMarks are the cleanup watermarks by table. In a plan file a prune
+// mark counts its rows under "deleted" (a copy mark under "rows"), as plan
+// files always have.
+type PruneMarks map[string]watermark.Mark
 
-// PruneMark is a table's cleanup watermark.
-type PruneMark struct {
+type pruneMarkJSON struct {
 	After   []string `json:"after,omitempty"`
 	Done    bool     `json:"done"`
 	Deleted int64    `json:"deleted"`
+}
+
+// MarshalJSON writes each mark's Rows as "deleted".
+func (m PruneMarks) MarshalJSON() ([]byte, error) {
+	out := make(map[string]pruneMarkJSON, len(m))
+	for t, w := range m {
+		out[t] = pruneMarkJSON{After: w.After, Done: w.Done, Deleted: w.Rows}
+	}
+	return json.Marshal(out)
+}
+
+// UnmarshalJSON reads "deleted" into each mark's Rows.
+func (m *PruneMarks) UnmarshalJSON(b []byte) error {
+	var in map[string]pruneMarkJSON
+	if err := json.Unmarshal(b, &in); err != nil {
+		return err
+	}
+	if in == nil {
+		*m = nil
+		return nil
+	}
+	*m = make(PruneMarks, len(in))
+	for t, w := range in {
+		(*m)[t] = watermark.Mark{After: w.After, Done: w.Done, Rows: w.Deleted}
+	}
+	return nil
 }
 
 // Options tune a run. They live in the plan so a resume runs the same way.
@@ -180,14 +204,14 @@ type Attempt struct {
 
 // Checkpoints are the durable progress marks a resume starts from.
 type Checkpoints struct {
-	Start   Position            `json:"start,omitempty"`   // binlog position recorded before the copy
-	Applied Position            `json:"applied,omitempty"` // last position the target committed
-	Final   Position            `json:"final,omitempty"`   // source position read after the fence held
-	Copy    map[string]CopyMark `json:"copy,omitempty"`
+	Start   Position                  `json:"start,omitempty"`   // binlog position recorded before the copy
+	Applied Position                  `json:"applied,omitempty"` // last position the target committed
+	Final   Position                  `json:"final,omitempty"`   // source position read after the fence held
+	Copy    map[string]watermark.Mark `json:"copy,omitempty"`
 	// Deferred are verify chunks that kept changing under writes; they are
 	// compared again behind the fence, where the source is still.
-	Deferred []ChunkRef           `json:"deferred_verify,omitempty"`
-	Prune    map[string]PruneMark `json:"prune,omitempty"`
+	Deferred []ChunkRef `json:"deferred_verify,omitempty"`
+	Prune    PruneMarks `json:"prune,omitempty"`
 }
 
 // Result sums up a finished (or stopped) run for people and scripts.
@@ -263,8 +287,8 @@ func New(op, summary string) *Plan {
 	for _, s := range Steps {
 		p.Steps = append(p.Steps, StepRecord{Name: s, State: Pending})
 	}
-	p.Checkpoints.Copy = map[string]CopyMark{}
-	p.Checkpoints.Prune = map[string]PruneMark{}
+	p.Checkpoints.Copy = map[string]watermark.Mark{}
+	p.Checkpoints.Prune = PruneMarks{}
 	return p
 }
 
@@ -330,10 +354,10 @@ func Unmarshal(b []byte) (*Plan, error) {
 	}
 	// Empty checkpoint maps are omitted from the file; a resumed run writes to them.
 	if p.Checkpoints.Copy == nil {
-		p.Checkpoints.Copy = map[string]CopyMark{}
+		p.Checkpoints.Copy = map[string]watermark.Mark{}
 	}
 	if p.Checkpoints.Prune == nil {
-		p.Checkpoints.Prune = map[string]PruneMark{}
+		p.Checkpoints.Prune = PruneMarks{}
 	}
 	return &p, nil
 }

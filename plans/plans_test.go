@@ -10,6 +10,7 @@ import (
 
 	"github.com/shardctl/shardctl/keyspace"
 	"github.com/shardctl/shardctl/tables"
+	"github.com/shardctl/shardctl/watermark"
 )
 
 func sample() *Plan {
@@ -19,7 +20,7 @@ func sample() *Plan {
 	lo, hi := keyspace.IntK(100), keyspace.IntK(200)
 	p.Copy = []tables.Table{{Name: "employees", Columns: []string{"emp_no", "name"}, PK: []string{"emp_no"}, EstRows: 1000,
 		Filter: keyspace.Filter{Column: "emp_no", Ranges: []keyspace.Range{{Lo: &lo, Hi: &hi}}}}}
-	p.Checkpoints.Copy["employees"] = CopyMark{After: []string{"150"}, Rows: 50}
+	p.Checkpoints.Copy["employees"] = watermark.Mark{After: []string{"150"}, Rows: 50}
 	return p
 }
 

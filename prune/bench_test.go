@@ -16,18 +16,18 @@ import (
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/internal/testenv"
 	"github.com/shardctl/shardctl/sandbox"
+	"github.com/shardctl/shardctl/watermark"
 )
 
-// TestBenchPrune500k deletes a 500k-row sysbench-like table in chunks of
+// BenchmarkPrune500k deletes a 500k-row sysbench-like table in chunks of
 // 1000 and reports rows/s, next to pt-archiver --purge --limit 1000
 // --commit-each --bulk-delete on the same server when it is installed: the
-// machine is shared, so only side-by-side figures compare. It runs only with
-// SHARDCTL_BENCH=1 (SHARDCTL_BENCH_ROWS changes the size,
-// SHARDCTL_BENCH_ROUNDS the rounds, default 2).
-func TestBenchPrune500k(t *testing.T) {
-	if os.Getenv("SHARDCTL_BENCH") != "1" {
-		t.Skip("set SHARDCTL_BENCH=1 to run the prune benchmark")
-	}
+// machine is shared, so only side-by-side figures compare. Run it with
+// go test ./prune -run '^$' -bench Prune500k -benchtime 1x
+// (SHARDCTL_BENCH_ROWS changes the size, SHARDCTL_BENCH_ROUNDS the rounds,
+// default 2).
+func BenchmarkPrune500k(b *testing.B) {
+	t := b
 	rows := envInt("SHARDCTL_BENCH_ROWS", 500000)
 	rounds := envInt("SHARDCTL_BENCH_ROUNDS", 2)
 	env := testenv.Get(t)
@@ -46,14 +46,15 @@ func TestBenchPrune500k(t *testing.T) {
 		self := selfCPU()
 		start := time.Now()
 		p := &Pruner{DB: db, Schema: schema, ChunkRows: 1000}
-		w, err := p.Table(context.Background(), tb, Watermark{}, func(Watermark) error { return nil })
+		w, err := p.Table(context.Background(), tb, watermark.Mark{}, func(watermark.Mark) error { return nil })
 		if err != nil {
 			t.Fatal(err)
 		}
 		el := time.Since(start)
-		if w.Deleted != int64(rows) {
-			t.Fatalf("deleted %d rows", w.Deleted)
+		if w.Rows != int64(rows) {
+			t.Fatalf("deleted %d rows", w.Rows)
 		}
+		b.ReportMetric(float64(rows)/el.Seconds(), "rows/s")
 		t.Logf("round %d: shardctl prune, chunk 1000: %s, %.0f rows/s; CPU s: server %.2f, client %.2f",
 			round, el.Round(time.Millisecond), float64(rows)/el.Seconds(), serverCPU(t, env, 1)-cpu, selfCPU()-self)
 
@@ -89,7 +90,7 @@ func envInt(name string, def int) int {
 
 // flush waits until the server has written its dirty pages, so loading the
 // table is not billed to the run that follows.
-func flush(t *testing.T, db *sql.DB) {
+func flush(t testing.TB, db *sql.DB) {
 	t.Helper()
 	var pct, lwm string
 	if err := db.QueryRow("SELECT @@innodb_max_dirty_pages_pct, @@innodb_max_dirty_pages_pct_lwm").Scan(&pct, &lwm); err != nil {
@@ -112,7 +113,7 @@ func flush(t *testing.T, db *sql.DB) {
 
 // serverCPU is the CPU seconds server i has used (on a shared machine, CPU
 // seconds compare better than wall time).
-func serverCPU(t *testing.T, env *testenv.Env, i int) float64 {
+func serverCPU(t testing.TB, env *testenv.Env, i int) float64 {
 	b, err := os.ReadFile(filepath.Join(env.Config.Dir, fmt.Sprintf("s%d", i), "mariadbd.pid"))
 	if err != nil {
 		t.Fatal(err)

@@ -19,15 +19,8 @@ import (
 	"github.com/shardctl/shardctl/fence"
 	"github.com/shardctl/shardctl/schemaobj"
 	"github.com/shardctl/shardctl/tables"
+	"github.com/shardctl/shardctl/watermark"
 )
-
-// Watermark is a table's prune progress: every matching row with a primary
-// key up to After is deleted.
-type Watermark struct {
-	After   []string `json:"after,omitempty"` // last chunk's upper PK bound in text form (binary columns as 0x-hex)
-	Done    bool     `json:"done"`
-	Deleted int64    `json:"deleted"` // rows deleted by saved chunks (a chunk deleted just before a crash goes uncounted)
-}
 
 // Pruner deletes rows from tables of DB.Schema.
 type Pruner struct {
@@ -60,7 +53,7 @@ func (p *Pruner) Count(ctx context.Context, t tables.Table) (int64, error) {
 //
 // Rows in scope inserted behind the watermark while it runs are not
 // deleted: callers fence the source first or prune again.
-func (p *Pruner) Table(ctx context.Context, t tables.Table, from Watermark, save func(Watermark) error) (Watermark, error) {
+func (p *Pruner) Table(ctx context.Context, t tables.Table, from watermark.Mark, save func(watermark.Mark) error) (watermark.Mark, error) {
 	w := from
 	if w.Done {
 		return w, nil
@@ -118,7 +111,7 @@ func (p *Pruner) Table(ctx context.Context, t tables.Table, from Watermark, save
 			return w, wrap("delete", err)
 		}
 		next := w
-		next.Deleted += d
+		next.Rows += d
 		if more {
 			next.After = upper
 		} else {

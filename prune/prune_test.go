@@ -3,7 +3,6 @@ package prune
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"sort"
@@ -15,6 +14,7 @@ import (
 	"github.com/shardctl/shardctl/internal/testenv"
 	"github.com/shardctl/shardctl/keyspace"
 	"github.com/shardctl/shardctl/tables"
+	"github.com/shardctl/shardctl/watermark"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -22,23 +22,12 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 var schemaSeq atomic.Int64
 
 // newSchema creates a schema on server 1 and runs stmts in it.
-func newSchema(t *testing.T, stmts ...string) (*sql.DB, string) {
+func newSchema(t testing.TB, stmts ...string) (*sql.DB, string) {
 	t.Helper()
 	env := testenv.Get(t)
 	db := env.DB(t, 1, "")
 	schema := fmt.Sprintf("prune_%d", schemaSeq.Add(1))
-	run(t, db, "CREATE DATABASE "+dbutil.QuoteIdent(schema))
-	t.Cleanup(func() { _, _ = db.Exec("DROP DATABASE IF EXISTS " + dbutil.QuoteIdent(schema)) })
-	conn, err := db.Conn(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	defer conn.Raw(func(any) error { return driver.ErrBadConn }) // USE must not outlive this
-	run(t, conn, "USE "+dbutil.QuoteIdent(schema))
-	for _, s := range stmts {
-		run(t, conn, s)
-	}
+	testenv.Schema(t, db, schema, stmts...)
 	return db, schema
 }
 
@@ -66,18 +55,12 @@ func table(t testing.TB, db *sql.DB, schema, name string) tables.Table {
 // ids returns the sorted ids left in schema.table.
 func ids(t testing.TB, db *sql.DB, schema, table string) []int64 {
 	t.Helper()
-	rows, err := db.Query("SELECT id FROM " + dbutil.Table(schema, table) + " ORDER BY id + 0")
+	var out []int64
+	var id int64
+	err := dbutil.ScanEach(context.Background(), db, "SELECT id FROM "+dbutil.Table(schema, table)+" ORDER BY id + 0", nil,
+		[]any{&id}, func() error { out = append(out, id); return nil })
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer rows.Close()
-	var out []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, id)
 	}
 	return out
 }
@@ -119,14 +102,14 @@ func TestNegatedRangeLeavesExactlyTheOwnedRows(t *testing.T) {
 	if left := ids(t, db, schema, "users"); len(left) != 3000 {
 		t.Fatalf("Count changed the table: %d rows", len(left))
 	}
-	var saves []Watermark
+	var saves []watermark.Mark
 	var progress int64
 	p.Progress = func(table string, d int64) { progress += d }
-	w, err := p.Table(ctx, tb, Watermark{}, func(w Watermark) error { saves = append(saves, w); return nil })
+	w, err := p.Table(ctx, tb, watermark.Mark{}, func(w watermark.Mark) error { saves = append(saves, w); return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !w.Done || w.Deleted != expect || progress != expect {
+	if !w.Done || w.Rows != expect || progress != expect {
 		t.Fatalf("watermark %+v, progress %d, want %d deleted", w, progress, expect)
 	}
 	if len(saves) < int(expect/64) || !saves[len(saves)-1].Done {
@@ -136,7 +119,7 @@ func TestNegatedRangeLeavesExactlyTheOwnedRows(t *testing.T) {
 		t.Fatalf("left %d rows, want %d", len(got), len(keep))
 	}
 	// Nothing left to prune: a second run deletes nothing.
-	if w, err := p.Table(ctx, tb, Watermark{}, nil); err != nil || w.Deleted != 0 || !w.Done {
+	if w, err := p.Table(ctx, tb, watermark.Mark{}, nil); err != nil || w.Rows != 0 || !w.Done {
 		t.Fatalf("second run: %+v %v", w, err)
 	}
 }
@@ -164,12 +147,12 @@ func TestHashArcFilterWithoutQuadraticScans(t *testing.T) {
 		t.Fatalf("Count = %d (%v), want %d", n, err, del)
 	}
 	before := handlerReads(t, db)
-	w, err := p.Table(ctx, tb, Watermark{}, nil)
+	w, err := p.Table(ctx, tb, watermark.Mark{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	reads := handlerReads(t, db) - before
-	if !w.Done || w.Deleted != del {
+	if !w.Done || w.Rows != del {
 		t.Fatalf("watermark %+v, want %d deleted", w, del)
 	}
 	got := ids(t, db, schema, "h")
@@ -187,19 +170,12 @@ func TestHashArcFilterWithoutQuadraticScans(t *testing.T) {
 // handlerReads sums the server's Handler_read_* counters.
 func handlerReads(t testing.TB, db *sql.DB) int64 {
 	t.Helper()
-	rows, err := db.Query("SHOW GLOBAL STATUS LIKE 'Handler_read%'")
+	var sum, v int64
+	var name string
+	err := dbutil.ScanEach(context.Background(), db, "SHOW GLOBAL STATUS LIKE 'Handler_read%'", nil,
+		[]any{&name, &v}, func() error { sum += v; return nil })
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer rows.Close()
-	var sum int64
-	for rows.Next() {
-		var name string
-		var v int64
-		if err := rows.Scan(&name, &v); err != nil {
-			t.Fatal(err)
-		}
-		sum += v
 	}
 	return sum
 }
@@ -215,9 +191,9 @@ func TestResumeFromAMidWatermark(t *testing.T) {
 		t.Fatal(err)
 	}
 	crash := errors.New("crash")
-	var saved Watermark
+	var saved watermark.Mark
 	saves := 0
-	w, err := p.Table(ctx, tb, Watermark{}, func(w Watermark) error {
+	w, err := p.Table(ctx, tb, watermark.Mark{}, func(w watermark.Mark) error {
 		if saves++; saves == 4 {
 			return crash
 		}
@@ -227,7 +203,7 @@ func TestResumeFromAMidWatermark(t *testing.T) {
 	if !errors.Is(err, crash) || !strings.Contains(err.Error(), schema+".users") {
 		t.Fatalf("want the crash naming the table, got %v", err)
 	}
-	if w.Deleted != saved.Deleted || saved.Done || saved.After == nil || saved.Deleted != 300 {
+	if w.Rows != saved.Rows || saved.Done || saved.After == nil || saved.Rows != 300 {
 		t.Fatalf("returned %+v, saved %+v", w, saved)
 	}
 	// The fourth chunk was deleted but its watermark not saved: resuming walks
@@ -236,7 +212,7 @@ func TestResumeFromAMidWatermark(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !w.Done || w.Deleted != total-100 {
+	if !w.Done || w.Rows != total-100 {
 		t.Fatalf("resumed: %+v, want %d deleted in all", w, total-100)
 	}
 	if n, _ := p.Count(ctx, tb); n != 0 {
@@ -248,7 +224,7 @@ func TestResumeFromAMidWatermark(t *testing.T) {
 		}
 	}
 	// A done watermark does nothing.
-	if w2, err := p.Table(ctx, tb, w, func(Watermark) error { t.Fatal("save called"); return nil }); err != nil || w2.Deleted != w.Deleted {
+	if w2, err := p.Table(ctx, tb, w, func(watermark.Mark) error { t.Fatal("save called"); return nil }); err != nil || w2.Rows != w.Rows {
 		t.Fatalf("done: %+v %v", w2, err)
 	}
 }
@@ -266,11 +242,11 @@ func TestFenceTriggerIsBypassed(t *testing.T) {
 	}
 	tb := table(t, db, schema, "users")
 	p := &Pruner{DB: db, Schema: schema, ChunkRows: 500}
-	w, err := p.Table(ctx, tb, Watermark{}, nil)
+	w, err := p.Table(ctx, tb, watermark.Mark{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w.Deleted != 3000 || len(ids(t, db, schema, "users")) != 0 {
+	if w.Rows != 3000 || len(ids(t, db, schema, "users")) != 0 {
 		t.Fatalf("bypass: %+v", w)
 	}
 	// The bypass stayed on the pruner's own session: the pool's sessions are still fenced.
@@ -294,7 +270,7 @@ func TestEmptyFilterDeletesEverything(t *testing.T) {
 	if n, err := p.Count(ctx, tb); err != nil || n != 1003 {
 		t.Fatalf("Count = %d, %v", n, err)
 	}
-	w, err := p.Table(ctx, tb, Watermark{}, nil)
+	w, err := p.Table(ctx, tb, watermark.Mark{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +278,7 @@ func TestEmptyFilterDeletesEverything(t *testing.T) {
 	if err := db.QueryRow("SELECT COUNT(*) FROM " + dbutil.Table(schema, "k")).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
-	if !w.Done || w.Deleted != 1003 || n != 0 {
+	if !w.Done || w.Rows != 1003 || n != 0 {
 		t.Fatalf("watermark %+v, %d rows left", w, n)
 	}
 }
@@ -319,8 +295,8 @@ func TestThrottleAndCancel(t *testing.T) {
 		}
 		return ctx.Err()
 	}}
-	w, err := p.Table(ctx, tb, Watermark{}, nil)
-	if !errors.Is(err, context.Canceled) || w.Deleted != 400 || w.Done {
+	w, err := p.Table(ctx, tb, watermark.Mark{}, nil)
+	if !errors.Is(err, context.Canceled) || w.Rows != 400 || w.Done {
 		t.Fatalf("cancelled run: %+v %v", w, err)
 	}
 }

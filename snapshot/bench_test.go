@@ -16,22 +16,22 @@ import (
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/internal/testenv"
 	"github.com/shardctl/shardctl/sandbox"
+	"github.com/shardctl/shardctl/watermark"
 )
 
-// TestBenchCopySysbench1M copies a 1M-row sysbench-like table from server 1
+// BenchmarkCopySysbench1M copies a 1M-row sysbench-like table from server 1
 // to server 2 and reports rows/s, next to mydumper -t 2 | myloader -t 2 -e
 // (binlog on, as the copy has it) on the same servers when they are
 // installed: the machine is shared, so only side-by-side figures compare.
-// It runs only with SHARDCTL_BENCH=1; SHARDCTL_BENCH_ROWS changes the size,
+// Run it with go test ./snapshot -run '^$' -bench CopySysbench1M -benchtime 1x;
+// SHARDCTL_BENCH_ROWS changes the size,
 // SHARDCTL_BENCH_WRITERS the writers per table (default 3),
 // SHARDCTL_BENCH_ROUNDS the rounds (default 2); SHARDCTL_BENCH_INSERT=1
 // writes with INSERTs instead of LOAD DATA, SHARDCTL_BENCH_INDEXES_FIRST=1
 // creates the secondary indexes with the table, SHARDCTL_BENCH_READERS sets
 // the readers per table (default 1).
-func TestBenchCopySysbench1M(t *testing.T) {
-	if os.Getenv("SHARDCTL_BENCH") != "1" {
-		t.Skip("set SHARDCTL_BENCH=1 to run the copy benchmark")
-	}
+func BenchmarkCopySysbench1M(b *testing.B) {
+	t := b
 	rows := envInt("SHARDCTL_BENCH_ROWS", 1000000)
 	writers := envInt("SHARDCTL_BENCH_WRITERS", defaultWriters)
 	rounds := envInt("SHARDCTL_BENCH_ROUNDS", 2)
@@ -62,7 +62,7 @@ func TestBenchCopySysbench1M(t *testing.T) {
 		flush(t, f.dst)
 		cpu := startCPU(t, env)
 		start := time.Now()
-		wm, err := c.CopyTable(ctx, table(t, ts, "sbtest1"), Watermark{}, func(Watermark) error { return nil })
+		wm, err := c.CopyTable(ctx, table(t, ts, "sbtest1"), watermark.Mark{}, func(watermark.Mark) error { return nil })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,6 +70,7 @@ func TestBenchCopySysbench1M(t *testing.T) {
 		if wm.Rows != int64(rows) || count(t, f.dst, f.tname, "sbtest1") != int64(rows) {
 			t.Fatalf("copied %d rows", wm.Rows)
 		}
+		b.ReportMetric(float64(rows)/el.Seconds(), "rows/s")
 		t.Logf("round %d: shardctl copy (insert %v, indexes first %v, %d readers), chunk %d, %d writers: %s, %.0f rows/s; CPU s: %s", round, c.NoLoadData, c.IndexesFirst, c.Readers, defaultChunkRows, writers, el.Round(time.Millisecond), float64(rows)/el.Seconds(), cpu.stop(0))
 
 		if errDump != nil || errLoad != nil {
@@ -103,7 +104,7 @@ func envInt(name string, def int) int {
 }
 
 // run runs a tool and returns the CPU seconds it used.
-func run(t *testing.T, name string, args ...string) float64 {
+func run(t testing.TB, name string, args ...string) float64 {
 	t.Helper()
 	cmd := osexec.Command(name, args...)
 	out, err := cmd.CombinedOutput()
@@ -116,13 +117,13 @@ func run(t *testing.T, name string, args ...string) float64 {
 // cpuMeter reads the CPU time of servers 1 and 2 and of this process: on a
 // shared machine, CPU seconds compare better than wall time.
 type cpuMeter struct {
-	t        *testing.T
+	t        testing.TB
 	env      *testenv.Env
 	src, dst float64
 	self     float64
 }
 
-func startCPU(t *testing.T, env *testenv.Env) *cpuMeter {
+func startCPU(t testing.TB, env *testenv.Env) *cpuMeter {
 	return &cpuMeter{t: t, env: env, src: serverCPU(t, env, 1), dst: serverCPU(t, env, 2), self: selfCPU()}
 }
 
@@ -135,7 +136,7 @@ func (m *cpuMeter) stop(tools float64) string {
 	return fmt.Sprintf("source %.2f, target %.2f, client %.2f", serverCPU(m.t, m.env, 1)-m.src, serverCPU(m.t, m.env, 2)-m.dst, client)
 }
 
-func serverCPU(t *testing.T, env *testenv.Env, i int) float64 {
+func serverCPU(t testing.TB, env *testenv.Env, i int) float64 {
 	b, err := os.ReadFile(filepath.Join(env.Config.Dir, fmt.Sprintf("s%d", i), "mariadbd.pid"))
 	if err != nil {
 		t.Fatal(err)
@@ -158,7 +159,7 @@ func selfCPU() float64 {
 
 // flush waits until the server has written its dirty pages, so the work of
 // one round is not billed to the next.
-func flush(t *testing.T, db *sql.DB) {
+func flush(t testing.TB, db *sql.DB) {
 	t.Helper()
 	var pct, lwm string
 	if err := db.QueryRow("SELECT @@innodb_max_dirty_pages_pct, @@innodb_max_dirty_pages_pct_lwm").Scan(&pct, &lwm); err != nil {

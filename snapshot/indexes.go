@@ -81,21 +81,11 @@ func keyName(elem string) string {
 
 // referencedTables names the tables of schema that a foreign key points at.
 func referencedTables(ctx context.Context, q dbutil.Querier, schema string) (map[string]bool, error) {
-	rows, err := q.QueryContext(ctx, `SELECT DISTINCT REFERENCED_TABLE_NAME FROM information_schema.REFERENTIAL_CONSTRAINTS
-		WHERE UNIQUE_CONSTRAINT_SCHEMA = ?`, schema)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
 	out := map[string]bool{}
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			return nil, err
-		}
-		out[n] = true
-	}
-	return out, rows.Err()
+	var n string
+	err := dbutil.ScanEach(ctx, q, `SELECT DISTINCT REFERENCED_TABLE_NAME FROM information_schema.REFERENTIAL_CONSTRAINTS
+		WHERE UNIQUE_CONSTRAINT_SCHEMA = ?`, []any{schema}, []any{&n}, func() error { out[n] = true; return nil })
+	return out, err
 }
 
 // buildIndexes adds, in one ALTER, the deferrable indexes of the source's

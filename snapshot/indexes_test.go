@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/shardctl/shardctl/internal/testenv"
+	"github.com/shardctl/shardctl/watermark"
 )
 
 func TestDeferrableKeys(t *testing.T) {
@@ -109,7 +110,7 @@ func TestIndexesBuiltAfterCopyResume(t *testing.T) {
 	}
 	// Crash once every chunk is in, before the table is done: no indexes yet.
 	tb := table(t, ts, "p")
-	w, err := c.CopyTable(ctx, tb, Watermark{}, func(w Watermark) error {
+	w, err := c.CopyTable(ctx, tb, watermark.Mark{}, func(w watermark.Mark) error {
 		if w.Done {
 			return errCrash
 		}

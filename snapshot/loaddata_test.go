@@ -9,6 +9,7 @@ import (
 
 	"github.com/shardctl/shardctl/chunk"
 	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/watermark"
 )
 
 func TestAppendFieldEscapesExactly(t *testing.T) {
@@ -142,7 +143,7 @@ func TestLoadDataCopiesAwkwardTypesExactly(t *testing.T) {
 		t.Fatal(err)
 	}
 	loads := comLoad(t, f.dst)
-	w, err := c.CopyTable(ctx, tb, Watermark{}, nil)
+	w, err := c.CopyTable(ctx, tb, watermark.Mark{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +163,7 @@ func TestLoadDataCopiesAwkwardTypesExactly(t *testing.T) {
 	exec(t, f.dst, "UPDATE "+dbutil.Table(f.tname, "awk")+" SET vc = 'stale', bl = NULL WHERE id % 3 = 0")
 	exec(t, f.dst, "DELETE FROM "+dbutil.Table(f.tname, "awk")+" WHERE id % 5 = 0 AND id > 20")
 	c.ChunkRows = 50
-	w, err = c.CopyTable(ctx, tb, Watermark{After: []string{"20", "0x00"}, Rows: 21}, nil)
+	w, err = c.CopyTable(ctx, tb, watermark.Mark{After: []string{"20", "0x00"}, Rows: 21}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,15 +21,8 @@ import (
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/schemaobj"
 	"github.com/shardctl/shardctl/tables"
+	"github.com/shardctl/shardctl/watermark"
 )
-
-// Watermark is how far a table's copy got: every row in scope with a primary
-// key up to After is on the target. It is saved after each chunk commits.
-type Watermark struct {
-	After []string `json:"after,omitempty"` // last copied PK tuple in text form (binary columns as 0x-hex); nil: start
-	Done  bool     `json:"done"`
-	Rows  int64    `json:"rows"` // rows copied so far
-}
 
 // Copier copies tables from Source.SourceSchema to Target.TargetSchema.
 type Copier struct {
@@ -137,7 +130,7 @@ type batch struct {
 // committed chunks, so a resume never skips a chunk that did not commit
 // (save may be nil). The returned watermark is the last one saved (Done when
 // the table is finished).
-func (c *Copier) CopyTable(ctx context.Context, t tables.Table, from Watermark, save func(Watermark) error) (Watermark, error) {
+func (c *Copier) CopyTable(ctx context.Context, t tables.Table, from watermark.Mark, save func(watermark.Mark) error) (watermark.Mark, error) {
 	if from.Done {
 		return from, nil
 	}
@@ -171,7 +164,7 @@ func (c *Copier) CopyTable(ctx context.Context, t tables.Table, from Watermark, 
 	if err != nil {
 		return from, wrap("read columns", err)
 	}
-	key, keyPos, err := keyOf(c.SourceSchema, t, cols)
+	key, keyPos, err := chunk.KeyAmong(c.SourceSchema, t.Name, t.PK, cols)
 	if err != nil {
 		return from, wrap("primary key", err)
 	}
@@ -278,7 +271,7 @@ func (c *Copier) CopyTable(ctx context.Context, t tables.Table, from Watermark, 
 // copies and is returned. save is called from several goroutines at once
 // (one per table being copied, each table's calls in order) and must be safe
 // for that; so must Progress.
-func (c *Copier) CopyAll(ctx context.Context, ts []tables.Table, from map[string]Watermark, parallel int, save func(table string, w Watermark) error) error {
+func (c *Copier) CopyAll(ctx context.Context, ts []tables.Table, from map[string]watermark.Mark, parallel int, save func(table string, w watermark.Mark) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -301,9 +294,9 @@ func (c *Copier) CopyAll(ctx context.Context, ts []tables.Table, from map[string
 		}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			var tableSave func(Watermark) error
+			var tableSave func(watermark.Mark) error
 			if save != nil {
-				tableSave = func(w Watermark) error { return save(t.Name, w) }
+				tableSave = func(w watermark.Mark) error { return save(t.Name, w) }
 			}
 			if _, err := c.CopyTable(ctx, t, w, tableSave); err != nil {
 				mu.Lock()
@@ -336,42 +329,14 @@ func (c *Copier) writers() int {
 	return defaultWriters
 }
 
-// keyOf finds the primary key among the table's columns.
-func keyOf(schema string, t tables.Table, cols []chunk.Column) (chunk.Key, []int, error) {
-	pos := make([]int, len(t.PK))
-	kc := make([]chunk.Column, len(t.PK))
-	for i, name := range t.PK {
-		pos[i] = -1
-		for j, c := range cols {
-			if c.Name == name {
-				pos[i], kc[i] = j, c
-			}
-		}
-		if pos[i] < 0 {
-			return chunk.Key{}, nil, fmt.Errorf("primary key column %s is not among the table's columns", name)
-		}
-	}
-	k, err := chunk.NewKey(schema, t.Name, kc)
-	return k, pos, err
-}
-
 // generatedColumns names the generated (virtual or stored) columns of schema.table.
 func generatedColumns(ctx context.Context, q dbutil.Querier, schema, table string) (map[string]bool, error) {
-	rows, err := q.QueryContext(ctx, `SELECT COLUMN_NAME FROM information_schema.COLUMNS
-		WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND COALESCE(GENERATION_EXPRESSION, '') <> ''`, schema, table)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
 	gen := map[string]bool{}
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			return nil, err
-		}
-		gen[n] = true
-	}
-	return gen, rows.Err()
+	var n string
+	err := dbutil.ScanEach(ctx, q, `SELECT COLUMN_NAME FROM information_schema.COLUMNS
+		WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND COALESCE(GENERATION_EXPRESSION, '') <> ''`, []any{schema, table},
+		[]any{&n}, func() error { gen[n] = true; return nil })
+	return gen, err
 }
 
 func selectList(cols []chunk.Column) string {
@@ -634,11 +599,7 @@ func (r *reader) read(ctx context.Context, after, hi []string) (b batch, cut boo
 		return b, false, fmt.Errorf("after key %q: %w", after, err)
 	}
 	defer rows.Close()
-	raw := make([]sql.RawBytes, len(r.cols))
-	dest := make([]any, len(raw))
-	for i := range raw {
-		dest[i] = &raw[i]
-	}
+	raw, dest := dbutil.Dest[sql.RawBytes](len(r.cols))
 	lastKey := make([][]byte, len(r.keyPos))
 	var buf []byte
 	if r.load {
@@ -722,19 +683,19 @@ func (a *arena) copy(raw []byte) []byte {
 // of the longest committed prefix.
 type tracker struct {
 	mu       sync.Mutex
-	wm       Watermark        // progress: the committed prefix
-	saved    Watermark        // the last watermark save accepted
+	wm       watermark.Mark   // progress: the committed prefix
+	saved    watermark.Mark   // the last watermark save accepted
 	parts    int              // key ranges, read at once; the prefix runs through them in order
 	part     int              // the range the prefix is in
 	next     int              // lowest sequence number of that range not yet committed
 	ends     map[int]int      // range → how many chunks it had, once its reader is done
 	pending  map[[2]int]batch // committed chunks after a gap (args dropped), by range and sequence
-	save     func(Watermark) error
+	save     func(watermark.Mark) error
 	table    string
 	progress func(string, int64)
 }
 
-func newTracker(from Watermark, table string, save func(Watermark) error, progress func(string, int64)) *tracker {
+func newTracker(from watermark.Mark, table string, save func(watermark.Mark) error, progress func(string, int64)) *tracker {
 	return &tracker{wm: from, saved: from, parts: 1, ends: map[int]int{}, pending: map[[2]int]batch{}, save: save, table: table, progress: progress}
 }
 
@@ -803,7 +764,7 @@ func (tr *tracker) finish() error {
 }
 
 // lastSaved is the watermark a resume would start from.
-func (tr *tracker) lastSaved() Watermark {
+func (tr *tracker) lastSaved() watermark.Mark {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	return tr.saved
@@ -813,7 +774,7 @@ func (tr *tracker) lastSaved() Watermark {
 // take: none (one reader) unless more than SplitRows rows are left. Each
 // bound is found by walking the primary key, so ranges hold about as many
 // rows each whatever the keys look like.
-func (c *Copier) split(ctx context.Context, q dbutil.Querier, t tables.Table, key chunk.Key, where string, whereArgs []any, from Watermark) ([][]string, error) {
+func (c *Copier) split(ctx context.Context, q dbutil.Querier, t tables.Table, key chunk.Key, where string, whereArgs []any, from watermark.Mark) ([][]string, error) {
 	readers := c.Readers
 	if readers == 0 {
 		readers = defaultReaders

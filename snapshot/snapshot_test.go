@@ -3,7 +3,6 @@ package snapshot
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"reflect"
@@ -16,6 +15,7 @@ import (
 	"github.com/shardctl/shardctl/internal/testenv"
 	"github.com/shardctl/shardctl/keyspace"
 	"github.com/shardctl/shardctl/tables"
+	"github.com/shardctl/shardctl/watermark"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -28,7 +28,7 @@ type fixture struct {
 	sname, tname string
 }
 
-func newFixture(t *testing.T, ddl ...string) fixture {
+func newFixture(t testing.TB, ddl ...string) fixture {
 	t.Helper()
 	env := testenv.Get(t)
 	n := schemaSeq.Add(1)
@@ -40,12 +40,8 @@ func newFixture(t *testing.T, ddl ...string) fixture {
 	if len(f.sname) > 64 {
 		f.sname, f.tname = f.sname[:48]+fmt.Sprint(n), f.tname[:48]+fmt.Sprint(n)
 	}
-	exec(t, f.src, "CREATE DATABASE `"+f.sname+"`")
-	t.Cleanup(func() {
-		_, _ = f.src.Exec("DROP DATABASE IF EXISTS `" + f.sname + "`")
-		_, _ = f.dst.Exec("DROP DATABASE IF EXISTS `" + f.tname + "`")
-	})
-	inSchema(t, f.src, f.sname, ddl...)
+	testenv.DropAtEnd(t, f.dst, f.tname)
+	testenv.Schema(t, f.src, f.sname, ddl...)
 	return f
 }
 
@@ -54,25 +50,6 @@ func exec(t testing.TB, db *sql.DB, q string, args ...any) {
 	q = testenv.SQL(q)
 	if _, err := db.Exec(q, args...); err != nil {
 		t.Fatalf("%s: %v", q, err)
-	}
-}
-
-// inSchema runs statements on one connection whose default schema is schema.
-func inSchema(t testing.TB, db *sql.DB, schema string, stmts ...string) {
-	t.Helper()
-	conn, err := db.Conn(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	defer conn.Raw(func(any) error { return driver.ErrBadConn }) // USE must not outlive this
-	if _, err := conn.ExecContext(context.Background(), "USE "+dbutil.QuoteIdent(schema)); err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range stmts {
-		if _, err := conn.ExecContext(context.Background(), testenv.SQL(s)); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
 	}
 }
 
@@ -164,8 +141,8 @@ func TestCopyVariedTypesCompositeAndBigKeys(t *testing.T) {
 		exec(t, f.dst, "DELETE FROM `"+f.tname+"`.bkey")
 		c.ChunkRows = chunkRows
 		for _, tb := range ts {
-			var saves []Watermark
-			w, err := c.CopyTable(ctx, tb, Watermark{}, func(w Watermark) error { saves = append(saves, w); return nil })
+			var saves []watermark.Mark
+			w, err := c.CopyTable(ctx, tb, watermark.Mark{}, func(w watermark.Mark) error { saves = append(saves, w); return nil })
 			if err != nil {
 				t.Fatalf("chunk %d: %v", chunkRows, err)
 			}
@@ -216,7 +193,7 @@ func TestCopyRangeFilter(t *testing.T) {
 	}
 	var progress atomic.Int64
 	c.Progress = func(table string, rows int64) { progress.Add(rows) }
-	w, err := c.CopyTable(ctx, tb, Watermark{}, nil)
+	w, err := c.CopyTable(ctx, tb, watermark.Mark{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,9 +239,9 @@ func TestCopyResumesFromSavedWatermark(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Crash at the fifth save: writers may have committed later chunks already.
-	var saved Watermark
+	var saved watermark.Mark
 	saves := 0
-	w, err := c.CopyTable(ctx, tb, Watermark{}, func(w Watermark) error {
+	w, err := c.CopyTable(ctx, tb, watermark.Mark{}, func(w watermark.Mark) error {
 		saves++
 		if saves >= 5 {
 			return errCrash // crashed: nothing more reaches the checkpoint
@@ -299,7 +276,7 @@ func TestCopyResumesFromSavedWatermark(t *testing.T) {
 	}
 	sameRows(t, f, "m", "a, b, v", "a, b")
 	// A done watermark copies nothing.
-	if w2, err := c2.CopyTable(ctx, tb, w, func(Watermark) error { t.Fatal("save called for a done table"); return nil }); err != nil || !reflect.DeepEqual(w2, w) {
+	if w2, err := c2.CopyTable(ctx, tb, w, func(watermark.Mark) error { t.Fatal("save called for a done table"); return nil }); err != nil || !reflect.DeepEqual(w2, w) {
 		t.Fatalf("done table: %+v %v", w2, err)
 	}
 }
@@ -330,8 +307,8 @@ func TestCopyAllParallelAndCreateTablesIdempotent(t *testing.T) {
 		}
 	}
 	var mu sync.Mutex
-	got := map[string]Watermark{}
-	err := c.CopyAll(ctx, ts, map[string]Watermark{"skipped": {Done: true}}, 3, func(table string, w Watermark) error {
+	got := map[string]watermark.Mark{}
+	err := c.CopyAll(ctx, ts, map[string]watermark.Mark{"skipped": {Done: true}}, 3, func(table string, w watermark.Mark) error {
 		mu.Lock()
 		defer mu.Unlock()
 		got[table] = w
@@ -358,7 +335,7 @@ func TestCopyAllParallelAndCreateTablesIdempotent(t *testing.T) {
 
 	// The first error cancels the rest and names its table.
 	bad := append([]tables.Table{{Name: "nope", Columns: []string{"id"}, PK: []string{"id"}}}, ts...)
-	err = c.CopyAll(ctx, bad, nil, 2, func(string, Watermark) error { return nil })
+	err = c.CopyAll(ctx, bad, nil, 2, func(string, watermark.Mark) error { return nil })
 	if err == nil || !strings.Contains(err.Error(), "nope") {
 		t.Fatalf("want an error naming the missing table, got %v", err)
 	}
@@ -385,7 +362,7 @@ func TestCopyHonorsCancelAndThrottle(t *testing.T) {
 		}
 		return ctx.Err()
 	}
-	w, err := c.CopyTable(ctx, table(t, ts, "big"), Watermark{}, nil)
+	w, err := c.CopyTable(ctx, table(t, ts, "big"), watermark.Mark{}, nil)
 	if !errors.Is(err, context.Canceled) || w.Done {
 		t.Fatalf("want a cancelled, unfinished copy: %+v %v", w, err)
 	}
@@ -395,9 +372,9 @@ func TestCopyHonorsCancelAndThrottle(t *testing.T) {
 }
 
 func TestTrackerSavesOnlyTheCommittedPrefix(t *testing.T) {
-	var saves []Watermark
+	var saves []watermark.Mark
 	fail := false
-	tr := newTracker(Watermark{After: []string{"0"}, Rows: 5}, "t", func(w Watermark) error {
+	tr := newTracker(watermark.Mark{After: []string{"0"}, Rows: 5}, "t", func(w watermark.Mark) error {
 		if fail {
 			return errCrash
 		}
@@ -426,14 +403,14 @@ func TestTrackerSavesOnlyTheCommittedPrefix(t *testing.T) {
 	if err := commit(3, "40"); !errors.Is(err, errCrash) {
 		t.Fatalf("want the save error, got %v", err)
 	}
-	if got := tr.lastSaved(); !reflect.DeepEqual(got, Watermark{After: []string{"30"}, Rows: 35}) {
+	if got := tr.lastSaved(); !reflect.DeepEqual(got, watermark.Mark{After: []string{"30"}, Rows: 35}) {
 		t.Fatalf("last saved %+v", got)
 	}
 	fail = false
 	if err := commit(4, "50"); err != nil {
 		t.Fatal(err)
 	}
-	want := []Watermark{{After: []string{"30"}, Rows: 35}, {After: []string{"50"}, Rows: 55}}
+	want := []watermark.Mark{{After: []string{"30"}, Rows: 35}, {After: []string{"50"}, Rows: 55}}
 	if !reflect.DeepEqual(saves, want) {
 		t.Fatalf("saves %+v, want %+v", saves, want)
 	}
@@ -466,7 +443,7 @@ func TestCopySplitsWideAndLargeChunks(t *testing.T) {
 		c.NoLoadData = insert
 		for _, tb := range ts {
 			exec(t, f.dst, "DELETE FROM "+dbutil.Table(f.tname, tb.Name))
-			w, err := c.CopyTable(ctx, tb, Watermark{}, nil)
+			w, err := c.CopyTable(ctx, tb, watermark.Mark{}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -10,11 +10,12 @@ import (
 
 	"github.com/shardctl/shardctl/chunk"
 	"github.com/shardctl/shardctl/tables"
+	"github.com/shardctl/shardctl/watermark"
 )
 
 func TestTrackerPrefixRunsThroughRangesInOrder(t *testing.T) {
-	var saves []Watermark
-	tr := newTracker(Watermark{}, "t", func(w Watermark) error { saves = append(saves, w); return nil }, nil)
+	var saves []watermark.Mark
+	tr := newTracker(watermark.Mark{}, "t", func(w watermark.Mark) error { saves = append(saves, w); return nil }, nil)
 	tr.parts = 3
 	commit := func(part, seq int, last string) {
 		t.Helper()
@@ -27,19 +28,19 @@ func TestTrackerPrefixRunsThroughRangesInOrder(t *testing.T) {
 	commit(0, 0, "10")
 	commit(0, 1, "20")
 	// Range 0 may still have chunks to come: nothing past it counts yet.
-	if got := saves[len(saves)-1]; !reflect.DeepEqual(got, Watermark{After: []string{"20"}, Rows: 20}) {
+	if got := saves[len(saves)-1]; !reflect.DeepEqual(got, watermark.Mark{After: []string{"20"}, Rows: 20}) {
 		t.Fatalf("saved %+v", got)
 	}
 	if err := tr.ended(0, 2); err != nil {
 		t.Fatal(err)
 	}
-	if got := saves[len(saves)-1]; !reflect.DeepEqual(got, Watermark{After: []string{"60"}, Rows: 30}) {
+	if got := saves[len(saves)-1]; !reflect.DeepEqual(got, watermark.Mark{After: []string{"60"}, Rows: 30}) {
 		t.Fatalf("after range 0 ended: saved %+v", got)
 	}
 	if err := tr.ended(1, 1); err != nil {
 		t.Fatal(err)
 	}
-	if got := saves[len(saves)-1]; !reflect.DeepEqual(got, Watermark{After: []string{"110"}, Rows: 40}) {
+	if got := saves[len(saves)-1]; !reflect.DeepEqual(got, watermark.Mark{After: []string{"110"}, Rows: 40}) {
 		t.Fatalf("after range 1 ended: saved %+v", got)
 	}
 }
@@ -63,14 +64,14 @@ func TestCopyWithSeveralReadersResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	var bounds int
-	if b, err := c.split(ctx, f.src, tb, mustKey(t, f, tb), "1=1", nil, Watermark{}); err != nil || len(b) != 2 {
+	if b, err := c.split(ctx, f.src, tb, mustKey(t, f, tb), "1=1", nil, watermark.Mark{}); err != nil || len(b) != 2 {
 		t.Fatalf("split: %q %v, want 2 bounds", b, err)
 	} else {
 		bounds = len(b)
 	}
-	var saved Watermark
+	var saved watermark.Mark
 	saves := 0
-	_, err := c.CopyTable(ctx, tb, Watermark{}, func(w Watermark) error {
+	_, err := c.CopyTable(ctx, tb, watermark.Mark{}, func(w watermark.Mark) error {
 		saves++
 		if saves >= 8 {
 			return errCrash

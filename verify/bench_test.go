@@ -10,13 +10,11 @@ import (
 	"github.com/shardctl/shardctl/dbutil"
 )
 
-// TestBenchVerifySysbench1M verifies a 1M-row sysbench-like table held by
-// servers 1 and 2 and reports rows/s. It runs only with SHARDCTL_BENCH=1
-// (SHARDCTL_BENCH_ROWS changes the size).
-func TestBenchVerifySysbench1M(t *testing.T) {
-	if os.Getenv("SHARDCTL_BENCH") != "1" {
-		t.Skip("set SHARDCTL_BENCH=1 to run the verify benchmark")
-	}
+// BenchmarkVerifySysbench1M verifies a 1M-row sysbench-like table held by
+// servers 1 and 2 and reports rows/s: go test ./verify -run '^$' -bench
+// VerifySysbench1M -benchtime 1x (SHARDCTL_BENCH_ROWS changes the size).
+func BenchmarkVerifySysbench1M(b *testing.B) {
+	t := b
 	rows := 1000000
 	if n, err := strconv.Atoi(os.Getenv("SHARDCTL_BENCH_ROWS")); err == nil && n > 0 {
 		rows = n
@@ -37,5 +35,6 @@ func TestBenchVerifySysbench1M(t *testing.T) {
 	if res.Rows != int64(rows) || len(res.Mismatches) != 1 {
 		t.Fatalf("result %+v", res)
 	}
+	b.ReportMetric(float64(rows)/el.Seconds(), "rows/s")
 	t.Logf("verify %d rows, chunk %d: %s, %.0f rows/s, %d chunks", rows, defaultChunkRows, el.Round(time.Millisecond), float64(rows)/el.Seconds(), res.Chunks)
 }

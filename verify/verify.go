@@ -85,7 +85,7 @@ func (v *Verifier) Table(ctx context.Context, t tables.Table) (Result, error) {
 	if _, err := chunk.Probe(ctx, dst, v.TargetSchema, t.Name, t.Columns); err != nil {
 		return res, wrap("read target columns", err)
 	}
-	key, err := keyOf(v.SourceSchema, t, cols)
+	key, _, err := chunk.KeyAmong(v.SourceSchema, t.Name, t.PK, cols)
 	if err != nil {
 		return res, wrap("primary key", err)
 	}
@@ -170,7 +170,7 @@ func (v *Verifier) Recheck(ctx context.Context, t tables.Table, cs []Chunk) ([]C
 	if err != nil {
 		return nil, wrap(err)
 	}
-	key, err := keyOf(v.SourceSchema, t, cols)
+	key, _, err := chunk.KeyAmong(v.SourceSchema, t.Name, t.PK, cols)
 	if err != nil {
 		return nil, wrap(err)
 	}
@@ -250,22 +250,4 @@ func checksumSQL(cols []chunk.Column) string {
 	}
 	return "COALESCE(BIT_XOR(CAST(CONV(SUBSTRING(MD5(CONCAT_WS('#', " + strings.Join(vals, ", ") +
 		")), 1, 16), 16, 10) AS UNSIGNED)), 0)"
-}
-
-// keyOf types the primary key from the table's probed columns.
-func keyOf(schema string, t tables.Table, cols []chunk.Column) (chunk.Key, error) {
-	kc := make([]chunk.Column, 0, len(t.PK))
-	for _, name := range t.PK {
-		found := false
-		for _, c := range cols {
-			if c.Name == name {
-				kc, found = append(kc, c), true
-				break
-			}
-		}
-		if !found {
-			return chunk.Key{}, fmt.Errorf("primary key column %s is not among the table's columns", name)
-		}
-	}
-	return chunk.NewKey(schema, t.Name, kc)
 }

@@ -3,7 +3,6 @@ package verify
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"reflect"
@@ -27,29 +26,14 @@ type pair struct {
 	sname, tname string
 }
 
-func newPair(t *testing.T, stmts ...string) pair {
+func newPair(t testing.TB, stmts ...string) pair {
 	t.Helper()
 	env := testenv.Get(t)
 	n := schemaSeq.Add(1)
 	p := pair{src: env.DB(t, 1, ""), dst: env.DB(t, 2, ""),
 		sname: fmt.Sprintf("verify_src_%d", n), tname: fmt.Sprintf("verify_dst_%d", n)}
-	for _, side := range []struct {
-		db     *sql.DB
-		schema string
-	}{{p.src, p.sname}, {p.dst, p.tname}} {
-		run(t, side.db, "CREATE DATABASE "+dbutil.QuoteIdent(side.schema))
-		t.Cleanup(func() { _, _ = side.db.Exec("DROP DATABASE IF EXISTS " + dbutil.QuoteIdent(side.schema)) })
-		conn, err := side.db.Conn(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		run(t, conn, "USE "+dbutil.QuoteIdent(side.schema))
-		for _, s := range stmts {
-			run(t, conn, s)
-		}
-		conn.Raw(func(any) error { return driver.ErrBadConn }) // USE must not outlive this
-		conn.Close()
-	}
+	testenv.Schema(t, p.src, p.sname, stmts...)
+	testenv.Schema(t, p.dst, p.tname, stmts...)
 	return p
 }
 

@@ -200,11 +200,7 @@ func Dump(t testing.TB, db *sql.DB, query string, args ...any) []string {
 	cols, _ := rows.Columns()
 	var out []string
 	for rows.Next() {
-		vals := make([]sql.RawBytes, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
+		vals, ptrs := dbutil.Dest[sql.RawBytes](len(cols))
 		if err := rows.Scan(ptrs...); err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,13 @@
+// Package watermark holds the one progress mark that copy, prune and the plan
+// share. It imports nothing from the database side, so a plan that stores
+// marks can be read by a program that links no SQL driver.
+package watermark
+
+// Mark is how far a keyset walk over a table got: every row in scope with a
+// primary key up to After has been handled (copied, or deleted by a prune).
+// It is saved after each chunk commits and a resume starts after it.
+type Mark struct {
+	After []string `json:"after,omitempty"` // last handled PK tuple in text form (binary columns as 0x-hex); nil: start
+	Done  bool     `json:"done"`
+	Rows  int64    `json:"rows"` // rows handled by saved chunks (a chunk done just before a crash goes uncounted)
+}
