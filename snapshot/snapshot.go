@@ -177,7 +177,11 @@ func (c *Copier) CopyTable(ctx context.Context, t tables.Table, from watermark.M
 	budget := min(max(maxPacket/3, 64<<10), 8<<20)
 	stmtCap := min(stmtBytes, max(maxPacket/2, 64<<10))
 
-	load := !c.NoLoadData && loadable(cols[:written])
+	f, err := dbutil.FlavorOf(ctx, c.Target)
+	if err != nil {
+		return from, wrap("read the target's flavor", err)
+	}
+	load := !c.NoLoadData && loadable(cols[:written], f.MySQL)
 	if load {
 		if load, err = localInfile(ctx, c.Target); err != nil {
 			return from, wrap("read target local_infile", err)
