@@ -92,7 +92,10 @@ func (c Config) mysql() bool { return c.Flavor == FlavorMySQL }
 
 func (c Config) pidFile(i int) string {
 	if c.mysql() {
-		return filepath.Join(c.serverDir(i), "mysqld.pid")
+		// Read inside the root, not through DIR/s<i>: a running server is
+		// still found when the link was deleted (a /tmp cleanup), so it is
+		// not started a second time on the same data.
+		return filepath.Join(c.mysqlHome(i), "mysqld.pid")
 	}
 	return filepath.Join(c.serverDir(i), "mariadbd.pid")
 }
@@ -100,14 +103,8 @@ func (c Config) pidFile(i int) string {
 // startMySQL starts server i of a MySQL sandbox.
 func (c Config) startMySQL(ctx context.Context, i int) error {
 	home := c.mysqlHome(i)
-	link := c.serverDir(i)
-	if _, err := os.Lstat(link); err != nil {
-		if err := os.MkdirAll(home, 0o755); err != nil {
-			return err
-		}
-		if err := os.Symlink(home, link); err != nil {
-			return err
-		}
+	if err := c.ensureLink(i); err != nil {
+		return err
 	}
 	data := filepath.Join(home, "data")
 	if _, err := os.Stat(filepath.Join(data, "mysql")); err != nil {
@@ -186,6 +183,25 @@ func (c Config) startMySQL(ctx context.Context, i int) error {
 
 var templateMu sync.Mutex
 
+// ensureLink makes DIR/s<i> point at server i's files inside the root
+// (again, if something deleted it while the server ran).
+func (c Config) ensureLink(i int) error {
+	home, link := c.mysqlHome(i), c.serverDir(i)
+	if _, err := os.Lstat(link); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+		return err
+	}
+	if err := os.Symlink(home, link); err != nil && !os.IsExist(err) {
+		return err
+	}
+	return nil
+}
+
 // mysqlTemplate initializes a data directory once per root, so servers start from a copy.
 func mysqlTemplate(ctx context.Context) (string, error) {
 	templateMu.Lock()
@@ -259,7 +275,11 @@ func (c Config) upMySQL(ctx context.Context) ([]Server, error) {
 	errs := make(chan error, c.Servers)
 	for i := 1; i <= c.Servers; i++ {
 		go func() {
-			var err error
+			err := c.ensureLink(i)
+			if err != nil {
+				errs <- err
+				return
+			}
 			if st := c.status(ctx, i); st.Running {
 				if !st.Answers {
 					err = c.waitReady(ctx, i, 120*time.Second)

@@ -2,6 +2,8 @@ package sandbox_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -65,5 +67,31 @@ func TestConfigValidate(t *testing.T) {
 		if err := c.Validate(); err == nil {
 			t.Errorf("Validate(%+v) = nil, want an error", c)
 		}
+	}
+}
+
+// TestMySQLSurvivesADeletedLink: a /tmp cleanup that deletes DIR/s<i> while a
+// MySQL server runs (its files live in the root) must not make Up start a
+// second server on the same data: the server is found and the link restored.
+func TestMySQLSurvivesADeletedLink(t *testing.T) {
+	if !testenv.MySQL() {
+		t.Skip("MySQL sandboxes only (MariaDB keeps its files in DIR)")
+	}
+	env := testenv.Get(t)
+	ctx := context.Background()
+	before, err := sandbox.Status(ctx, env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(env.Config.Dir, "s3")
+	if err := os.Remove(link); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := sandbox.Up(ctx, env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := srv[2]; !s.Running || !s.Answers || s.PID != before[2].PID {
+		t.Fatalf("server 3 after the link was deleted: %+v, before %+v", s, before[2])
 	}
 }
