@@ -19,9 +19,9 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/keyspace"
-	"github.com/shardctl/shardctl/schemaobj"
-	"github.com/shardctl/shardctl/shardmap"
-	"github.com/shardctl/shardctl/tables"
+	"github.com/shardctl/shardctl/schemaobj/objdef"
+	"github.com/shardctl/shardctl/shardmap/mapdef"
+	"github.com/shardctl/shardctl/tables/tabledef"
 )
 
 // FormatVersion is the plan file format this build reads and writes.
@@ -216,33 +216,33 @@ type Plan struct {
 
 	// What the operation does: rows to copy and tail, rows to fence, the
 	// shard-map changes of each phase, and what cleanup removes.
-	Copy             []tables.Table    `json:"copy"`
-	Fence            []FenceTable      `json:"fence"`
-	Prepare          []shardmap.Change `json:"prepare,omitempty"` // at create: new location (split)
-	Offline          []shardmap.Change `json:"offline"`
-	Cutover          []shardmap.Change `json:"cutover"`
-	Cleanup          []tables.Table    `json:"cleanup"` // Filter = rows deleted on the source
-	DropSourceSchema bool              `json:"drop_source_schema"`
-	AfterCleanup     []shardmap.Change `json:"after_cleanup,omitempty"`
-	KeepSource       bool              `json:"keep_source"`
-	Abort            []shardmap.Change `json:"abort,omitempty"`        // undo of prepare/offline before cutover
-	AbortTarget      []tables.Table    `json:"abort_target,omitempty"` // rows removed from the target on abort (merge)
-	DropTargetSchema bool              `json:"drop_target_schema"`     // on abort (move, split)
+	Copy             []tabledef.Table `json:"copy"`
+	Fence            []FenceTable     `json:"fence"`
+	Prepare          []mapdef.Change  `json:"prepare,omitempty"` // at create: new location (split)
+	Offline          []mapdef.Change  `json:"offline"`
+	Cutover          []mapdef.Change  `json:"cutover"`
+	Cleanup          []tabledef.Table `json:"cleanup"` // Filter = rows deleted on the source
+	DropSourceSchema bool             `json:"drop_source_schema"`
+	AfterCleanup     []mapdef.Change  `json:"after_cleanup,omitempty"`
+	KeepSource       bool             `json:"keep_source"`
+	Abort            []mapdef.Change  `json:"abort,omitempty"`        // undo of prepare/offline before cutover
+	AbortTarget      []tabledef.Table `json:"abort_target,omitempty"` // rows removed from the target on abort (merge)
+	DropTargetSchema bool             `json:"drop_target_schema"`     // on abort (move, split)
 	// Objects are the source schema's views, triggers, routines and events,
 	// created on the target at create (triggers guarded, events disabled)
 	// and made exact at cutover (docs/schema-objects.md).
-	Objects []schemaobj.Object `json:"objects,omitempty"`
+	Objects []objdef.Object `json:"objects,omitempty"`
 	// TargetTriggers are a merge target's own triggers on the copied tables,
 	// as they were before create swapped them for guarded ones; cutover and
 	// abort put them back.
-	TargetTriggers []schemaobj.Object `json:"target_triggers,omitempty"`
+	TargetTriggers []objdef.Object `json:"target_triggers,omitempty"`
 	// SourceTriggers are the source's triggers on the cleaned-up tables:
 	// guarded while cleanup deletes rows, then put back.
-	SourceTriggers []schemaobj.Object `json:"source_triggers,omitempty"`
-	Options        Options            `json:"options"`
-	SQLPreview     []string           `json:"shardmap_sql,omitempty"` // the statements run against the shard map, for review
-	Against        *Against           `json:"against,omitempty"`      // the shard map the plan was made against (apply, resume and abort refuse a stale plan)
-	AbortKept      []string           `json:"abort_kept,omitempty"`   // what an abort of a stale plan left in place, and why
+	SourceTriggers []objdef.Object `json:"source_triggers,omitempty"`
+	Options        Options         `json:"options"`
+	SQLPreview     []string        `json:"shardmap_sql,omitempty"` // the statements run against the shard map, for review
+	Against        *Against        `json:"against,omitempty"`      // the shard map the plan was made against (apply, resume and abort refuse a stale plan)
+	AbortKept      []string        `json:"abort_kept,omitempty"`   // what an abort of a stale plan left in place, and why
 
 	Steps       []StepRecord `json:"steps"`
 	Checkpoints Checkpoints  `json:"checkpoints"`
