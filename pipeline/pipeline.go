@@ -127,17 +127,6 @@ func Run(ctx context.Context, env Env, p *plans.Plan) error {
 	if err := r.hook(ctx, HookPlanStart, p.NextStep()); err != nil {
 		return r.fail(p.NextStep(), fmt.Errorf("%w: the plan-start hook failed: %v", ErrRefused, err))
 	}
-	steps := map[string]func(context.Context) error{
-		plans.StepPreflight: r.preflight,
-		plans.StepCreate:    r.create,
-		plans.StepCopy:      r.copy,
-		plans.StepCatchup:   r.catchup,
-		plans.StepVerify:    r.verify,
-		plans.StepFence:     r.fence,
-		plans.StepCutover:   r.cutover,
-		plans.StepWindow:    r.window,
-		plans.StepCleanup:   r.cleanup,
-	}
 	for _, s := range p.Steps { // plans.Steps, plus the window where the plan has one
 		name := s.Name
 		if p.Done(name) {
@@ -150,7 +139,11 @@ func Run(ctx context.Context, env Env, p *plans.Plan) error {
 			return err
 		}
 		env.Observer.Step(name, "started")
-		err := steps[name](ctx)
+		run := r.step(name)
+		if run == nil {
+			return r.fail(name, fmt.Errorf("plan %s has a step %q this shardctl does not know: run it with the version that made it", p.ID, name))
+		}
+		err := run(ctx)
 		if err == nil && ctx.Err() != nil {
 			err = context.Cause(ctx)
 		}
@@ -185,6 +178,36 @@ func Run(ctx context.Context, env Env, p *plans.Plan) error {
 }
 
 var errSkipped = errors.New("skipped")
+
+// step is one step of the pipeline: its name (as plans record it) and the method that runs it.
+type step struct {
+	name string
+	run  func(*runner, context.Context) error
+}
+
+// steps is the pipeline, in order. A plan lists the steps it runs
+// (plans.Steps, plus the window where it has one), always in this order.
+var steps = []step{
+	{plans.StepPreflight, (*runner).preflight},
+	{plans.StepCreate, (*runner).create},
+	{plans.StepCopy, (*runner).copy},
+	{plans.StepCatchup, (*runner).catchup},
+	{plans.StepVerify, (*runner).verify},
+	{plans.StepFence, (*runner).fence},     // blackout.go
+	{plans.StepCutover, (*runner).cutover}, // blackout.go
+	{plans.StepWindow, (*runner).window},   // window.go
+	{plans.StepCleanup, (*runner).cleanup},
+}
+
+// step returns the method that runs the named step, or nil.
+func (r *runner) step(name string) func(context.Context) error {
+	for _, s := range steps {
+		if s.name == name {
+			return func(ctx context.Context) error { return s.run(r, ctx) }
+		}
+	}
+	return nil
+}
 
 // fail records a step's failure and leaves the plan resumable.
 func (r *runner) fail(step string, err error) error {
