@@ -44,7 +44,7 @@ func Finish(ctx context.Context, env Env, p *plans.Plan) error {
 		p.SQLPreview = append(p.SQLPreview, "-- "+g.step+":")
 		for _, c := range g.changes {
 			q, args := c.SQL(env.Store.Schema)
-			if c.ShardID == NewShard {
+			if c.ShardID == shardmap.NewShard {
 				q += " -- shard id assigned at create"
 			}
 			p.SQLPreview = append(p.SQLPreview, shardmap.Render(q, args)+";")

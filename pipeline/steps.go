@@ -109,7 +109,7 @@ func (r *runner) preflight(ctx context.Context) error {
 }
 
 // create records the binlog position the tail will start from (first, so no
-// change made during the copy is missed), registers a new shard's location,
+// change made during the copy is missed), applies the plan's Prepare changes,
 // and creates the target tables.
 func (r *runner) create(ctx context.Context) error {
 	if r.p.Checkpoints.Start.IsZero() {
@@ -124,8 +124,30 @@ func (r *runner) create(ctx context.Context) error {
 			return err
 		}
 	}
-	if r.p.Target.ShardID == NewShard {
-		id, err := r.env.Store.AddShard(ctx, r.p.Target.Host, r.p.Target.Port, r.p.Target.Schema)
+	if err := r.prepare(ctx); err != nil {
+		return err
+	}
+	if err := r.copier().CreateTables(ctx, r.p.Copy); err != nil {
+		return err
+	}
+	return r.createObjects(ctx)
+}
+
+// prepare applies the plan's Prepare changes (a split's: register the new
+// shard's location). The id a registered location gets replaces
+// shardmap.NewShard in the plan's target and in every change it carries.
+func (r *runner) prepare(ctx context.Context) error {
+	if len(r.p.Prepare) == 0 {
+		return nil
+	}
+	if err := r.env.Store.Apply(ctx, "prepare", r.p.Prepare); err != nil {
+		return err
+	}
+	for _, c := range r.p.Prepare {
+		if c.Op != shardmap.OpAddLocation || c.ShardID != shardmap.NewShard {
+			continue
+		}
+		id, err := r.env.Store.AddShard(ctx, c.Host, c.Port, c.Schema) // registered above: returns its id
 		if err != nil {
 			return err
 		}
@@ -136,21 +158,16 @@ func (r *runner) create(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := r.copier().CreateTables(ctx, r.p.Copy); err != nil {
-		return err
-	}
-	return r.createObjects(ctx)
+	return nil
 }
 
-// NewShard stands for the shard id a split's create step registers; plans use it
-// in changes until then.
-const NewShard = -1
-
 func resolveNewShard(p *plans.Plan, id int) {
-	p.Target.ShardID = id
+	if p.Target.ShardID == shardmap.NewShard {
+		p.Target.ShardID = id
+	}
 	for _, cs := range [][]shardmap.Change{p.Prepare, p.Offline, p.Cutover, p.AfterCleanup, p.Abort} {
 		for i := range cs {
-			if cs[i].ShardID == NewShard {
+			if cs[i].ShardID == shardmap.NewShard {
 				cs[i].ShardID = id
 			}
 		}

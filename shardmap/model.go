@@ -39,6 +39,9 @@ const (
 	OpRemoveMapping  = mapdef.OpRemoveMapping
 	OpMoveLocation   = mapdef.OpMoveLocation
 	OpRemoveLocation = mapdef.OpRemoveLocation
+	OpAddLocation    = mapdef.OpAddLocation
+
+	NewShard = mapdef.NewShard
 )
 
 // Render prints a statement with its arguments inlined, for people to read.

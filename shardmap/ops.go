@@ -290,6 +290,13 @@ func (s *Store) applyOne(ctx context.Context, tx *sql.Tx, m *Map, c Change) (boo
 		if l.Host == c.Host && l.Port == c.Port {
 			return false, nil
 		}
+	case OpAddLocation:
+		// Registering the same location again is a re-run (AddShard returns its id).
+		for _, l := range m.Locations {
+			if l.Host == c.Host && l.Port == c.Port && l.Schema == c.Schema {
+				return false, nil
+			}
+		}
 	case OpRemoveLocation:
 		if _, err := m.Location(c.ShardID); err != nil {
 			return false, nil

@@ -47,7 +47,12 @@ type Change struct {
 	Status  string        `json:"status,omitempty"`
 	Host    string        `json:"host,omitempty"`
 	Port    int           `json:"port,omitempty"`
+	Schema  string        `json:"schema,omitempty"` // add_location
 }
+
+// NewShard stands for the shard id an add_location change registers (a
+// split's new shard): a plan's changes use it until its create step knows the id.
+const NewShard = -1
 
 // Change ops.
 const (
@@ -59,6 +64,7 @@ const (
 	OpRemoveMapping  = "remove_mapping"
 	OpMoveLocation   = "move_location"
 	OpRemoveLocation = "remove_location"
+	OpAddLocation    = "add_location" // registers Host:Port Schema as a new shard (a split's target)
 )
 
 // SQL is the statement a change runs against the shard map.
@@ -88,6 +94,8 @@ func (c Change) SQL(schema string) (string, []any) {
 		return "UPDATE " + t("locations") + " SET host = ?, port = ? WHERE shard_id = ?", []any{c.Host, c.Port, c.ShardID}
 	case OpRemoveLocation:
 		return "DELETE FROM " + t("locations") + " WHERE shard_id = ?", []any{c.ShardID}
+	case OpAddLocation:
+		return "INSERT INTO " + t("locations") + " (host, port, schema_name) VALUES (?, ?, ?)", []any{c.Host, c.Port, c.Schema}
 	}
 	return "-- unknown change " + c.Op, nil
 }
@@ -120,6 +128,8 @@ func (c Change) Describe() string {
 		return fmt.Sprintf("move shard %d's location to %s:%d", c.ShardID, c.Host, c.Port)
 	case OpRemoveLocation:
 		return fmt.Sprintf("remove shard %d's location", c.ShardID)
+	case OpAddLocation:
+		return fmt.Sprintf("register a new shard on %s:%d, schema %s", c.Host, c.Port, c.Schema)
 	}
 	return c.Op
 }
