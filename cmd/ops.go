@@ -15,7 +15,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shardctl/shardctl/dbutil"
-	"github.com/shardctl/shardctl/lock"
 	"github.com/shardctl/shardctl/move"
 	"github.com/shardctl/shardctl/pipeline"
 	"github.com/shardctl/shardctl/plans"
@@ -205,34 +204,6 @@ func (a *app) runPlan(ctx context.Context, env pipeline.Env, p *plans.Plan, path
 		fmt.Fprintf(w, "  rows copied %d, binlog row changes applied %d, rows verified %d, source rows cleaned up %d\n", r.RowsCopied, r.EventsApplied, r.RowsVerified, r.RowsDeleted)
 		fmt.Fprintf(w, "  write blackout %.1f ms; plan %s\n", r.BlackoutMS, path)
 	})
-}
-
-// opError maps pipeline errors to exit codes.
-func (a *app) opError(err error, p *plans.Plan) error {
-	switch {
-	case errors.Is(err, pipeline.ErrRefused), errors.Is(err, shardmap.ErrBadInput), errors.Is(err, shardmap.ErrNotFound), errors.Is(err, plans.ErrDamaged), errors.Is(err, pipeline.ErrCutOver):
-		return withCode(ExitBadInput, err)
-	case errors.Is(err, pipeline.ErrLive):
-		return withCode(ExitFailed, err)
-	case errors.Is(err, lock.ErrBusy):
-		return withCode(ExitBusy, err)
-	case errors.Is(err, pipeline.ErrMismatch):
-		return withCode(ExitMismatch, err)
-	case errors.Is(err, pipeline.ErrPurged):
-		return withCode(ExitFailed, err)
-	case isDeterministic(err):
-		return withCode(ExitFailed, err) // the plan stays resumable once the cause is fixed
-	case p != nil && p.State == plans.StateStopped:
-		return withCode(ExitResumable, err)
-	}
-	return err
-}
-
-// isDeterministic reports a step failure that a resume repeats until an
-// operator fixes its cause.
-func isDeterministic(err error) bool {
-	var se *pipeline.StepError
-	return errors.As(err, &se) && !se.Transient
 }
 
 func (a *app) planCmd() *cobra.Command {
