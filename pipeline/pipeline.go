@@ -65,6 +65,8 @@ type Env struct {
 	Saved func(*plans.Plan)
 	// Hook runs the operator's hook for point (see Hook* constants); nil: none.
 	Hook func(ctx context.Context, point string, p *plans.Plan, step string) error
+	// Pools, when set, are a planning run's shared connections (WithPools).
+	Pools *Pools
 }
 
 // runner is one run of one plan.
@@ -72,6 +74,7 @@ type runner struct {
 	env      Env
 	p        *plans.Plan
 	src, dst *sql.DB
+	release  []func() // closes src and dst (pools a planning run shares stay open)
 
 	mu       sync.Mutex // guards p while copy/tail goroutines update checkpoints
 	lastSave time.Time
@@ -253,12 +256,15 @@ func (r *runner) save(force bool) error {
 
 func (r *runner) open(ctx context.Context) error {
 	var err error
-	if r.src, err = dbutil.Open(ctx, addrOf(r.p.Source), r.env.Creds, ""); err != nil {
+	var release func()
+	if r.src, release, err = r.env.open(ctx, addrOf(r.p.Source)); err != nil {
 		return fmt.Errorf("source: %w", err)
 	}
-	if r.dst, err = dbutil.Open(ctx, addrOf(r.p.Target), r.env.Creds, ""); err != nil {
+	r.release = append(r.release, release)
+	if r.dst, release, err = r.env.open(ctx, addrOf(r.p.Target)); err != nil {
 		return fmt.Errorf("target: %w", err)
 	}
+	r.release = append(r.release, release)
 	return nil
 }
 
@@ -269,12 +275,10 @@ func (r *runner) close() {
 	if r.thr != nil {
 		r.thr.Close()
 	}
-	if r.src != nil {
-		r.src.Close()
+	for _, release := range r.release {
+		release()
 	}
-	if r.dst != nil {
-		r.dst.Close()
-	}
+	r.release = nil
 }
 
 func addrOf(e plans.Endpoint) dbutil.Addr { return dbutil.Addr{Host: e.Host, Port: e.Port} }

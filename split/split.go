@@ -12,7 +12,6 @@ import (
 
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/keyspace"
-	"github.com/shardctl/shardctl/lock"
 	"github.com/shardctl/shardctl/pipeline"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/shardmap"
@@ -33,6 +32,8 @@ var badName = regexp.MustCompile(`[^A-Za-z0-9_]`)
 
 // Plan builds and preflights a split plan. It changes nothing.
 func Plan(ctx context.Context, env pipeline.Env, req Request) (*plans.Plan, error) {
+	env = pipeline.WithPools(env)
+	defer env.Pools.Close()
 	m, loc, err := pipeline.Shard(ctx, env, req.ShardID)
 	if err != nil {
 		return nil, err
@@ -108,14 +109,10 @@ func Plan(ctx context.Context, env pipeline.Env, req Request) (*plans.Plan, erro
 		}
 	}
 	p.Abort = append(p.Abort, shardmap.Change{Op: shardmap.OpRemoveLocation, ShardID: shardmap.NewShard})
-	p.Options = req.Options
+	pipeline.Skeleton(env, p, loc, plans.Endpoint{ShardID: shardmap.NewShard, Host: req.To.Host, Port: req.To.Port, Schema: req.Schema}, req.Options, req.ShardID)
 	p.Args["shard"], p.Args["to"] = fmt.Sprint(req.ShardID), req.To.String()
-	p.ShardMap = plans.Endpoint{Schema: env.Store.Schema}
-	p.Source = plans.Endpoint{ShardID: req.ShardID, Host: loc.Host, Port: loc.Port, Schema: loc.Schema}
-	p.Target = plans.Endpoint{ShardID: shardmap.NewShard, Host: req.To.Host, Port: req.To.Port, Schema: req.Schema}
 	// The new shard's location is registered by the create step, as the plan's first change.
 	p.Prepare = []shardmap.Change{{Op: shardmap.OpAddLocation, ShardID: shardmap.NewShard, Host: req.To.Host, Port: req.To.Port, Schema: req.Schema}}
-	p.Locks = []string{lock.Name(env.Store.Schema, req.ShardID)}
 	p.DropTargetSchema = true
 	for _, t := range ts {
 		if !t.Sharded {
@@ -163,11 +160,10 @@ func chooseAt(ctx context.Context, env pipeline.Env, loc shardmap.Location, ts [
 	if big == nil {
 		return keyspace.Key{}, fmt.Errorf("%w: shard %d has no sharded table to find a median in", shardmap.ErrBadInput, loc.ShardID)
 	}
-	db, err := dbutil.Open(ctx, loc.Addr(), env.Creds, "")
+	db, err := env.Pools.DB(ctx, loc.Addr()) // the planning run's pool (Plan set it)
 	if err != nil {
 		return keyspace.Key{}, err
 	}
-	defer db.Close()
 	flt := keyspace.Filter{Column: big.ShardColumn, Ranges: []keyspace.Range{r}}
 	where, args := flt.SQL(dbutil.QuoteIdent)
 	var n int64
