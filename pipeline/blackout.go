@@ -41,8 +41,8 @@ import (
 // what would make it fail (lag, long transactions: vitess #9525), and waits
 // while the postpone file exists.
 func (r *runner) fence(ctx context.Context) error {
-	budget := time.Duration(r.p.Options.MaxBlackoutMS) * time.Millisecond
-	backoff := time.Duration(max(r.p.Options.BackoffMS, 1)) * time.Millisecond
+	budget := r.p.Options.MaxBlackoutMS.D()
+	backoff := max(r.p.Options.BackoffMS, 1).D()
 	var last error
 	postponed := 0
 	for i := 0; i < max(1, r.p.Options.FenceAttempts); i++ {
@@ -197,7 +197,7 @@ func (r *runner) tryFence(ctx context.Context, budget time.Duration) error {
 	phase("offline")
 	undo := func(reason error) error {
 		bg := context.WithoutCancel(ctx)
-		err := fence.Remove(bg, r.src, r.p.Source.Schema, fenceNames(r.p), time.Duration(r.p.Options.LockWaitMS)*time.Millisecond)
+		err := fence.Remove(bg, r.src, r.p.Source.Schema, fenceNames(r.p), r.p.Options.LockWaitMS.D())
 		if aerr := r.env.Store.Apply(bg, "put the mappings back online", onlineAgain(r.p.Offline)); aerr != nil {
 			err = errors.Join(err, aerr)
 		}

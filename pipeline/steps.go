@@ -246,7 +246,7 @@ func (r *runner) copy(ctx context.Context) error {
 // catchup tails the binlog until the target reaches a fresh source position
 // within CatchupMS: close enough that the final wait behind the fence is short.
 func (r *runner) catchup(ctx context.Context) error {
-	limit := time.Duration(r.p.Options.CatchupMS) * time.Millisecond
+	limit := r.p.Options.CatchupMS.D()
 	for round := 0; ; round++ {
 		took, err := r.waitCaughtUp(ctx, 0)
 		if err != nil {

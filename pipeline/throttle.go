@@ -3,7 +3,6 @@ package pipeline
 import (
 	"context"
 	"database/sql"
-	"time"
 
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/plans"
@@ -18,7 +17,7 @@ func NewThrottler(ctx context.Context, src *sql.DB, opts plans.Options, creds db
 	return throttle.New(ctx, src, throttle.Config{
 		MaxRate:           opts.MaxRate,
 		MaxThreadsRunning: opts.MaxThreadsRunning,
-		MaxLag:            time.Duration(opts.MaxLagMS) * time.Millisecond,
+		MaxLag:            opts.MaxLagMS.D(),
 		Replicas:          opts.Replicas,
 		ControlFile:       opts.ControlFile,
 	}, creds)

@@ -210,7 +210,7 @@ type windowRun struct {
 }
 
 func (wr *windowRun) lockWait() time.Duration {
-	return time.Duration(wr.r.p.Options.LockWaitMS) * time.Millisecond
+	return wr.r.p.Options.LockWaitMS.D()
 }
 
 // ensure keeps the non-serving copy fenced and the tail running.
@@ -469,8 +469,8 @@ func (wr *windowRun) complete(ctx context.Context, reason string) error {
 // forward cutover's back-off, readiness checks and postpone file.
 func (wr *windowRun) revert(ctx context.Context) error {
 	r := wr.r
-	budget := time.Duration(r.p.Options.MaxBlackoutMS) * time.Millisecond
-	backoff := time.Duration(max(r.p.Options.BackoffMS, 1)) * time.Millisecond
+	budget := r.p.Options.MaxBlackoutMS.D()
+	backoff := max(r.p.Options.BackoffMS, 1).D()
 	var last error
 	postponed := 0
 	for i := 0; i < max(1, r.p.Options.FenceAttempts); i++ {
@@ -763,12 +763,12 @@ func (r *runner) dropTargetCopy(ctx context.Context) error {
 	if err := r.env.Store.Apply(ctx, "reverse window: undo the shard-map changes of "+r.p.ID, r.p.Abort); err != nil {
 		return err
 	}
-	if err := fence.Remove(ctx, r.src, r.p.Source.Schema, fenceNames(r.p), time.Duration(r.p.Options.LockWaitMS)*time.Millisecond); err != nil {
+	if err := fence.Remove(ctx, r.src, r.p.Source.Schema, fenceNames(r.p), r.p.Options.LockWaitMS.D()); err != nil {
 		return err
 	}
 	if !r.p.DropTargetSchema {
 		// merge: the target is a live shard; only the merged range's rows go.
-		lockWait := time.Duration(r.p.Options.LockWaitMS) * time.Millisecond
+		lockWait := r.p.Options.LockWaitMS.D()
 		pr := &prune.Pruner{DB: r.dst, Schema: r.p.Target.Schema, ChunkRows: r.p.Options.PruneChunkRows}
 		order, err := prune.Order(ctx, r.dst, r.p.Target.Schema, r.p.AbortTarget)
 		if err != nil {

@@ -101,24 +101,34 @@ type PruneMark struct {
 	Deleted int64    `json:"deleted"`
 }
 
+// Millis is a duration a plan file stores as whole milliseconds (its JSON is
+// a plain number, as before); D converts it for use.
+type Millis int
+
+// D is m as a time.Duration.
+func (m Millis) D() time.Duration { return time.Duration(m) * time.Millisecond }
+
+// MillisOf is d in whole milliseconds (rounded down).
+func MillisOf(d time.Duration) Millis { return Millis(d / time.Millisecond) }
+
 // Options tune a run. They live in the plan so a resume runs the same way.
 type Options struct {
-	ChunkRows      int   `json:"chunk_rows"`       // copy and verify chunk size
-	PruneChunkRows int   `json:"prune_chunk_rows"` // cleanup DELETE ... LIMIT size
-	Parallel       int   `json:"parallel"`         // tables copied at once
-	Verify         bool  `json:"verify"`           // chunked checksums before the fence
-	LockWaitMS     int   `json:"lock_wait_ms"`     // fence: how long CREATE TRIGGER may wait for a table's metadata lock
-	FenceAttempts  int   `json:"fence_attempts"`   // cutover attempts (each within the blackout budget) before the step gives up
-	CatchupMS      int   `json:"catchup_ms"`       // catch-up is done when the target reaches a fresh source position within this
-	PruneSleepMS   int   `json:"prune_sleep_ms"`   // cleanup: pause between chunks
-	MaxRate        int64 `json:"max_rate"`         // copy and cleanup rows/s cap (0 = none)
+	ChunkRows      int    `json:"chunk_rows"`       // copy and verify chunk size
+	PruneChunkRows int    `json:"prune_chunk_rows"` // cleanup DELETE ... LIMIT size
+	Parallel       int    `json:"parallel"`         // tables copied at once
+	Verify         bool   `json:"verify"`           // chunked checksums before the fence
+	LockWaitMS     Millis `json:"lock_wait_ms"`     // fence: how long CREATE TRIGGER may wait for a table's metadata lock
+	FenceAttempts  int    `json:"fence_attempts"`   // cutover attempts (each within the blackout budget) before the step gives up
+	CatchupMS      Millis `json:"catchup_ms"`       // catch-up is done when the target reaches a fresh source position within this
+	PruneSleepMS   Millis `json:"prune_sleep_ms"`   // cleanup: pause between chunks
+	MaxRate        int64  `json:"max_rate"`         // copy and cleanup rows/s cap (0 = none)
 
-	MaxBlackoutMS     int      `json:"max_blackout_ms"`               // cutover budget: fence + final catch-up must fit, else back off and retry
-	BackoffMS         int      `json:"backoff_ms"`                    // first pause after a backed-off cutover attempt (doubles, up to 30 s)
+	MaxBlackoutMS     Millis   `json:"max_blackout_ms"`               // cutover budget: fence + final catch-up must fit, else back off and retry
+	BackoffMS         Millis   `json:"backoff_ms"`                    // first pause after a backed-off cutover attempt (doubles, up to 30 s)
 	MaxThreadsRunning int      `json:"max_threads_running,omitempty"` // throttle copy, apply and cleanup while the source runs more threads
-	MaxLagMS          int      `json:"max_lag_ms,omitempty"`          // throttle while a replica lags more
+	MaxLagMS          Millis   `json:"max_lag_ms,omitempty"`          // throttle while a replica lags more
 	Replicas          []string `json:"replicas,omitempty"`            // replicas (HOST:PORT) whose lag --max-lag watches
-	ChunkTimeMS       int      `json:"chunk_time_ms,omitempty"`       // copy: shrink chunks that take longer to read than this
+	ChunkTimeMS       Millis   `json:"chunk_time_ms,omitempty"`       // copy: shrink chunks that take longer to read than this
 	PostponeFile      string   `json:"postpone_file,omitempty"`       // the cutover waits while this file exists
 	ControlFile       string   `json:"control_file,omitempty"`        // re-read every 2 s: max-rate, max-threads-running, pause
 	ReverseWindowS    int64    `json:"reverse_window_s,omitempty"`    // after cutover keep the source fenced and in sync this long (0: no window)
