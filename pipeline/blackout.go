@@ -12,6 +12,9 @@ package pipeline
 //	cutover step: finish the final catch-up after a crash, switch the shard
 //	              map in one transaction (mappings online at the target),
 //	              stop the tail, finish the schema objects.
+//
+// The reverse window's switch (window.go) runs the same attempt loop
+// (attempts) and times its attempts the same way (startAttempt).
 
 import (
 	"context"
@@ -42,24 +45,49 @@ import (
 // while the postpone file exists.
 func (r *runner) fence(ctx context.Context) error {
 	budget := r.p.Options.MaxBlackoutMS.D()
+	last, err := r.attempts(ctx, attemptLoop{
+		wait:      r.waitPostpone,
+		notReady:  func(ctx context.Context) (string, bool, error) { return r.notReady(ctx, budget) },
+		try:       func(ctx context.Context) error { return r.tryFence(ctx, budget) },
+		postponed: "postponed: ",
+	})
+	if err != nil || last == nil {
+		return err
+	}
+	return fmt.Errorf("%w (%s) in %d attempts (last: %v); the shard stays online at the source; resume to try again, or raise --max-blackout", ErrBudget, budget, r.p.Options.FenceAttempts, last)
+}
+
+// attemptLoop is what differs between the cutover and the reverse window's
+// switch; runner.attempts is the loop they share.
+type attemptLoop struct {
+	wait      func(ctx context.Context) error                                 // holds while postponed
+	notReady  func(ctx context.Context) (why string, longTrx bool, err error) // why an attempt now would likely overrun
+	try       func(ctx context.Context) error                                 // one attempt; errBackedOff: undone, try again
+	postponed string                                                          // prefix of a postponed attempt's result
+}
+
+// attempts runs up to FenceAttempts attempts with a doubling back-off
+// between them, waiting out a postponement and checking readiness before
+// each. It returns nil, nil when an attempt went through; the last reason
+// (non-nil) when none fitted; or the error that stopped it.
+func (r *runner) attempts(ctx context.Context, l attemptLoop) (last error, err error) {
 	backoff := max(r.p.Options.BackoffMS, 1).D()
-	var last error
 	postponed := 0
 	for i := 0; i < max(1, r.p.Options.FenceAttempts); i++ {
 		if i > 0 {
 			select {
 			case <-ctx.Done():
-				return ctx.Err()
+				return nil, ctx.Err()
 			case <-time.After(backoff):
 			}
 			backoff = min(2*backoff, 30*time.Second)
 		}
-		if err := r.waitPostpone(ctx); err != nil {
-			return err
+		if err := l.wait(ctx); err != nil {
+			return nil, err
 		}
-		why, longTrx, err := r.notReady(ctx, budget)
+		why, longTrx, err := l.notReady(ctx)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		// InnoDB cannot tell which tables an idle transaction touched: a long
 		// transaction postpones at most three attempts in a row, then the fence
@@ -68,21 +96,21 @@ func (r *runner) fence(ctx context.Context) error {
 			postponed++
 		}
 		if why != "" && (!longTrx || postponed <= 3) {
-			r.recordAttempt(plans.Attempt{Started: time.Now().UTC(), Result: "postponed: " + why})
+			r.recordAttempt(plans.Attempt{Started: time.Now().UTC(), Result: l.postponed + why})
 			last = errors.New(why)
 			continue
 		}
 		postponed = 0
-		err = r.tryFence(ctx, budget)
+		err = l.try(ctx)
 		if err == nil {
-			return nil
+			return nil, nil
 		}
 		if !errors.Is(err, errBackedOff) {
-			return err
+			return nil, err
 		}
 		last = err
 	}
-	return fmt.Errorf("%w (%s) in %d attempts (last: %v); the shard stays online at the source; resume to try again, or raise --max-blackout", ErrBudget, budget, r.p.Options.FenceAttempts, last)
+	return last, nil
 }
 
 var errBackedOff = errors.New("backed off")
@@ -173,6 +201,23 @@ func longTransaction(ctx context.Context, db *sql.DB, budget time.Duration, side
 	return fmt.Sprintf("transaction %d (connection %d) has been open %s on the %s", id, thread, (time.Duration(age) * time.Microsecond).Round(time.Millisecond), side), nil
 }
 
+// startAttempt records an attempt that starts at start (result says what it
+// does) and returns its index, phase (records the time since the previous
+// phase under a name) and left (the budget left, at least 10 ms so a wait
+// never gets zero). The cutover and the window's switch time attempts alike.
+func (r *runner) startAttempt(start time.Time, result string, budget time.Duration) (idx int, phase func(string), left func() time.Duration) {
+	idx = r.recordAttempt(plans.Attempt{Started: start.UTC(), Phases: map[string]float64{}, Result: result})
+	mark := start
+	phase = func(name string) {
+		r.mu.Lock()
+		r.p.Attempts[idx].Phases[name] = msSince(mark)
+		r.mu.Unlock()
+		mark = time.Now()
+	}
+	left = func() time.Duration { return max(budget-time.Since(start), 10*time.Millisecond) }
+	return idx, phase, left
+}
+
 // tryFence is one cutover attempt within the budget.
 func (r *runner) tryFence(ctx context.Context, budget time.Duration) error {
 	// The fence's sessions are opened before the blackout starts.
@@ -182,15 +227,7 @@ func (r *runner) tryFence(ctx context.Context, budget time.Duration) error {
 	}
 	defer sessions.Close()
 	start := time.Now()
-	idx := r.recordAttempt(plans.Attempt{Started: start.UTC(), Phases: map[string]float64{}, Result: "fencing"})
-	mark := start
-	phase := func(name string) {
-		r.mu.Lock()
-		r.p.Attempts[idx].Phases[name] = msSince(mark)
-		r.mu.Unlock()
-		mark = time.Now()
-	}
-	left := func() time.Duration { return max(budget-time.Since(start), 10*time.Millisecond) }
+	idx, phase, left := r.startAttempt(start, "fencing", budget)
 	if err := r.env.Store.Apply(ctx, "take the moving mappings offline", r.p.Offline); err != nil {
 		return err
 	}
