@@ -15,7 +15,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shardctl/shardctl/dbutil"
-	"github.com/shardctl/shardctl/lock"
 	"github.com/shardctl/shardctl/move"
 	"github.com/shardctl/shardctl/pipeline"
 	"github.com/shardctl/shardctl/plans"
@@ -59,10 +58,10 @@ func (f *opFlags) register(c *cobra.Command) {
 	fl.IntVar(&f.opts.PruneChunkRows, "prune-chunk-rows", d.PruneChunkRows, "rows per cleanup DELETE ... LIMIT")
 	fl.IntVar(&f.opts.Parallel, "parallel", d.Parallel, "tables copied at once")
 	fl.Int64Var(&f.opts.MaxRate, "max-rate", 0, "copy and cleanup rows per second at most (0: no limit)")
-	fl.IntVar(&f.opts.PruneSleepMS, "prune-sleep-ms", 0, "pause between cleanup chunks")
-	fl.DurationVar(&f.maxBlackout, "max-blackout", time.Duration(d.MaxBlackoutMS)*time.Millisecond, "write blackout budget: a cutover that cannot fence and catch up within it backs off, puts the shard back online, and retries")
+	fl.IntVar((*int)(&f.opts.PruneSleepMS), "prune-sleep-ms", 0, "pause between cleanup chunks")
+	fl.DurationVar(&f.maxBlackout, "max-blackout", d.MaxBlackoutMS.D(), "write blackout budget: a cutover that cannot fence and catch up within it backs off, puts the shard back online, and retries")
 	fl.IntVar(&f.opts.FenceAttempts, "cutover-attempts", d.FenceAttempts, "cutover attempts before the fence step gives up (the shard stays online at the source)")
-	fl.DurationVar(&f.backoff, "cutover-backoff", time.Duration(d.BackoffMS)*time.Millisecond, "pause after a backed-off cutover attempt (doubles each time)")
+	fl.DurationVar(&f.backoff, "cutover-backoff", d.BackoffMS.D(), "pause after a backed-off cutover attempt (doubles each time)")
 	fl.IntVar(&f.opts.MaxThreadsRunning, "max-threads-running", 0, "throttle copy, apply and cleanup while the source's Threads_running is above this (0: off)")
 	fl.DurationVar(&f.maxLag, "max-lag", 0, "throttle while a --replica lags more than this (0: off)")
 	fl.StringArrayVar(&f.opts.Replicas, "replica", nil, "a replica HOST:PORT whose lag --max-lag watches (repeat for several)")
@@ -75,10 +74,10 @@ func (f *opFlags) register(c *cobra.Command) {
 func (f *opFlags) options() plans.Options {
 	o := f.opts
 	o.Verify = !f.noVerify
-	o.MaxBlackoutMS = int(f.maxBlackout.Milliseconds())
-	o.BackoffMS = int(f.backoff.Milliseconds())
-	o.MaxLagMS = int(f.maxLag.Milliseconds())
-	o.ChunkTimeMS = int(f.chunkTime.Milliseconds())
+	o.MaxBlackoutMS = plans.MillisOf(f.maxBlackout)
+	o.BackoffMS = plans.MillisOf(f.backoff)
+	o.MaxLagMS = plans.MillisOf(f.maxLag)
+	o.ChunkTimeMS = plans.MillisOf(f.chunkTime)
 	o.ReverseWindowS = int64(f.reverseWindow.Seconds())
 	return o
 }
@@ -205,34 +204,6 @@ func (a *app) runPlan(ctx context.Context, env pipeline.Env, p *plans.Plan, path
 		fmt.Fprintf(w, "  rows copied %d, binlog row changes applied %d, rows verified %d, source rows cleaned up %d\n", r.RowsCopied, r.EventsApplied, r.RowsVerified, r.RowsDeleted)
 		fmt.Fprintf(w, "  write blackout %.1f ms; plan %s\n", r.BlackoutMS, path)
 	})
-}
-
-// opError maps pipeline errors to exit codes.
-func (a *app) opError(err error, p *plans.Plan) error {
-	switch {
-	case errors.Is(err, pipeline.ErrRefused), errors.Is(err, shardmap.ErrBadInput), errors.Is(err, shardmap.ErrNotFound), errors.Is(err, plans.ErrDamaged), errors.Is(err, pipeline.ErrCutOver):
-		return withCode(ExitBadInput, err)
-	case errors.Is(err, pipeline.ErrLive):
-		return withCode(ExitFailed, err)
-	case errors.Is(err, lock.ErrBusy):
-		return withCode(ExitBusy, err)
-	case errors.Is(err, pipeline.ErrMismatch):
-		return withCode(ExitMismatch, err)
-	case errors.Is(err, pipeline.ErrPurged):
-		return withCode(ExitFailed, err)
-	case isDeterministic(err):
-		return withCode(ExitFailed, err) // the plan stays resumable once the cause is fixed
-	case p != nil && p.State == plans.StateStopped:
-		return withCode(ExitResumable, err)
-	}
-	return err
-}
-
-// isDeterministic reports a step failure that a resume repeats until an
-// operator fixes its cause.
-func isDeterministic(err error) bool {
-	var se *pipeline.StepError
-	return errors.As(err, &se) && !se.Transient
 }
 
 func (a *app) planCmd() *cobra.Command {

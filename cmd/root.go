@@ -122,21 +122,6 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
-func exitCode(err error) int {
-	var ee *exitError
-	switch {
-	case errors.As(err, &ee):
-		return ee.code
-	case errors.Is(err, shardmap.ErrBadInput), errors.Is(err, shardmap.ErrNotFound), errors.Is(err, errUsage):
-		return ExitBadInput
-	case errors.Is(err, context.Canceled):
-		return ExitResumable
-	case strings.HasPrefix(err.Error(), "unknown command"):
-		return ExitBadInput // cobra's error for an unknown top-level command
-	}
-	return ExitFailed
-}
-
 var errUsage = errors.New("usage")
 
 func (a *app) rootCmd() *cobra.Command {

@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -9,24 +8,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/shardmap"
+	"github.com/shardctl/shardctl/shardstatus"
 )
 
-// ShardStatus is one shard in 'shardctl status'.
-type ShardStatus struct {
-	ShardID   int                `json:"shard_id"`
-	Server    string             `json:"server"`
-	Schema    string             `json:"schema"`
-	Mappings  []shardmap.Mapping `json:"mappings"`
-	Status    string             `json:"status"`    // online, offline, partial (some mappings offline), unmapped
-	Rows      int64              `json:"rows"`      // rows of the sharded tables (exact with --exact, else estimates)
-	RowsKind  string             `json:"rows_kind"` // exact (COUNT(*)) or estimate (table statistics)
-	Bytes     int64              `json:"bytes"`     // size of the whole schema
-	SizeKind  string             `json:"size_kind"` // tablespace (InnoDB file sizes, current) or estimate (table statistics)
-	Reachable bool               `json:"reachable"`
-	Error     string             `json:"error,omitempty"`
-}
+// ShardStatus is one shard in 'shardctl status' (package shardstatus reads it).
+type ShardStatus = shardstatus.Shard
 
 func (a *app) statusCmd() *cobra.Command {
 	var exact bool
@@ -46,7 +33,7 @@ func (a *app) statusCmd() *cobra.Command {
 					Windows []WindowStatus `json:"windows,omitempty"`
 				}{Version: m.Version, Windows: a.windows()}
 				for _, l := range m.Locations {
-					out.Shards = append(out.Shards, a.shardStatus(cmd.Context(), m, l, exact))
+					out.Shards = append(out.Shards, shardstatus.Read(cmd.Context(), m, l, a.shardCreds(), exact))
 				}
 				return a.emit(out, func(w io.Writer) {
 					fmt.Fprintf(w, "shard map version %d\n", m.Version)
@@ -74,72 +61,4 @@ func (a *app) statusCmd() *cobra.Command {
 	}
 	c.Flags().BoolVar(&exact, "exact", false, "count rows exactly (COUNT(*) per sharded table) instead of estimates")
 	return c
-}
-
-func (a *app) shardStatus(ctx context.Context, m *shardmap.Map, l shardmap.Location, exact bool) ShardStatus {
-	st := ShardStatus{ShardID: l.ShardID, Server: l.Addr().String(), Schema: l.Schema, Mappings: m.ShardMappings(l.ShardID)}
-	st.Status = "unmapped"
-	for i, mp := range st.Mappings {
-		switch {
-		case i == 0:
-			st.Status = mp.Status
-		case st.Status != mp.Status:
-			st.Status = "partial"
-		}
-	}
-	db, err := dbutil.Open(ctx, l.Addr(), a.shardCreds(), "")
-	if err != nil {
-		st.Error = "unreachable"
-		return st
-	}
-	defer db.Close()
-	st.Reachable = true
-	sharded := map[string]bool{}
-	for _, c := range m.Columns {
-		sharded[c.Table] = true
-	}
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		st.Error = err.Error()
-		return st
-	}
-	defer conn.Close()
-	freshStatistics(ctx, conn)
-	rows, err := conn.QueryContext(ctx, "SELECT TABLE_NAME, COALESCE(TABLE_ROWS,0), COALESCE(DATA_LENGTH,0)+COALESCE(INDEX_LENGTH,0) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_TYPE = 'BASE TABLE'", l.Schema)
-	if err != nil {
-		st.Error = err.Error()
-		return st
-	}
-	var tables []string
-	all := 0
-	for rows.Next() {
-		var name string
-		var n, b int64
-		if rows.Scan(&name, &n, &b) == nil {
-			all++
-			st.Bytes += b
-			if sharded[name] {
-				st.Rows += n
-				tables = append(tables, name)
-			}
-		}
-	}
-	rows.Close()
-	st.RowsKind, st.SizeKind = kindEstimate, kindEstimate
-	if b, ok := tablespaceBytes(ctx, conn, l.Schema, all); ok {
-		st.Bytes, st.SizeKind = b, kindTablespace
-	}
-	if exact {
-		st.RowsKind = kindExact
-		st.Rows = 0
-		for _, t := range tables {
-			var n int64
-			if err := conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+dbutil.Table(l.Schema, t)).Scan(&n); err != nil {
-				st.Error = err.Error()
-				continue
-			}
-			st.Rows += n
-		}
-	}
-	return st
 }

@@ -35,7 +35,7 @@ func (f *opFlags) validate(c *cobra.Command) error {
 		intIn("chunk-rows", o.ChunkRows, 1, 1_000_000),
 		intIn("prune-chunk-rows", o.PruneChunkRows, 1, 1_000_000),
 		intIn("parallel", o.Parallel, 1, 64),
-		intIn("prune-sleep-ms", o.PruneSleepMS, 0, 60_000),
+		intIn("prune-sleep-ms", int(o.PruneSleepMS), 0, 60_000),
 		intIn("cutover-attempts", o.FenceAttempts, 1, 1000),
 		intIn("max-threads-running", o.MaxThreadsRunning, 0, 100_000),
 		durIn("max-blackout", f.maxBlackout, 10*time.Millisecond, time.Hour),

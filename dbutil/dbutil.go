@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/shardctl/shardctl/dbutil/ident"
 )
 
 func init() {
@@ -24,31 +26,16 @@ func init() {
 }
 
 // QuoteIdent quotes a MySQL identifier with backticks, doubling any backtick inside it.
-func QuoteIdent(name string) string {
-	return "`" + strings.ReplaceAll(name, "`", "``") + "`"
-}
+func QuoteIdent(name string) string { return ident.Quote(name) }
 
 // QuoteIdents quotes each name and joins them with ", ".
-func QuoteIdents(names []string) string {
-	q := make([]string, len(names))
-	for i, n := range names {
-		q[i] = QuoteIdent(n)
-	}
-	return strings.Join(q, ", ")
-}
+func QuoteIdents(names []string) string { return ident.QuoteList(names) }
 
 // Table returns `schema`.`table`.
-func Table(schema, table string) string {
-	return QuoteIdent(schema) + "." + QuoteIdent(table)
-}
+func Table(schema, table string) string { return ident.Table(schema, table) }
 
 // Placeholders returns "?, ?, ?" for n values.
-func Placeholders(n int) string {
-	if n <= 0 {
-		return ""
-	}
-	return strings.Repeat("?, ", n-1) + "?"
-}
+func Placeholders(n int) string { return ident.Placeholders(n) }
 
 // Creds are the account a connection logs in with. The password is never
 // printed: String and errors built here leave it out.

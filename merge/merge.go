@@ -9,7 +9,6 @@ import (
 	"fmt"
 
 	"github.com/shardctl/shardctl/keyspace"
-	"github.com/shardctl/shardctl/lock"
 	"github.com/shardctl/shardctl/pipeline"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/shardmap"
@@ -27,6 +26,8 @@ func Plan(ctx context.Context, env pipeline.Env, req Request) (*plans.Plan, erro
 	if req.ShardID == req.Into {
 		return nil, fmt.Errorf("%w: cannot merge shard %d into itself", shardmap.ErrBadInput, req.ShardID)
 	}
+	env = pipeline.WithPools(env)
+	defer env.Pools.Close()
 	m, src, err := pipeline.Shard(ctx, env, req.ShardID)
 	if err != nil {
 		return nil, err
@@ -84,12 +85,8 @@ func Plan(ctx context.Context, env pipeline.Env, req Request) (*plans.Plan, erro
 	if err != nil {
 		return nil, err
 	}
-	p.Options = req.Options
+	pipeline.Skeleton(env, p, src, plans.Endpoint{ShardID: req.Into, Host: dst.Host, Port: dst.Port, Schema: dst.Schema}, req.Options, req.ShardID, req.Into)
 	p.Args = map[string]string{"shard": fmt.Sprint(req.ShardID), "into": fmt.Sprint(req.Into)}
-	p.ShardMap = plans.Endpoint{Schema: env.Store.Schema}
-	p.Source = plans.Endpoint{ShardID: req.ShardID, Host: src.Host, Port: src.Port, Schema: src.Schema}
-	p.Target = plans.Endpoint{ShardID: req.Into, Host: dst.Host, Port: dst.Port, Schema: dst.Schema}
-	p.Locks = []string{lock.Name(env.Store.Schema, req.ShardID), lock.Name(env.Store.Schema, req.Into)}
 	p.Offline = []shardmap.Change{{Op: shardmap.OpSetStatus, Ref: sref, Status: shardmap.Offline}}
 	p.Abort = []shardmap.Change{{Op: shardmap.OpSetStatus, Ref: sref, Status: shardmap.Online}}
 	p.DropSourceSchema = true

@@ -8,7 +8,6 @@ import (
 	"fmt"
 
 	"github.com/shardctl/shardctl/dbutil"
-	"github.com/shardctl/shardctl/lock"
 	"github.com/shardctl/shardctl/pipeline"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/shardmap"
@@ -24,6 +23,8 @@ type Request struct {
 
 // Plan builds and preflights the plan. It changes nothing.
 func Plan(ctx context.Context, env pipeline.Env, req Request) (*plans.Plan, error) {
+	env = pipeline.WithPools(env)
+	defer env.Pools.Close()
 	m, loc, err := pipeline.Shard(ctx, env, req.ShardID)
 	if err != nil {
 		return nil, err
@@ -37,12 +38,8 @@ func Plan(ctx context.Context, env pipeline.Env, req Request) (*plans.Plan, erro
 		return nil, err
 	}
 	p := plans.New("move", fmt.Sprintf("move shard %d (%s) from %s to %s", req.ShardID, loc.Schema, loc.Addr(), req.To))
-	p.Options = req.Options
+	pipeline.Skeleton(env, p, loc, plans.Endpoint{ShardID: req.ShardID, Host: req.To.Host, Port: req.To.Port, Schema: loc.Schema}, req.Options, req.ShardID)
 	p.Args = map[string]string{"shard": fmt.Sprint(req.ShardID), "to": req.To.String()}
-	p.ShardMap = plans.Endpoint{Schema: env.Store.Schema}
-	p.Source = plans.Endpoint{ShardID: req.ShardID, Host: loc.Host, Port: loc.Port, Schema: loc.Schema}
-	p.Target = plans.Endpoint{ShardID: req.ShardID, Host: req.To.Host, Port: req.To.Port, Schema: loc.Schema}
-	p.Locks = []string{lock.Name(env.Store.Schema, req.ShardID)}
 	p.Copy = ts
 	p.Cleanup = ts // empty filters: every row
 	for _, t := range ts {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/fence"
@@ -47,7 +46,7 @@ func Abort(ctx context.Context, env Env, p *plans.Plan) error {
 	if stale, err := abortIfStale(ctx, r); stale || err != nil {
 		return err
 	}
-	lockWait := time.Duration(p.Options.LockWaitMS) * time.Millisecond
+	lockWait := p.Options.LockWaitMS.D()
 	if err := fence.Remove(ctx, r.src, p.Source.Schema, fenceNames(p), lockWait); err != nil && dbutil.ErrNumber(err) != 1049 {
 		return fmt.Errorf("abort: lift fence: %w", err)
 	}

@@ -65,6 +65,8 @@ type Env struct {
 	Saved func(*plans.Plan)
 	// Hook runs the operator's hook for point (see Hook* constants); nil: none.
 	Hook func(ctx context.Context, point string, p *plans.Plan, step string) error
+	// Pools, when set, are a planning run's shared connections (WithPools).
+	Pools *Pools
 }
 
 // runner is one run of one plan.
@@ -72,6 +74,7 @@ type runner struct {
 	env      Env
 	p        *plans.Plan
 	src, dst *sql.DB
+	release  []func() // closes src and dst (pools a planning run shares stay open)
 
 	mu       sync.Mutex // guards p while copy/tail goroutines update checkpoints
 	lastSave time.Time
@@ -127,17 +130,6 @@ func Run(ctx context.Context, env Env, p *plans.Plan) error {
 	if err := r.hook(ctx, HookPlanStart, p.NextStep()); err != nil {
 		return r.fail(p.NextStep(), fmt.Errorf("%w: the plan-start hook failed: %v", ErrRefused, err))
 	}
-	steps := map[string]func(context.Context) error{
-		plans.StepPreflight: r.preflight,
-		plans.StepCreate:    r.create,
-		plans.StepCopy:      r.copy,
-		plans.StepCatchup:   r.catchup,
-		plans.StepVerify:    r.verify,
-		plans.StepFence:     r.fence,
-		plans.StepCutover:   r.cutover,
-		plans.StepWindow:    r.window,
-		plans.StepCleanup:   r.cleanup,
-	}
 	for _, s := range p.Steps { // plans.Steps, plus the window where the plan has one
 		name := s.Name
 		if p.Done(name) {
@@ -150,7 +142,11 @@ func Run(ctx context.Context, env Env, p *plans.Plan) error {
 			return err
 		}
 		env.Observer.Step(name, "started")
-		err := steps[name](ctx)
+		run := r.step(name)
+		if run == nil {
+			return r.fail(name, fmt.Errorf("plan %s has a step %q this shardctl does not know: run it with the version that made it", p.ID, name))
+		}
+		err := run(ctx)
 		if err == nil && ctx.Err() != nil {
 			err = context.Cause(ctx)
 		}
@@ -185,6 +181,36 @@ func Run(ctx context.Context, env Env, p *plans.Plan) error {
 }
 
 var errSkipped = errors.New("skipped")
+
+// step is one step of the pipeline: its name (as plans record it) and the method that runs it.
+type step struct {
+	name string
+	run  func(*runner, context.Context) error
+}
+
+// steps is the pipeline, in order. A plan lists the steps it runs
+// (plans.Steps, plus the window where it has one), always in this order.
+var steps = []step{
+	{plans.StepPreflight, (*runner).preflight},
+	{plans.StepCreate, (*runner).create},
+	{plans.StepCopy, (*runner).copy},
+	{plans.StepCatchup, (*runner).catchup},
+	{plans.StepVerify, (*runner).verify},
+	{plans.StepFence, (*runner).fence},     // blackout.go
+	{plans.StepCutover, (*runner).cutover}, // blackout.go
+	{plans.StepWindow, (*runner).window},   // window.go
+	{plans.StepCleanup, (*runner).cleanup},
+}
+
+// step returns the method that runs the named step, or nil.
+func (r *runner) step(name string) func(context.Context) error {
+	for _, s := range steps {
+		if s.name == name {
+			return func(ctx context.Context) error { return s.run(r, ctx) }
+		}
+	}
+	return nil
+}
 
 // fail records a step's failure and leaves the plan resumable.
 func (r *runner) fail(step string, err error) error {
@@ -230,12 +256,15 @@ func (r *runner) save(force bool) error {
 
 func (r *runner) open(ctx context.Context) error {
 	var err error
-	if r.src, err = dbutil.Open(ctx, addrOf(r.p.Source), r.env.Creds, ""); err != nil {
+	var release func()
+	if r.src, release, err = r.env.open(ctx, addrOf(r.p.Source)); err != nil {
 		return fmt.Errorf("source: %w", err)
 	}
-	if r.dst, err = dbutil.Open(ctx, addrOf(r.p.Target), r.env.Creds, ""); err != nil {
+	r.release = append(r.release, release)
+	if r.dst, release, err = r.env.open(ctx, addrOf(r.p.Target)); err != nil {
 		return fmt.Errorf("target: %w", err)
 	}
+	r.release = append(r.release, release)
 	return nil
 }
 
@@ -246,12 +275,10 @@ func (r *runner) close() {
 	if r.thr != nil {
 		r.thr.Close()
 	}
-	if r.src != nil {
-		r.src.Close()
+	for _, release := range r.release {
+		release()
 	}
-	if r.dst != nil {
-		r.dst.Close()
-	}
+	r.release = nil
 }
 
 func addrOf(e plans.Endpoint) dbutil.Addr { return dbutil.Addr{Host: e.Host, Port: e.Port} }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/shardmap"
 	"github.com/shardctl/shardctl/tables"
@@ -44,7 +43,7 @@ func Finish(ctx context.Context, env Env, p *plans.Plan) error {
 		p.SQLPreview = append(p.SQLPreview, "-- "+g.step+":")
 		for _, c := range g.changes {
 			q, args := c.SQL(env.Store.Schema)
-			if c.ShardID == NewShard {
+			if c.ShardID == shardmap.NewShard {
 				q += " -- shard id assigned at create"
 			}
 			p.SQLPreview = append(p.SQLPreview, shardmap.Render(q, args)+";")
@@ -59,11 +58,11 @@ func Finish(ctx context.Context, env Env, p *plans.Plan) error {
 // (listed in the shard map's columns table) with their sharding column.
 // Filters are left empty (every row): planners restrict them.
 func Inspect(ctx context.Context, env Env, m *shardmap.Map, loc shardmap.Location) ([]tables.Table, error) {
-	db, err := dbutil.Open(ctx, loc.Addr(), env.Creds, "")
+	db, release, err := env.open(ctx, loc.Addr())
 	if err != nil {
 		return nil, fmt.Errorf("%w: shard %d's server: %v", ErrRefused, loc.ShardID, err)
 	}
-	defer db.Close()
+	defer release()
 	ts, err := tables.Inspect(ctx, db, loc.Schema)
 	if err != nil {
 		return nil, err

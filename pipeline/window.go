@@ -211,7 +211,7 @@ type windowRun struct {
 }
 
 func (wr *windowRun) lockWait() time.Duration {
-	return time.Duration(wr.r.p.Options.LockWaitMS) * time.Millisecond
+	return wr.r.p.Options.LockWaitMS.D()
 }
 
 // ensure keeps the non-serving copy fenced and the tail running.
@@ -473,49 +473,25 @@ func (wr *windowRun) complete(ctx context.Context, reason string) error {
 // forward cutover's back-off, readiness checks and postpone file.
 func (wr *windowRun) revert(ctx context.Context) error {
 	r := wr.r
-	budget := time.Duration(r.p.Options.MaxBlackoutMS) * time.Millisecond
-	backoff := time.Duration(max(r.p.Options.BackoffMS, 1)) * time.Millisecond
-	var last error
-	postponed := 0
-	for i := 0; i < max(1, r.p.Options.FenceAttempts); i++ {
-		if i > 0 {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(backoff):
+	budget := r.p.Options.MaxBlackoutMS.D()
+	last, err := r.attempts(ctx, attemptLoop{
+		wait: wr.waitPostpone,
+		notReady: func(ctx context.Context) (string, bool, error) {
+			took, err := wr.caughtUp(ctx, 0)
+			if err != nil {
+				return "", false, err
 			}
-			backoff = min(2*backoff, 30*time.Second)
-		}
-		if err := wr.waitPostpone(ctx); err != nil {
-			return err
-		}
-		took, err := wr.caughtUp(ctx, 0)
-		if err != nil {
-			return err
-		}
-		why, longTrx := "", false
-		if took > budget/2 {
-			why = fmt.Sprintf("the %s copy needed %s to catch up, over half the %s budget", other(r.p.Window.Serving), took.Round(time.Millisecond), budget)
-		} else if why, err = longTransaction(ctx, r.leg(r.p.Window.Serving).from, budget, r.p.Window.Serving); err != nil {
-			return err
-		} else if why != "" {
-			longTrx = true
-			postponed++
-		}
-		if why != "" && (!longTrx || postponed <= 3) {
-			r.recordAttempt(plans.Attempt{Started: time.Now().UTC(), Result: "switch postponed: " + why})
-			last = errors.New(why)
-			continue
-		}
-		postponed = 0
-		err = wr.trySwitch(ctx, budget)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, errBackedOff) {
-			return err
-		}
-		last = err
+			if took > budget/2 {
+				return fmt.Sprintf("the %s copy needed %s to catch up, over half the %s budget", other(r.p.Window.Serving), took.Round(time.Millisecond), budget), false, nil
+			}
+			why, err := longTransaction(ctx, r.leg(r.p.Window.Serving).from, budget, r.p.Window.Serving)
+			return why, why != "", err
+		},
+		try:       func(ctx context.Context) error { return wr.trySwitch(ctx, budget) },
+		postponed: "switch postponed: ",
+	})
+	if err != nil || last == nil {
+		return err
 	}
 	return fmt.Errorf("%w: no switch fitted the %s blackout budget in %d attempts (last: %v); the %s keeps serving and the window goes on",
 		ErrNotNow, budget, r.p.Options.FenceAttempts, last, r.p.Window.Serving)
@@ -541,15 +517,7 @@ func (wr *windowRun) trySwitch(ctx context.Context, budget time.Duration) error 
 	r, w := wr.r, wr.r.p.Window
 	l := r.leg(w.Serving)
 	start := time.Now()
-	idx := r.recordAttempt(plans.Attempt{Started: start.UTC(), Phases: map[string]float64{}, Result: "switching to the " + other(l.serving)})
-	mark := start
-	phase := func(name string) {
-		r.mu.Lock()
-		r.p.Attempts[idx].Phases[name] = msSince(mark)
-		r.mu.Unlock()
-		mark = time.Now()
-	}
-	left := func() time.Duration { return max(budget-time.Since(start), 10*time.Millisecond) }
+	idx, phase, left := r.startAttempt(start, "switching to the "+other(l.serving), budget)
 	if err := r.env.Store.Apply(ctx, "reverse window: take the mappings offline", offChanges(r.p, l.serving)); err != nil {
 		return err
 	}
@@ -793,12 +761,12 @@ func (r *runner) dropTargetCopy(ctx context.Context) error {
 	if err := r.env.Store.Apply(ctx, "reverse window: undo the shard-map changes of "+r.p.ID, r.p.Abort); err != nil {
 		return err
 	}
-	if err := fence.Remove(ctx, r.src, r.p.Source.Schema, fenceNames(r.p), time.Duration(r.p.Options.LockWaitMS)*time.Millisecond); err != nil {
+	if err := fence.Remove(ctx, r.src, r.p.Source.Schema, fenceNames(r.p), r.p.Options.LockWaitMS.D()); err != nil {
 		return err
 	}
 	if !r.p.DropTargetSchema {
 		// merge: the target is a live shard; only the merged range's rows go.
-		lockWait := time.Duration(r.p.Options.LockWaitMS) * time.Millisecond
+		lockWait := r.p.Options.LockWaitMS.D()
 		pr := &prune.Pruner{DB: r.dst, Schema: r.p.Target.Schema, ChunkRows: r.p.Options.PruneChunkRows}
 		if err := PruneTables(ctx, r.env.Store, r.p.Target, pr, r.p.AbortTarget, nil, nil); err != nil {
 			return fmt.Errorf("reverse window: remove the merged rows: %w", err)

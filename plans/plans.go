@@ -19,9 +19,9 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/keyspace"
-	"github.com/shardctl/shardctl/schemaobj"
-	"github.com/shardctl/shardctl/shardmap"
-	"github.com/shardctl/shardctl/tables"
+	"github.com/shardctl/shardctl/schemaobj/objdef"
+	"github.com/shardctl/shardctl/shardmap/mapdef"
+	"github.com/shardctl/shardctl/tables/tabledef"
 	"github.com/shardctl/shardctl/watermark"
 )
 
@@ -128,24 +128,34 @@ func (m *PruneMarks) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// Millis is a duration a plan file stores as whole milliseconds (its JSON is
+// a plain number, as before); D converts it for use.
+type Millis int
+
+// D is m as a time.Duration.
+func (m Millis) D() time.Duration { return time.Duration(m) * time.Millisecond }
+
+// MillisOf is d in whole milliseconds (rounded down).
+func MillisOf(d time.Duration) Millis { return Millis(d / time.Millisecond) }
+
 // Options tune a run. They live in the plan so a resume runs the same way.
 type Options struct {
-	ChunkRows      int   `json:"chunk_rows"`       // copy and verify chunk size
-	PruneChunkRows int   `json:"prune_chunk_rows"` // cleanup DELETE ... LIMIT size
-	Parallel       int   `json:"parallel"`         // tables copied at once
-	Verify         bool  `json:"verify"`           // chunked checksums before the fence
-	LockWaitMS     int   `json:"lock_wait_ms"`     // fence: how long CREATE TRIGGER may wait for a table's metadata lock
-	FenceAttempts  int   `json:"fence_attempts"`   // cutover attempts (each within the blackout budget) before the step gives up
-	CatchupMS      int   `json:"catchup_ms"`       // catch-up is done when the target reaches a fresh source position within this
-	PruneSleepMS   int   `json:"prune_sleep_ms"`   // cleanup: pause between chunks
-	MaxRate        int64 `json:"max_rate"`         // copy and cleanup rows/s cap (0 = none)
+	ChunkRows      int    `json:"chunk_rows"`       // copy and verify chunk size
+	PruneChunkRows int    `json:"prune_chunk_rows"` // cleanup DELETE ... LIMIT size
+	Parallel       int    `json:"parallel"`         // tables copied at once
+	Verify         bool   `json:"verify"`           // chunked checksums before the fence
+	LockWaitMS     Millis `json:"lock_wait_ms"`     // fence: how long CREATE TRIGGER may wait for a table's metadata lock
+	FenceAttempts  int    `json:"fence_attempts"`   // cutover attempts (each within the blackout budget) before the step gives up
+	CatchupMS      Millis `json:"catchup_ms"`       // catch-up is done when the target reaches a fresh source position within this
+	PruneSleepMS   Millis `json:"prune_sleep_ms"`   // cleanup: pause between chunks
+	MaxRate        int64  `json:"max_rate"`         // copy and cleanup rows/s cap (0 = none)
 
-	MaxBlackoutMS     int      `json:"max_blackout_ms"`               // cutover budget: fence + final catch-up must fit, else back off and retry
-	BackoffMS         int      `json:"backoff_ms"`                    // first pause after a backed-off cutover attempt (doubles, up to 30 s)
+	MaxBlackoutMS     Millis   `json:"max_blackout_ms"`               // cutover budget: fence + final catch-up must fit, else back off and retry
+	BackoffMS         Millis   `json:"backoff_ms"`                    // first pause after a backed-off cutover attempt (doubles, up to 30 s)
 	MaxThreadsRunning int      `json:"max_threads_running,omitempty"` // throttle copy, apply and cleanup while the source runs more threads
-	MaxLagMS          int      `json:"max_lag_ms,omitempty"`          // throttle while a replica lags more
+	MaxLagMS          Millis   `json:"max_lag_ms,omitempty"`          // throttle while a replica lags more
 	Replicas          []string `json:"replicas,omitempty"`            // replicas (HOST:PORT) whose lag --max-lag watches
-	ChunkTimeMS       int      `json:"chunk_time_ms,omitempty"`       // copy: shrink chunks that take longer to read than this
+	ChunkTimeMS       Millis   `json:"chunk_time_ms,omitempty"`       // copy: shrink chunks that take longer to read than this
 	PostponeFile      string   `json:"postpone_file,omitempty"`       // the cutover waits while this file exists
 	ControlFile       string   `json:"control_file,omitempty"`        // re-read every 2 s: max-rate, max-threads-running, pause
 	ReverseWindowS    int64    `json:"reverse_window_s,omitempty"`    // after cutover keep the source fenced and in sync this long (0: no window)
@@ -243,33 +253,33 @@ type Plan struct {
 
 	// What the operation does: rows to copy and tail, rows to fence, the
 	// shard-map changes of each phase, and what cleanup removes.
-	Copy             []tables.Table    `json:"copy"`
-	Fence            []FenceTable      `json:"fence"`
-	Prepare          []shardmap.Change `json:"prepare,omitempty"` // at create: new location (split)
-	Offline          []shardmap.Change `json:"offline"`
-	Cutover          []shardmap.Change `json:"cutover"`
-	Cleanup          []tables.Table    `json:"cleanup"` // Filter = rows deleted on the source
-	DropSourceSchema bool              `json:"drop_source_schema"`
-	AfterCleanup     []shardmap.Change `json:"after_cleanup,omitempty"`
-	KeepSource       bool              `json:"keep_source"`
-	Abort            []shardmap.Change `json:"abort,omitempty"`        // undo of prepare/offline before cutover
-	AbortTarget      []tables.Table    `json:"abort_target,omitempty"` // rows removed from the target on abort (merge)
-	DropTargetSchema bool              `json:"drop_target_schema"`     // on abort (move, split)
+	Copy             []tabledef.Table `json:"copy"`
+	Fence            []FenceTable     `json:"fence"`
+	Prepare          []mapdef.Change  `json:"prepare,omitempty"` // at create: new location (split)
+	Offline          []mapdef.Change  `json:"offline"`
+	Cutover          []mapdef.Change  `json:"cutover"`
+	Cleanup          []tabledef.Table `json:"cleanup"` // Filter = rows deleted on the source
+	DropSourceSchema bool             `json:"drop_source_schema"`
+	AfterCleanup     []mapdef.Change  `json:"after_cleanup,omitempty"`
+	KeepSource       bool             `json:"keep_source"`
+	Abort            []mapdef.Change  `json:"abort,omitempty"`        // undo of prepare/offline before cutover
+	AbortTarget      []tabledef.Table `json:"abort_target,omitempty"` // rows removed from the target on abort (merge)
+	DropTargetSchema bool             `json:"drop_target_schema"`     // on abort (move, split)
 	// Objects are the source schema's views, triggers, routines and events,
 	// created on the target at create (triggers guarded, events disabled)
 	// and made exact at cutover (docs/schema-objects.md).
-	Objects []schemaobj.Object `json:"objects,omitempty"`
+	Objects []objdef.Object `json:"objects,omitempty"`
 	// TargetTriggers are a merge target's own triggers on the copied tables,
 	// as they were before create swapped them for guarded ones; cutover and
 	// abort put them back.
-	TargetTriggers []schemaobj.Object `json:"target_triggers,omitempty"`
+	TargetTriggers []objdef.Object `json:"target_triggers,omitempty"`
 	// SourceTriggers are the source's triggers on the cleaned-up tables:
 	// guarded while cleanup deletes rows, then put back.
-	SourceTriggers []schemaobj.Object `json:"source_triggers,omitempty"`
-	Options        Options            `json:"options"`
-	SQLPreview     []string           `json:"shardmap_sql,omitempty"` // the statements run against the shard map, for review
-	Against        *Against           `json:"against,omitempty"`      // the shard map the plan was made against (apply, resume and abort refuse a stale plan)
-	AbortKept      []string           `json:"abort_kept,omitempty"`   // what an abort of a stale plan left in place, and why
+	SourceTriggers []objdef.Object `json:"source_triggers,omitempty"`
+	Options        Options         `json:"options"`
+	SQLPreview     []string        `json:"shardmap_sql,omitempty"` // the statements run against the shard map, for review
+	Against        *Against        `json:"against,omitempty"`      // the shard map the plan was made against (apply, resume and abort refuse a stale plan)
+	AbortKept      []string        `json:"abort_kept,omitempty"`   // what an abort of a stale plan left in place, and why
 
 	Steps       []StepRecord `json:"steps"`
 	Checkpoints Checkpoints  `json:"checkpoints"`

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/shardctl/shardctl/keyspace"
-	"github.com/shardctl/shardctl/tables"
+	"github.com/shardctl/shardctl/tables/tabledef"
 	"github.com/shardctl/shardctl/watermark"
 )
 
@@ -18,7 +18,7 @@ func sample() *Plan {
 	p.Source = Endpoint{ShardID: 3, Host: "127.0.0.1", Port: 3306, Schema: "shard_3"}
 	p.Target = Endpoint{ShardID: 3, Host: "127.0.0.1", Port: 3308, Schema: "shard_3"}
 	lo, hi := keyspace.IntK(100), keyspace.IntK(200)
-	p.Copy = []tables.Table{{Name: "employees", Columns: []string{"emp_no", "name"}, PK: []string{"emp_no"}, EstRows: 1000,
+	p.Copy = []tabledef.Table{{Name: "employees", Columns: []string{"emp_no", "name"}, PK: []string{"emp_no"}, EstRows: 1000,
 		Filter: keyspace.Filter{Column: "emp_no", Ranges: []keyspace.Range{{Lo: &lo, Hi: &hi}}}}}
 	p.Checkpoints.Copy["employees"] = watermark.Mark{After: []string{"150"}, Rows: 50}
 	return p

@@ -7,9 +7,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/shardctl/shardctl/dbutil"
-	"github.com/shardctl/shardctl/schemaobj"
-	"github.com/shardctl/shardctl/shardmap"
+	"github.com/shardctl/shardctl/dbutil/ident"
+	"github.com/shardctl/shardctl/schemaobj/objdef"
+	"github.com/shardctl/shardctl/shardmap/mapdef"
 )
 
 // Print renders the plan for people: what it moves, each step, the tables with
@@ -35,8 +35,8 @@ func Print(w io.Writer, p *Plan) {
 	for _, t := range p.Copy {
 		which := "all"
 		if !t.Filter.All() {
-			q, args := t.Filter.SQL(dbutil.QuoteIdent)
-			which = shardmap.Render(q, args)
+			q, args := t.Filter.SQL(ident.Quote)
+			which = mapdef.Render(q, args)
 		}
 		m := p.Checkpoints.Copy[t.Name]
 		fmt.Fprintf(tw, "  %s\t%s\t~%d\t~%s\t%d\t%s\n", t.Name, strings.Join(t.PK, ","), t.EstRows, mib(t.EstBytes), m.Rows, which)
@@ -139,15 +139,15 @@ func describeStep(p *Plan, step string) string {
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
 // objectFate says what the operation does with a source schema object.
-func objectFate(p *Plan, o schemaobj.Object) string {
+func objectFate(p *Plan, o objdef.Object) string {
 	into := p.Target.Schema
 	if p.Source.Schema != p.Target.Schema {
 		into += " (references to " + p.Source.Schema + " renamed)"
 	}
 	switch o.Kind {
-	case schemaobj.Trigger:
+	case objdef.Trigger:
 		return "created in " + into + " at create, guarded (does not fire on shardctl's writes); its exact definition at cutover"
-	case schemaobj.Event:
+	case objdef.Event:
 		if o.Enabled {
 			return "created disabled in " + into + " at create; enabled at cutover"
 		}

@@ -5,7 +5,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/shardctl/shardctl/shardmap"
+	"github.com/shardctl/shardctl/shardmap/mapdef"
 )
 
 // StepWindow is the reverse-replication window between cutover and cleanup.
@@ -23,12 +23,12 @@ const (
 // from the serving side, so 'plan revert' can switch back and 'plan complete'
 // (or the window's end) runs the cleanup.
 type Window struct {
-	DurationS int64             `json:"duration_s"`     // how long the window lasts once it starts
-	Until     time.Time         `json:"until,omitzero"` // when it ends (set when it starts)
-	Serving   string            `json:"serving"`        // SideTarget or SideSource: where the shard map points
-	Tail      Position          `json:"tail,omitzero"`  // the window tail's checkpoint in the serving side's binlog
-	Revert    []shardmap.Change `json:"revert"`         // point the shard map back at the source (and online)
-	Forward   []shardmap.Change `json:"forward"`        // point it at the target again (the plan's cutover)
+	DurationS int64           `json:"duration_s"`     // how long the window lasts once it starts
+	Until     time.Time       `json:"until,omitzero"` // when it ends (set when it starts)
+	Serving   string          `json:"serving"`        // SideTarget or SideSource: where the shard map points
+	Tail      Position        `json:"tail,omitzero"`  // the window tail's checkpoint in the serving side's binlog
+	Revert    []mapdef.Change `json:"revert"`         // point the shard map back at the source (and online)
+	Forward   []mapdef.Change `json:"forward"`        // point it at the target again (the plan's cutover)
 
 	// A switch in progress: Final is the serving side's position read behind
 	// its fence; Next the other side's position, where the next tail starts.

@@ -12,22 +12,40 @@ import (
 
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/keyspace"
+	"github.com/shardctl/shardctl/shardmap/mapdef"
 )
 
-// ShardingType is a partition function's mapping kind.
-type ShardingType string
+// The value types plans carry live in mapdef (no database); these names keep
+// shardmap's callers unchanged.
+type (
+	ShardingType = mapdef.ShardingType
+	Ref          = mapdef.Ref
+	Change       = mapdef.Change
+)
 
 const (
-	Range ShardingType = "RANGE"
-	Hash  ShardingType = "HASH"
-	List  ShardingType = "LIST"
+	Range = mapdef.Range
+	Hash  = mapdef.Hash
+	List  = mapdef.List
+
+	Online  = mapdef.Online
+	Offline = mapdef.Offline
+
+	OpSetStatus      = mapdef.OpSetStatus
+	OpRepoint        = mapdef.OpRepoint
+	OpSplitRange     = mapdef.OpSplitRange
+	OpMergeRange     = mapdef.OpMergeRange
+	OpAddHashPoint   = mapdef.OpAddHashPoint
+	OpRemoveMapping  = mapdef.OpRemoveMapping
+	OpMoveLocation   = mapdef.OpMoveLocation
+	OpRemoveLocation = mapdef.OpRemoveLocation
+	OpAddLocation    = mapdef.OpAddLocation
+
+	NewShard = mapdef.NewShard
 )
 
-// Status of a mapping: an offline mapping tells clients to retry later.
-const (
-	Online  = "online"
-	Offline = "offline"
-)
+// Render prints a statement with its arguments inlined, for people to read.
+func Render(query string, args []any) string { return mapdef.Render(query, args) }
 
 // Errors callers test with errors.Is. ErrBadInput marks every refusal of operator input.
 var (
@@ -77,15 +95,6 @@ type Mapping struct {
 	Point   *keyspace.Key `json:"point,omitempty"` // LIST: the key
 	ShardID int           `json:"shard_id"`
 	Status  string        `json:"status"`
-}
-
-// Ref identifies a mapping without its shard or status.
-type Ref struct {
-	FuncID int           `json:"func_id"`
-	Kind   ShardingType  `json:"kind"`
-	Lower  *keyspace.Key `json:"lower,omitempty"`
-	Hash   string        `json:"hash,omitempty"`
-	Point  *keyspace.Key `json:"point,omitempty"`
 }
 
 // Ref returns the mapping's identity.

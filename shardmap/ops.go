@@ -223,30 +223,6 @@ func (s *Store) AddPoint(ctx context.Context, fn, key string, shardID int) error
 	})
 }
 
-// Change is one idempotent edit of the shard map. Operations are lists of
-// changes applied in one transaction; plans store them and dry runs print their SQL.
-type Change struct {
-	Op      string        `json:"op"` // set_status, repoint, split_range, merge_range, add_hash_point, remove_mapping, move_location, remove_location
-	Ref     Ref           `json:"ref,omitempty"`
-	At      *keyspace.Key `json:"at,omitempty"` // split_range
-	ShardID int           `json:"shard_id,omitempty"`
-	Status  string        `json:"status,omitempty"`
-	Host    string        `json:"host,omitempty"`
-	Port    int           `json:"port,omitempty"`
-}
-
-// Change ops.
-const (
-	OpSetStatus      = "set_status"
-	OpRepoint        = "repoint"
-	OpSplitRange     = "split_range"
-	OpMergeRange     = "merge_range"
-	OpAddHashPoint   = "add_hash_point"
-	OpRemoveMapping  = "remove_mapping"
-	OpMoveLocation   = "move_location"
-	OpRemoveLocation = "remove_location"
-)
-
 // Apply makes every change in one transaction and bumps the version once.
 // Each change is idempotent, so a resumed operation can apply a list again.
 func (s *Store) Apply(ctx context.Context, what string, changes []Change) error {
@@ -314,6 +290,13 @@ func (s *Store) applyOne(ctx context.Context, tx *sql.Tx, m *Map, c Change) (boo
 		if l.Host == c.Host && l.Port == c.Port {
 			return false, nil
 		}
+	case OpAddLocation:
+		// Registering the same location again is a re-run (AddShard returns its id).
+		for _, l := range m.Locations {
+			if l.Host == c.Host && l.Port == c.Port && l.Schema == c.Schema {
+				return false, nil
+			}
+		}
 	case OpRemoveLocation:
 		if _, err := m.Location(c.ShardID); err != nil {
 			return false, nil
@@ -339,90 +322,6 @@ func previousRange(m *Map, mp Mapping) (Mapping, bool) {
 		prev, found = o, true
 	}
 	return prev, found
-}
-
-// SQL is the statement a change runs against the shard map.
-func (c Change) SQL(schema string) (string, []any) {
-	s := &Store{Schema: schema}
-	switch c.Op {
-	case OpSetStatus:
-		t, w, a := s.refWhere(c.Ref)
-		return "UPDATE " + t + " SET status = ? WHERE " + w, append([]any{c.Status}, a...)
-	case OpRepoint:
-		t, w, a := s.refWhere(c.Ref)
-		return "UPDATE " + t + " SET shard_id = ? WHERE " + w, append([]any{c.ShardID}, a...)
-	case OpRemoveMapping, OpMergeRange:
-		t, w, a := s.refWhere(c.Ref)
-		return "DELETE FROM " + t + " WHERE " + w, a
-	case OpSplitRange:
-		col := "lower_bound"
-		if c.At.Type == keyspace.StringKey {
-			col = "lower_bound_str"
-		}
-		// The new mapping inherits the shard and status of the range it splits.
-		return "INSERT INTO " + s.t("ranges") + " (func_id, " + col + ", shard_id, status) SELECT func_id, ?, shard_id, status FROM " + s.t("ranges") +
-			" WHERE func_id = ? AND " + col + " <= ? ORDER BY " + col + " DESC LIMIT 1", []any{c.At.Value(), c.Ref.FuncID, c.At.Value()}
-	case OpAddHashPoint:
-		return "INSERT INTO " + s.t("hashes") + " (func_id, hash, shard_id, status) VALUES (?, ?, ?, ?)", []any{c.Ref.FuncID, c.Ref.Hash, c.ShardID, c.Status}
-	case OpMoveLocation:
-		return "UPDATE " + s.t("locations") + " SET host = ?, port = ? WHERE shard_id = ?", []any{c.Host, c.Port, c.ShardID}
-	case OpRemoveLocation:
-		return "DELETE FROM " + s.t("locations") + " WHERE shard_id = ?", []any{c.ShardID}
-	}
-	return "-- unknown change " + c.Op, nil
-}
-
-// Describe is a one-line account of the change for logs and plans.
-func (c Change) Describe() string {
-	ref := ""
-	switch {
-	case c.Ref.Lower != nil:
-		ref = fmt.Sprintf("range of function %d from %s", c.Ref.FuncID, c.Ref.Lower)
-	case c.Ref.Hash != "":
-		ref = fmt.Sprintf("hash point %s of function %d", c.Ref.Hash, c.Ref.FuncID)
-	case c.Ref.Point != nil:
-		ref = fmt.Sprintf("list key %s of function %d", c.Ref.Point, c.Ref.FuncID)
-	}
-	switch c.Op {
-	case OpSetStatus:
-		return "mark " + ref + " " + c.Status
-	case OpRepoint:
-		return fmt.Sprintf("re-point %s to shard %d", ref, c.ShardID)
-	case OpSplitRange:
-		return fmt.Sprintf("split the range of function %d at %s", c.Ref.FuncID, c.At)
-	case OpMergeRange:
-		return "merge " + ref + " into the range below it"
-	case OpAddHashPoint:
-		return fmt.Sprintf("add %s for shard %d (%s)", ref, c.ShardID, c.Status)
-	case OpRemoveMapping:
-		return "remove " + ref
-	case OpMoveLocation:
-		return fmt.Sprintf("move shard %d's location to %s:%d", c.ShardID, c.Host, c.Port)
-	case OpRemoveLocation:
-		return fmt.Sprintf("remove shard %d's location", c.ShardID)
-	}
-	return c.Op
-}
-
-// Render prints a statement with its arguments inlined, for people to read
-// (dry runs and plans). It is never executed.
-func Render(query string, args []any) string {
-	var b strings.Builder
-	i := 0
-	for _, r := range query {
-		if r == '?' && i < len(args) {
-			switch v := args[i].(type) {
-			case string:
-				b.WriteString("'" + strings.ReplaceAll(v, "'", "''") + "'")
-			default:
-				fmt.Fprint(&b, v)
-			}
-			i++
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
 
 // BookRangeLookup is the book's range lookup query (Example 7-7's inner form),

@@ -284,23 +284,6 @@ func (s *Store) Update(ctx context.Context, what string, fn func(tx *sql.Tx, m *
 	return nil
 }
 
-// refWhere renders the WHERE of one mapping row and its table.
-func (s *Store) refWhere(ref Ref) (table, where string, args []any) {
-	switch ref.Kind {
-	case Range:
-		if ref.Lower.Type == keyspace.StringKey {
-			return s.t("ranges"), "func_id = ? AND lower_bound_str = ?", []any{ref.FuncID, ref.Lower.Str}
-		}
-		return s.t("ranges"), "func_id = ? AND lower_bound = ?", []any{ref.FuncID, ref.Lower.Int}
-	case Hash:
-		return s.t("hashes"), "func_id = ? AND hash = ?", []any{ref.FuncID, ref.Hash}
-	}
-	if ref.Point.Type == keyspace.StringKey {
-		return s.t("list_points"), "func_id = ? AND point_str = ?", []any{ref.FuncID, ref.Point.Str}
-	}
-	return s.t("list_points"), "func_id = ? AND point = ?", []any{ref.FuncID, ref.Point.Int}
-}
-
 func find(m *Map, ref Ref) (Mapping, bool) {
 	for _, mp := range m.Mappings {
 		if mp.FuncID != ref.FuncID || mp.Kind != ref.Kind {

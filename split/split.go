@@ -12,7 +12,6 @@ import (
 
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/keyspace"
-	"github.com/shardctl/shardctl/lock"
 	"github.com/shardctl/shardctl/pipeline"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/shardmap"
@@ -33,6 +32,8 @@ var badName = regexp.MustCompile(`[^A-Za-z0-9_]`)
 
 // Plan builds and preflights a split plan. It changes nothing.
 func Plan(ctx context.Context, env pipeline.Env, req Request) (*plans.Plan, error) {
+	env = pipeline.WithPools(env)
+	defer env.Pools.Close()
 	m, loc, err := pipeline.Shard(ctx, env, req.ShardID)
 	if err != nil {
 		return nil, err
@@ -70,7 +71,7 @@ func Plan(ctx context.Context, env pipeline.Env, req Request) (*plans.Plan, erro
 			{Op: shardmap.OpSplitRange, Ref: shardmap.Ref{FuncID: f.ID}, At: &at},
 			{Op: shardmap.OpSetStatus, Ref: upper, Status: shardmap.Offline},
 		}
-		p.Cutover = []shardmap.Change{{Op: shardmap.OpRepoint, Ref: upper, ShardID: pipeline.NewShard}, {Op: shardmap.OpSetStatus, Ref: upper, Status: shardmap.Online}}
+		p.Cutover = []shardmap.Change{{Op: shardmap.OpRepoint, Ref: upper, ShardID: shardmap.NewShard}, {Op: shardmap.OpSetStatus, Ref: upper, Status: shardmap.Online}}
 		p.Abort = []shardmap.Change{{Op: shardmap.OpSetStatus, Ref: upper, Status: shardmap.Online}, {Op: shardmap.OpMergeRange, Ref: upper}}
 		p.Args["at"] = at.String()
 		p.Summary = fmt.Sprintf("split shard %d (%s) at %s: %s moves to a new shard on %s", req.ShardID, loc.Schema, at, keyspace.Range{Lo: &at, Hi: mp.Upper}, req.To)
@@ -99,7 +100,7 @@ func Plan(ctx context.Context, env pipeline.Env, req Request) (*plans.Plan, erro
 		moving = keyspace.Filter{Arcs: []keyspace.Arc{{After: q, Upto: arc.Upto}}}
 		ref := shardmap.Ref{FuncID: f.ID, Kind: shardmap.Hash, Hash: q}
 		p.Offline = []shardmap.Change{{Op: shardmap.OpAddHashPoint, Ref: ref, ShardID: req.ShardID, Status: shardmap.Offline}}
-		p.Cutover = []shardmap.Change{{Op: shardmap.OpRepoint, Ref: ref, ShardID: pipeline.NewShard}, {Op: shardmap.OpSetStatus, Ref: ref, Status: shardmap.Online}}
+		p.Cutover = []shardmap.Change{{Op: shardmap.OpRepoint, Ref: ref, ShardID: shardmap.NewShard}, {Op: shardmap.OpSetStatus, Ref: ref, Status: shardmap.Online}}
 		p.Abort = []shardmap.Change{{Op: shardmap.OpRemoveMapping, Ref: ref}}
 		p.Args["at_hash"] = q
 		p.Summary = fmt.Sprintf("split shard %d (%s) at ring point %s: arc (%s, %s] moves to a new shard on %s", req.ShardID, loc.Schema, q, q, arc.Upto, req.To)
@@ -107,13 +108,11 @@ func Plan(ctx context.Context, env pipeline.Env, req Request) (*plans.Plan, erro
 			req.Schema = fmt.Sprintf("%s_%s", loc.Schema, q[:8])
 		}
 	}
-	p.Abort = append(p.Abort, shardmap.Change{Op: shardmap.OpRemoveLocation, ShardID: pipeline.NewShard})
-	p.Options = req.Options
+	p.Abort = append(p.Abort, shardmap.Change{Op: shardmap.OpRemoveLocation, ShardID: shardmap.NewShard})
+	pipeline.Skeleton(env, p, loc, plans.Endpoint{ShardID: shardmap.NewShard, Host: req.To.Host, Port: req.To.Port, Schema: req.Schema}, req.Options, req.ShardID)
 	p.Args["shard"], p.Args["to"] = fmt.Sprint(req.ShardID), req.To.String()
-	p.ShardMap = plans.Endpoint{Schema: env.Store.Schema}
-	p.Source = plans.Endpoint{ShardID: req.ShardID, Host: loc.Host, Port: loc.Port, Schema: loc.Schema}
-	p.Target = plans.Endpoint{ShardID: pipeline.NewShard, Host: req.To.Host, Port: req.To.Port, Schema: req.Schema}
-	p.Locks = []string{lock.Name(env.Store.Schema, req.ShardID)}
+	// The new shard's location is registered by the create step, as the plan's first change.
+	p.Prepare = []shardmap.Change{{Op: shardmap.OpAddLocation, ShardID: shardmap.NewShard, Host: req.To.Host, Port: req.To.Port, Schema: req.Schema}}
 	p.DropTargetSchema = true
 	for _, t := range ts {
 		if !t.Sharded {
@@ -161,11 +160,10 @@ func chooseAt(ctx context.Context, env pipeline.Env, loc shardmap.Location, ts [
 	if big == nil {
 		return keyspace.Key{}, fmt.Errorf("%w: shard %d has no sharded table to find a median in", shardmap.ErrBadInput, loc.ShardID)
 	}
-	db, err := dbutil.Open(ctx, loc.Addr(), env.Creds, "")
+	db, err := env.Pools.DB(ctx, loc.Addr()) // the planning run's pool (Plan set it)
 	if err != nil {
 		return keyspace.Key{}, err
 	}
-	defer db.Close()
 	flt := keyspace.Filter{Column: big.ShardColumn, Ranges: []keyspace.Range{r}}
 	where, args := flt.SQL(dbutil.QuoteIdent)
 	var n int64

@@ -9,20 +9,14 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/shardctl/shardctl/keyspace"
+	"github.com/shardctl/shardctl/tables/tabledef"
 )
 
-// Table is one table of a shard schema.
-type Table struct {
-	Name        string          `json:"name"`
-	Columns     []string        `json:"columns"`
-	PK          []string        `json:"primary_key"`
-	Filter      keyspace.Filter `json:"filter"`                 // rows the operation moves (all rows when Filter.Column is empty)
-	Sharded     bool            `json:"sharded"`                // listed in the shard map's columns table
-	ShardColumn string          `json:"shard_column,omitempty"` // its sharding column
-	EstRows     int64           `json:"est_rows"`               // information_schema estimate, for plans and progress
-	EstBytes    int64           `json:"est_bytes,omitempty"`    // data + index length
-}
+// Table is one table of a shard schema (defined in tabledef, which needs no database).
+type Table = tabledef.Table
+
+// Find returns the table named name.
+func Find(ts []Table, name string) (Table, bool) { return tabledef.Find(ts, name) }
 
 // Inspect reads every base table of schema from information_schema, in name order.
 // A table without a primary key is returned with an empty PK; callers refuse it.
@@ -83,14 +77,4 @@ func Inspect(ctx context.Context, db *sql.DB, schema string) ([]Table, error) {
 	pk.Close()
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
-}
-
-// Find returns the table named name.
-func Find(ts []Table, name string) (Table, bool) {
-	for _, t := range ts {
-		if t.Name == name {
-			return t, true
-		}
-	}
-	return Table{}, false
 }

@@ -1,11 +1,12 @@
 // Package layout checks the house rules of the source tree: only cmd/ (and
-// main.go) know the command-line libraries.
+// main.go) know the command-line libraries, and plans/ links no database.
 package layout
 
 import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -51,5 +52,25 @@ func TestOnlyCmdKnowsTheCommandLine(t *testing.T) {
 	}
 	if checked < 50 {
 		t.Fatalf("checked only %d files: is the walk rooted at the repository?", checked)
+	}
+}
+
+// TestPlansNeedNoDatabase keeps plans/ a leaf: a program that reads and
+// prints a plan links no SQL package and no driver. Value types a plan holds
+// live in packages without a database (shardmap/mapdef, tables/tabledef,
+// schemaobj/objdef, dbutil/ident).
+func TestPlansNeedNoDatabase(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "github.com/shardctl/shardctl/plans").Output()
+	if err != nil {
+		t.Fatalf("go list -deps ./plans: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 10 {
+		t.Fatalf("go list gave only %d packages: %q", len(deps), out)
+	}
+	for _, d := range deps {
+		if d == "database/sql" || d == "database/sql/driver" || d == "github.com/go-sql-driver/mysql" || strings.HasPrefix(d, "github.com/go-sql-driver/mysql/") {
+			t.Errorf("plans depends on %s: move the value type that pulls it in to a package without a database", d)
+		}
 	}
 }

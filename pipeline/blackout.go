@@ -1,0 +1,412 @@
+package pipeline
+
+// The blackout, in one place: everything between "the rows are still
+// writable at the source" and "the shard map points at the target".
+//
+//	fence step:   wait while postponed (postpone file, before-fence hook),
+//	              check readiness (lag, long transactions), then per attempt:
+//	              mappings offline -> fence triggers -> final position ->
+//	              final catch-up -> recheck of deferred chunks;
+//	              any overrun backs off (fence lifted, mappings online) and
+//	              the next attempt follows after a growing pause.
+//	cutover step: finish the final catch-up after a crash, switch the shard
+//	              map in one transaction (mappings online at the target),
+//	              stop the tail, finish the schema objects.
+//
+// The reverse window's switch (window.go) runs the same attempt loop
+// (attempts) and times its attempts the same way (startAttempt).
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/shardctl/shardctl/binlog"
+	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/fence"
+	"github.com/shardctl/shardctl/plans"
+	"github.com/shardctl/shardctl/shardmap"
+	"github.com/shardctl/shardctl/verify"
+)
+
+// fence takes the moving rows offline: mark the mappings offline, install
+// the fence on the source, and only then read the source's final position
+// (reading it before the fence holds lets writes slip in: vitess #16563),
+// then wait for the target to apply exactly that much. The whole blackout has
+// a budget (MaxBlackoutMS): an attempt that cannot fence within it (a
+// transaction holds a table) or cannot finish the final catch-up within it
+// lifts the fence, puts the mappings back online, and is retried after a
+// back-off; the tail keeps running in between. Before each attempt it checks
+// what would make it fail (lag, long transactions: vitess #9525), and waits
+// while the postpone file exists.
+func (r *runner) fence(ctx context.Context) error {
+	budget := r.p.Options.MaxBlackoutMS.D()
+	last, err := r.attempts(ctx, attemptLoop{
+		wait:      r.waitPostpone,
+		notReady:  func(ctx context.Context) (string, bool, error) { return r.notReady(ctx, budget) },
+		try:       func(ctx context.Context) error { return r.tryFence(ctx, budget) },
+		postponed: "postponed: ",
+	})
+	if err != nil || last == nil {
+		return err
+	}
+	return fmt.Errorf("%w (%s) in %d attempts (last: %v); the shard stays online at the source; resume to try again, or raise --max-blackout", ErrBudget, budget, r.p.Options.FenceAttempts, last)
+}
+
+// attemptLoop is what differs between the cutover and the reverse window's
+// switch; runner.attempts is the loop they share.
+type attemptLoop struct {
+	wait      func(ctx context.Context) error                                 // holds while postponed
+	notReady  func(ctx context.Context) (why string, longTrx bool, err error) // why an attempt now would likely overrun
+	try       func(ctx context.Context) error                                 // one attempt; errBackedOff: undone, try again
+	postponed string                                                          // prefix of a postponed attempt's result
+}
+
+// attempts runs up to FenceAttempts attempts with a doubling back-off
+// between them, waiting out a postponement and checking readiness before
+// each. It returns nil, nil when an attempt went through; the last reason
+// (non-nil) when none fitted; or the error that stopped it.
+func (r *runner) attempts(ctx context.Context, l attemptLoop) (last error, err error) {
+	backoff := max(r.p.Options.BackoffMS, 1).D()
+	postponed := 0
+	for i := 0; i < max(1, r.p.Options.FenceAttempts); i++ {
+		if i > 0 {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 30*time.Second)
+		}
+		if err := l.wait(ctx); err != nil {
+			return nil, err
+		}
+		why, longTrx, err := l.notReady(ctx)
+		if err != nil {
+			return nil, err
+		}
+		// InnoDB cannot tell which tables an idle transaction touched: a long
+		// transaction postpones at most three attempts in a row, then the fence
+		// itself finds out (its metadata-lock wait is bounded by the budget).
+		if longTrx {
+			postponed++
+		}
+		if why != "" && (!longTrx || postponed <= 3) {
+			r.recordAttempt(plans.Attempt{Started: time.Now().UTC(), Result: l.postponed + why})
+			last = errors.New(why)
+			continue
+		}
+		postponed = 0
+		err = l.try(ctx)
+		if err == nil {
+			return nil, nil
+		}
+		if !errors.Is(err, errBackedOff) {
+			return nil, err
+		}
+		last = err
+	}
+	return last, nil
+}
+
+var errBackedOff = errors.New("backed off")
+
+func (r *runner) recordAttempt(a plans.Attempt) int {
+	r.mu.Lock()
+	r.p.Attempts = append(r.p.Attempts, a)
+	idx := len(r.p.Attempts) - 1
+	r.mu.Unlock()
+	r.env.Log.Info("cutover attempt", "attempt", idx+1, "result", a.Result)
+	r.noteAttempt(idx)
+	_ = r.save(true) // every attempt is on record, for 'plan show'
+	return idx
+}
+
+// noteAttempt tells an AttemptObserver about attempt idx.
+func (r *runner) noteAttempt(idx int) {
+	ao, ok := r.env.Observer.(AttemptObserver)
+	if !ok {
+		return
+	}
+	r.mu.Lock()
+	a := r.p.Attempts[idx]
+	a.Phases = nil // the observer gets a copy; the map stays the runner's
+	r.mu.Unlock()
+	ao.Attempt(idx+1, a)
+}
+
+// waitPostpone holds the cutover while the postpone file exists or the
+// before-fence hook fails; the tail keeps the target close behind.
+func (r *runner) waitPostpone(ctx context.Context) error {
+	f := r.p.Options.PostponeFile
+	logged := ""
+	for {
+		why := ""
+		if _, err := os.Stat(f); f != "" && err == nil {
+			why = "postponed: remove " + f + " to cut over"
+		} else if err := r.hook(ctx, HookBeforeFence, plans.StepFence); err != nil {
+			why = "postponed by the before-fence hook: " + err.Error()
+		}
+		if why == "" {
+			return nil
+		}
+		if why != logged {
+			r.env.Log.Info("cutover "+why, "file", f)
+			r.env.Observer.Progress(plans.StepFence, 0, 0, why)
+			logged = why
+		}
+		if _, err := r.waitCaughtUp(ctx, 0); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// notReady says why fencing now would likely overrun the budget: the
+// target takes too long to reach a fresh source position (the final
+// catch-up would too), or a transaction older than the budget is open on the
+// source (it may hold a fenced table's metadata lock).
+func (r *runner) notReady(ctx context.Context, budget time.Duration) (why string, longTrx bool, err error) {
+	took, err := r.waitCaughtUp(ctx, 0)
+	if err != nil {
+		return "", false, err
+	}
+	if took > budget/2 {
+		return fmt.Sprintf("the target needed %s to catch up, over half the %s budget", took.Round(time.Millisecond), budget), false, nil
+	}
+	why, err = longTransaction(ctx, r.src, budget, "source")
+	return why, why != "", err
+}
+
+// longTransaction names a transaction older than budget that holds locks on db, or "".
+func longTransaction(ctx context.Context, db *sql.DB, budget time.Duration, side string) (string, error) {
+	var id, thread, age int64
+	err := db.QueryRowContext(ctx, `SELECT trx_id, trx_mysql_thread_id, TIMESTAMPDIFF(MICROSECOND, trx_started, NOW(6)) FROM information_schema.INNODB_TRX
+		WHERE trx_started < NOW(6) - INTERVAL ? MICROSECOND AND (trx_rows_modified > 0 OR trx_tables_locked > 0 OR trx_lock_structs > 0)
+		ORDER BY trx_started LIMIT 1`, budget.Microseconds()).Scan(&id, &thread, &age)
+	if err == sql.ErrNoRows {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("look for long transactions: %w", err)
+	}
+	return fmt.Sprintf("transaction %d (connection %d) has been open %s on the %s", id, thread, (time.Duration(age) * time.Microsecond).Round(time.Millisecond), side), nil
+}
+
+// startAttempt records an attempt that starts at start (result says what it
+// does) and returns its index, phase (records the time since the previous
+// phase under a name) and left (the budget left, at least 10 ms so a wait
+// never gets zero). The cutover and the window's switch time attempts alike.
+func (r *runner) startAttempt(start time.Time, result string, budget time.Duration) (idx int, phase func(string), left func() time.Duration) {
+	idx = r.recordAttempt(plans.Attempt{Started: start.UTC(), Phases: map[string]float64{}, Result: result})
+	mark := start
+	phase = func(name string) {
+		r.mu.Lock()
+		r.p.Attempts[idx].Phases[name] = msSince(mark)
+		r.mu.Unlock()
+		mark = time.Now()
+	}
+	left = func() time.Duration { return max(budget-time.Since(start), 10*time.Millisecond) }
+	return idx, phase, left
+}
+
+// tryFence is one cutover attempt within the budget.
+func (r *runner) tryFence(ctx context.Context, budget time.Duration) error {
+	// The fence's sessions are opened before the blackout starts.
+	sessions, err := fence.OpenSessions(ctx, r.src, len(r.p.Fence), budget)
+	if err != nil {
+		return fmt.Errorf("open fence sessions: %w", err)
+	}
+	defer sessions.Close()
+	start := time.Now()
+	idx, phase, left := r.startAttempt(start, "fencing", budget)
+	if err := r.env.Store.Apply(ctx, "take the moving mappings offline", r.p.Offline); err != nil {
+		return err
+	}
+	phase("offline")
+	undo := func(reason error) error {
+		bg := context.WithoutCancel(ctx)
+		err := fence.Remove(bg, r.src, r.p.Source.Schema, fenceNames(r.p), r.p.Options.LockWaitMS.D())
+		if aerr := r.env.Store.Apply(bg, "put the mappings back online", onlineAgain(r.p.Offline)); aerr != nil {
+			err = errors.Join(err, aerr)
+		}
+		r.mu.Lock()
+		r.p.Attempts[idx].Result = "backed off: " + reason.Error()
+		r.p.Attempts[idx].BlackoutM = msSince(start)
+		r.mu.Unlock()
+		r.noteAttempt(idx)
+		_ = r.save(true)
+		if err != nil {
+			return fmt.Errorf("%v; and undoing the attempt failed: %w", reason, err)
+		}
+		return fmt.Errorf("%w: %v", errBackedOff, reason)
+	}
+	if err := sessions.Install(ctx, r.p.Source.Schema, fenceTables(r.p), left()); err != nil {
+		if fence.IsTimeout(err) || dbutil.IsRetryableLockErr(err) {
+			return undo(fmt.Errorf("a transaction held a fenced table beyond the budget: %w", err))
+		}
+		if dbutil.IsPrivilegeErr(err) {
+			// No later attempt would do better: stop now (resumable once granted).
+			if uerr := undo(err); !errors.Is(uerr, errBackedOff) {
+				return uerr
+			}
+			return fmt.Errorf("install the fence: %w (the shard is back online at the source; grant what is missing, see docs/servers.md, then resume)", err)
+		}
+		return undo(err)
+	}
+	phase("fence")
+	final, err := binlog.MasterStatus(ctx, r.src)
+	if err != nil {
+		return undo(err)
+	}
+	r.mu.Lock()
+	r.p.Checkpoints.Final = plans.Position(final)
+	r.mu.Unlock()
+	if err := r.save(true); err != nil {
+		return undo(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, left())
+	defer cancel()
+	if err := r.tail.WaitFor(wctx, final); err != nil {
+		if ctx.Err() == nil && wctx.Err() != nil {
+			return undo(fmt.Errorf("the final catch-up to %s did not finish within the budget", final))
+		}
+		return undo(fmt.Errorf("final catch-up to %s: %w", final, err))
+	}
+	phase("final")
+	if len(r.p.Checkpoints.Deferred) > 0 {
+		// The source is still and the target has all of it: an exact comparison.
+		vctx, cancel := context.WithTimeout(ctx, left())
+		defer cancel()
+		differ, err := r.recheck(vctx)
+		if err != nil {
+			if ctx.Err() == nil && vctx.Err() != nil {
+				return undo(fmt.Errorf("re-checking %d changing chunks did not fit the budget", len(r.p.Checkpoints.Deferred)))
+			}
+			return undo(err)
+		}
+		if len(differ) > 0 {
+			c := differ[0]
+			err := fmt.Errorf("%w: %s rows (%s]..(%s] differ behind the fence: source %d rows, target %d rows", ErrMismatch, c.Table,
+				strings.Join(c.Lo, ","), strings.Join(c.Hi, ","), c.SourceRows, c.TargetRows)
+			if uerr := undo(err); !errors.Is(uerr, errBackedOff) {
+				return uerr
+			}
+			return err
+		}
+		phase("recheck")
+	}
+	if time.Since(start) > budget {
+		return undo(fmt.Errorf("the attempt took %s, over the %s budget", time.Since(start).Round(time.Millisecond), budget))
+	}
+	// The tail keeps running into the cutover: stopping it is not part of the blackout.
+	return nil
+}
+
+// recheck compares the deferred verify chunks once more.
+func (r *runner) recheck(ctx context.Context) ([]verify.Chunk, error) {
+	v := &verify.Verifier{Source: r.src, Target: r.dst, SourceSchema: r.p.Source.Schema, TargetSchema: r.p.Target.Schema}
+	var differ []verify.Chunk
+	for _, t := range r.p.Copy {
+		var cs []verify.Chunk
+		for _, d := range r.p.Checkpoints.Deferred {
+			if d.Table == t.Name {
+				cs = append(cs, verify.Chunk{Table: d.Table, Lo: d.Lo, Hi: d.Hi})
+			}
+		}
+		if len(cs) == 0 {
+			continue
+		}
+		d, err := v.Recheck(ctx, t, cs)
+		if err != nil {
+			return nil, err
+		}
+		differ = append(differ, d...)
+	}
+	return differ, nil
+}
+
+func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }
+
+func fenceTables(p *plans.Plan) []fence.Table {
+	out := make([]fence.Table, len(p.Fence))
+	for i, f := range p.Fence {
+		out[i] = fence.Table{Name: f.Name, Filter: f.Filter}
+	}
+	return out
+}
+
+func fenceNames(p *plans.Plan) []string {
+	out := make([]string, len(p.Fence))
+	for i, f := range p.Fence {
+		out[i] = f.Name
+	}
+	return out
+}
+
+// onlineAgain turns "mark offline" changes into "mark online" ones.
+func onlineAgain(cs []shardmap.Change) []shardmap.Change {
+	var out []shardmap.Change
+	for _, c := range cs {
+		if c.Op == shardmap.OpSetStatus && c.Status == shardmap.Offline {
+			c.Status = shardmap.Online
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// cutover switches the shard map in one transaction once the target holds
+// every write the source acknowledged before the fence.
+func (r *runner) cutover(ctx context.Context) error {
+	final := binlog.Position(r.p.Checkpoints.Final)
+	if final.IsZero() {
+		return errors.New("no final position recorded: the fence step did not finish")
+	}
+	if binlog.Position(r.p.Checkpoints.Applied).Compare(final) < 0 {
+		// Resumed after a crash between the fence and here: finish the final catch-up.
+		if err := r.ensureTail(ctx); err != nil {
+			return err
+		}
+		if err := r.tail.WaitFor(ctx, final); err != nil {
+			return err
+		}
+	}
+	if err := r.windowAtCutover(ctx); err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := r.env.Store.Apply(ctx, "cut over", r.p.Cutover); err != nil {
+		return err
+	}
+	if err := r.stopTail(); err != nil {
+		return fmt.Errorf("cut over done; stopping the binlog tail: %w", err)
+	}
+	if err := r.finishObjects(ctx); err != nil {
+		return fmt.Errorf("cut over done; schema objects: %w", err)
+	}
+	r.mu.Lock()
+	if n := len(r.p.Attempts); n > 0 {
+		a := &r.p.Attempts[n-1]
+		if a.Phases != nil {
+			a.Phases["cutover"] = msSince(start)
+		}
+		a.BlackoutM = msSince(a.Started)
+		a.Result = "cut over"
+		r.p.Result.BlackoutMS = a.BlackoutM
+	}
+	n := len(r.p.Attempts)
+	r.mu.Unlock()
+	if n > 0 {
+		r.noteAttempt(n - 1)
+	}
+	return nil
+}

@@ -1,0 +1,330 @@
+// Package throttle paces chunked work (copy, binlog apply, cleanup, prune)
+// on a shard server: a rows/s cap, a ceiling on Threads_running, a ceiling on
+// replica lag, and a control file an operator edits while the work goes on.
+//
+// It fails closed: a gauge that cannot read its metric returns an error, and
+// the chunk waiting on it never goes (the error stops the run, which a resume
+// continues), rather than letting work proceed unmeasured.
+package throttle
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/shardctl/shardctl/dbutil"
+)
+
+// Pacer is what paced work needs from a throttler.
+type Pacer interface {
+	// Wait returns when a chunk of rows rows may go (or the context ends, or
+	// a metric cannot be read).
+	Wait(ctx context.Context, rows int) error
+	// Pause is Wait followed by a fixed pause.
+	Pause(ctx context.Context, rows int, pause time.Duration) error
+	// Reason says why work waits right now ("" when it does not).
+	Reason() string
+}
+
+// Gauge reads one metric and says why work must wait for it ("" when it
+// need not). An error means the metric could not be read: the throttler
+// fails closed on it.
+type Gauge interface {
+	Over(ctx context.Context) (reason string, err error)
+}
+
+// Config is what the throttler watches; zero values switch a limit off.
+type Config struct {
+	MaxRate           int64         // rows per second
+	MaxThreadsRunning int           // the source's Threads_running ceiling
+	MaxLag            time.Duration // replica lag ceiling (with Replicas)
+	Replicas          []string      // HOST:PORT of the replicas whose lag is watched
+	ControlFile       string        // re-read every 2 s: max-rate, max-threads-running, pause
+}
+
+// Throttler paces the chunked work of a run (copy, apply, cleanup): a rows/s
+// cap, a ceiling on the source's Threads_running, a ceiling on replica lag,
+// and a control file an operator can edit while the run goes on (in the
+// spirit of gh-ost's flag files).
+type Throttler struct {
+	src      *sql.DB
+	replicas []*sql.DB
+	gauges   []Gauge // replica lag, after Threads_running (whose ceiling the control file changes)
+	opts     Config
+	creds    dbutil.Creds
+
+	mu          sync.Mutex
+	rate        int64
+	maxThreads  int
+	paused      bool
+	next        time.Time // rate limiter: when the next chunk may start
+	controlRead time.Time
+	checked     time.Time
+	reason      string // why it throttles now, "" when it does not
+}
+
+var _ Pacer = (*Throttler)(nil)
+
+// New paces work on src by opts' MaxRate, MaxThreadsRunning, MaxLag (with
+// Replicas) and ControlFile. Close it when done.
+func New(ctx context.Context, src *sql.DB, opts Config, creds dbutil.Creds) (*Throttler, error) {
+	t := &Throttler{src: src, opts: opts, creds: creds, rate: opts.MaxRate, maxThreads: opts.MaxThreadsRunning}
+	if err := t.open(ctx); err != nil {
+		t.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+// open connects to the replicas whose lag is watched.
+func (t *Throttler) open(ctx context.Context) error {
+	for _, r := range t.opts.Replicas {
+		addr, err := dbutil.ParseAddr(r)
+		if err != nil {
+			return err
+		}
+		db, err := dbutil.Open(ctx, addr, t.creds, "")
+		if err != nil {
+			return fmt.Errorf("replica %s: %w", r, err)
+		}
+		t.replicas = append(t.replicas, db)
+		if t.opts.MaxLag > 0 {
+			t.gauges = append(t.gauges, lagGauge{db: db, name: r, max: t.opts.MaxLag})
+		}
+	}
+	return nil
+}
+
+// Close closes the replica connections.
+func (t *Throttler) Close() {
+	for _, db := range t.replicas {
+		db.Close()
+	}
+}
+
+// Reason says why the run is throttled right now ("" when it is not).
+func (t *Throttler) Reason() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.reason
+}
+
+// Pause is Wait followed by a fixed pause (cleanup's --prune-sleep-ms).
+func (t *Throttler) Pause(ctx context.Context, rows int, pause time.Duration) error {
+	if err := t.Wait(ctx, rows); err != nil {
+		return err
+	}
+	if pause <= 0 {
+		return nil
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(pause):
+		return nil
+	}
+}
+
+// Wait is called before a chunk of rows rows; it returns when the chunk may go.
+func (t *Throttler) Wait(ctx context.Context, rows int) error {
+	for {
+		t.readControl()
+		reason, err := t.overLimit(ctx)
+		if err != nil {
+			return err
+		}
+		t.mu.Lock()
+		t.reason = reason
+		t.mu.Unlock()
+		if reason == "" {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	t.mu.Lock()
+	rate := t.rate
+	now := time.Now()
+	if t.next.Before(now) {
+		t.next = now
+	}
+	wait := t.next.Sub(now)
+	if rate > 0 {
+		t.next = t.next.Add(time.Duration(float64(time.Second) * float64(rows) / float64(rate)))
+	}
+	t.mu.Unlock()
+	if wait <= 0 {
+		return nil
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(wait):
+		return nil
+	}
+}
+
+// overLimit checks the pause flag, Threads_running and replica lag, at most
+// every 250 ms while throttled and every second otherwise.
+func (t *Throttler) overLimit(ctx context.Context) (string, error) {
+	t.mu.Lock()
+	paused, maxThreads := t.paused, t.maxThreads
+	last := t.reason
+	due := time.Since(t.checked) >= time.Second || last != ""
+	if due {
+		t.checked = time.Now()
+	}
+	t.mu.Unlock()
+	if paused {
+		return "paused by the control file", nil
+	}
+	if !due {
+		return "", nil
+	}
+	if maxThreads > 0 {
+		if reason, err := (threadsGauge{db: t.src, max: maxThreads}).Over(ctx); reason != "" || err != nil {
+			return reason, err
+		}
+	}
+	for _, g := range t.gauges {
+		if reason, err := g.Over(ctx); reason != "" || err != nil {
+			return reason, err
+		}
+	}
+	return "", nil
+}
+
+// threadsGauge watches the source's Threads_running.
+type threadsGauge struct {
+	db  *sql.DB
+	max int
+}
+
+func (g threadsGauge) Over(ctx context.Context) (string, error) {
+	var name string
+	var n int
+	if err := g.db.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'Threads_running'").Scan(&name, &n); err != nil {
+		return "", fmt.Errorf("throttle: read Threads_running: %w", err)
+	}
+	if n > g.max {
+		return fmt.Sprintf("throttled: Threads_running %d > %d", n, g.max), nil
+	}
+	return "", nil
+}
+
+// lagGauge watches one replica's lag; a stopped replication counts as over.
+type lagGauge struct {
+	db   *sql.DB
+	name string
+	max  time.Duration
+}
+
+func (g lagGauge) Over(ctx context.Context) (string, error) {
+	lag, err := replicaLag(ctx, g.db)
+	if err != nil {
+		return "", fmt.Errorf("throttle: lag of replica %s: %w", g.name, err)
+	}
+	if lag < 0 || lag > g.max {
+		return fmt.Sprintf("throttled: replica %s lags %s", g.name, lag), nil
+	}
+	return "", nil
+}
+
+// replicaLag reads Seconds_Behind_Master; -1 when replication is stopped.
+func replicaLag(ctx context.Context, db *sql.DB) (time.Duration, error) {
+	rows, err := db.QueryContext(ctx, "SHOW SLAVE STATUS")
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return 0, err
+	}
+	if !rows.Next() {
+		return 0, fmt.Errorf("not a replica (SHOW SLAVE STATUS is empty)")
+	}
+	vals := make([]sql.NullString, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	if err := rows.Scan(ptrs...); err != nil {
+		return 0, err
+	}
+	for i, c := range cols {
+		if c == "Seconds_Behind_Master" {
+			if !vals[i].Valid {
+				return -1, nil
+			}
+			n, _ := strconv.Atoi(vals[i].String)
+			return time.Duration(n) * time.Second, nil
+		}
+	}
+	return 0, fmt.Errorf("no Seconds_Behind_Master column")
+}
+
+// readControl re-reads the control file every 2 s: lines "max-rate = N",
+// "max-threads-running = N", "pause = true|false"; # starts a comment.
+func (t *Throttler) readControl() {
+	if t.opts.ControlFile == "" {
+		return
+	}
+	t.mu.Lock()
+	if time.Since(t.controlRead) < 2*time.Second {
+		t.mu.Unlock()
+		return
+	}
+	t.controlRead = time.Now()
+	t.mu.Unlock()
+	c, err := parseControl(t.opts.ControlFile)
+	if err != nil {
+		return // a missing or half-written file keeps the current settings
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if v, ok := c["max-rate"]; ok {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+			t.rate = n
+		}
+	}
+	if v, ok := c["max-threads-running"]; ok {
+		if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+			t.maxThreads = n
+		}
+	}
+	if v, ok := c["pause"]; ok {
+		t.paused = v == "true" || v == "1" || v == "yes"
+	}
+}
+
+func parseControl(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if i := strings.IndexByte(line, '#'); i >= 0 {
+			line = strings.TrimSpace(line[:i])
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			continue
+		}
+		out[strings.ToLower(strings.TrimSpace(k))] = strings.ToLower(strings.TrimSpace(v))
+	}
+	return out, sc.Err()
+}
