@@ -266,6 +266,7 @@ func startWorkload(t *testing.T, c *cluster, keys []int64, script string) *workl
 	if len(stmts) == 0 {
 		return w
 	}
+	autocommit := strings.Contains(script, autocommitMark)
 	rt := router.New(c.store, router.Options{Creds: sandbox.Creds(), RetryFor: 30 * time.Second})
 	rnd := rand.New(rand.NewSource(1))
 	w.wg.Add(1)
@@ -284,7 +285,7 @@ func startWorkload(t *testing.T, c *cluster, keys []int64, script string) *workl
 				// An application retries deadlocks and lock wait timeouts
 				// (cleanup and abort delete rows next to its writes).
 				for try := 0; try < 5; try++ {
-					if err = runTx(tg.DB, tg.Schema, k, stmts); !dbutil.IsRetryableLockErr(err) {
+					if err = runTx(tg.DB, tg.Schema, k, stmts, autocommit); !dbutil.IsRetryableLockErr(err) {
 						break
 					}
 				}
@@ -315,7 +316,7 @@ func (w *workload) stop() (int64, []string) {
 	return w.done.Load(), w.failed
 }
 
-func runTx(db *sql.DB, schema string, k int64, stmts []string) error {
+func runTx(db *sql.DB, schema string, k int64, stmts []string, autocommit bool) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return err
@@ -327,18 +328,31 @@ func runTx(db *sql.DB, schema string, k int64, stmts []string) error {
 	if _, err := conn.ExecContext(ctx, "SET @k = ?", k); err != nil {
 		return err
 	}
-	if _, err := conn.ExecContext(ctx, "BEGIN"); err != nil {
-		return err
+	// A workload that writes a non-transactional (MyISAM) table runs its
+	// statements one by one: MySQL with GTIDs refuses such writes inside a
+	// multi-statement transaction (error 1785), as its applications know.
+	if !autocommit {
+		if _, err := conn.ExecContext(ctx, "BEGIN"); err != nil {
+			return err
+		}
 	}
 	for _, q := range stmts {
 		if _, err := conn.ExecContext(ctx, q); err != nil {
-			_, _ = conn.ExecContext(ctx, "ROLLBACK")
+			if !autocommit {
+				_, _ = conn.ExecContext(ctx, "ROLLBACK")
+			}
 			return err
 		}
+	}
+	if autocommit {
+		return nil
 	}
 	_, err = conn.ExecContext(ctx, "COMMIT")
 	return err
 }
+
+// autocommitMark in workload.sql runs its statements without a transaction.
+const autocommitMark = "-- autocommit"
 
 // execScript runs a corpus script in schema on one session.
 func execScript(t *testing.T, db *sql.DB, schema, script string) {

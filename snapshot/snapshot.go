@@ -79,8 +79,12 @@ func (c *Copier) CreateTables(ctx context.Context, ts []tables.Table) error {
 	if err != nil {
 		return fmt.Errorf("copy: create target schema %s: %w", c.TargetSchema, err)
 	}
-	// USE, so a foreign key's unqualified parent table resolves in the target schema.
-	conn, err := chunk.Session(ctx, c.Target, "USE "+dbutil.QuoteIdent(c.TargetSchema), "SET SESSION foreign_key_checks = 0")
+	// USE, so a foreign key's unqualified parent table resolves in the target
+	// schema; a permissive sql_mode (as mysqldump's), so a definition the
+	// source accepted (a zero-date default made under a permissive mode) is
+	// accepted on a target whose default mode is strict.
+	conn, err := chunk.Session(ctx, c.Target, "USE "+dbutil.QuoteIdent(c.TargetSchema), "SET SESSION foreign_key_checks = 0",
+		"SET SESSION sql_mode = 'NO_AUTO_VALUE_ON_ZERO'")
 	if err != nil {
 		return fmt.Errorf("copy: open session on target schema %s: %w", c.TargetSchema, err)
 	}
