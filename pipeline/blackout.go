@@ -330,7 +330,7 @@ func (r *runner) recheck(ctx context.Context) ([]verify.Chunk, error) {
 		var cs []verify.Chunk
 		for _, d := range r.p.Checkpoints.Deferred {
 			if d.Table == t.Name {
-				cs = append(cs, verify.Chunk{Table: d.Table, Lo: d.Lo, Hi: d.Hi})
+				cs = append(cs, verify.Chunk{Range: d})
 			}
 		}
 		if len(cs) == 0 {
