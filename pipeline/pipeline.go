@@ -324,7 +324,7 @@ func (r *runner) ensureTail(ctx context.Context) error {
 		Target:       r.dst,
 		TargetSchema: r.p.Target.Schema,
 		Tables:       r.p.Copy,
-		ServerID:     uint32(1_000_000 + rand.Intn(1_000_000_000)),
+		ServerID:     tailServerID(),
 		Start:        binlog.Position(from),
 		Checkpoint: func(_ context.Context, pos binlog.Position) error {
 			r.mu.Lock()
@@ -348,20 +348,32 @@ func (r *runner) stopTail() error {
 	if r.tail == nil {
 		return nil
 	}
-	err := r.tail.Stop()
-	st := r.tail.Stats()
+	err := r.endTail(r.tail, func(p binlog.Position) { r.p.Checkpoints.Applied = plans.Position(p) })
+	r.tail = nil
+	return err
+}
+
+// endTail stops t, counts what it applied and saves the plan; keep, if
+// set, records where t stopped (called under r.mu). The forward tail and
+// the reverse window's tail both end this way.
+func (r *runner) endTail(t *binlog.Tailer, keep func(binlog.Position)) error {
+	err := t.Stop()
+	st := t.Stats()
 	r.mu.Lock()
 	r.p.Result.EventsApplied += st.RowsApplied
-	if !st.Applied.IsZero() {
-		r.p.Checkpoints.Applied = plans.Position(st.Applied)
+	if keep != nil && !st.Applied.IsZero() {
+		keep(st.Applied)
 	}
 	r.mu.Unlock()
-	r.tail = nil
 	if serr := r.save(true); serr != nil && err == nil {
 		err = serr
 	}
 	return err
 }
+
+// tailServerID is a replica id for a binlog tail, random so tails of
+// parallel runs do not collide with each other or with real replicas.
+func tailServerID() uint32 { return uint32(1_000_000 + rand.Intn(1_000_000_000)) }
 
 // waitCaughtUp waits until the target applied everything up to the source's current position.
 func (r *runner) waitCaughtUp(ctx context.Context, limit time.Duration) (time.Duration, error) {

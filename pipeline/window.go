@@ -17,7 +17,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	mrand "math/rand"
 	"os"
 	"strings"
 	"time"
@@ -250,7 +249,7 @@ func (wr *windowRun) ensure(ctx context.Context) error {
 		Cascading: tables.CascadingParents(fks, l.fromEP.Schema), // deletes that cascade are repeated, as forward
 		Source:    addrOf(l.fromEP), Creds: r.env.Creds, Schema: l.fromEP.Schema,
 		Target: l.to, TargetSchema: l.toEP.Schema, Tables: windowTables(r.p),
-		ServerID: uint32(1_000_000 + mrand.Intn(1_000_000_000)),
+		ServerID: tailServerID(),
 		Start:    binlog.Position(from),
 		Checkpoint: func(_ context.Context, pos binlog.Position) error {
 			r.mu.Lock()
@@ -278,15 +277,8 @@ func (wr *windowRun) stopTail() error {
 	if wr.tail == nil {
 		return nil
 	}
-	err := wr.tail.Stop()
-	st := wr.tail.Stats()
+	err := wr.r.endTail(wr.tail, nil)
 	wr.tail = nil
-	wr.r.mu.Lock()
-	wr.r.p.Result.EventsApplied += st.RowsApplied
-	wr.r.mu.Unlock()
-	if serr := wr.r.save(true); serr != nil && err == nil {
-		err = serr
-	}
 	return err
 }
 
