@@ -202,6 +202,21 @@ func longTransaction(ctx context.Context, db *sql.DB, budget time.Duration, side
 	return fmt.Sprintf("transaction %d (connection %d) has been open %s on the %s", id, thread, (time.Duration(age) * time.Microsecond).Round(time.Millisecond), side), nil
 }
 
+// finalCatchup waits, at most d, until t applied everything up to final
+// (the fenced side's last position); the error says whether the budget ran
+// out. The cutover and the window's switch end their blackout with it.
+func finalCatchup(ctx context.Context, t *binlog.Tailer, final binlog.Position, d time.Duration) error {
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	if err := t.WaitFor(wctx, final); err != nil {
+		if ctx.Err() == nil && wctx.Err() != nil {
+			return fmt.Errorf("the final catch-up to %s did not finish within the budget", final)
+		}
+		return fmt.Errorf("final catch-up to %s: %w", final, err)
+	}
+	return nil
+}
+
 // startAttempt records an attempt that starts at start (result says what it
 // does) and returns its index, phase (records the time since the previous
 // phase under a name) and left (the budget left, at least 10 ms so a wait
@@ -284,13 +299,8 @@ func (r *runner) tryFence(ctx context.Context, budget time.Duration) error {
 	if err := r.save(true); err != nil {
 		return undo(err)
 	}
-	wctx, cancel := context.WithTimeout(ctx, left())
-	defer cancel()
-	if err := r.tail.WaitFor(wctx, final); err != nil {
-		if ctx.Err() == nil && wctx.Err() != nil {
-			return undo(fmt.Errorf("the final catch-up to %s did not finish within the budget", final))
-		}
-		return undo(fmt.Errorf("final catch-up to %s: %w", final, err))
+	if err := finalCatchup(ctx, r.tail, final, left()); err != nil {
+		return undo(err)
 	}
 	phase("final")
 	if len(r.p.Checkpoints.Deferred) > 0 {

@@ -553,13 +553,8 @@ func (wr *windowRun) trySwitch(ctx context.Context, budget time.Duration) error 
 		return undo(err)
 	}
 	fault.Hit("during:revert")
-	wctx, cancel := context.WithTimeout(ctx, left())
-	defer cancel()
-	if err := wr.tail.WaitFor(wctx, final); err != nil {
-		if ctx.Err() == nil && wctx.Err() != nil {
-			return undo(fmt.Errorf("the final catch-up to %s did not finish within the budget", final))
-		}
-		return undo(fmt.Errorf("final catch-up to %s: %w", final, err))
+	if err := finalCatchup(ctx, wr.tail, final, left()); err != nil {
+		return undo(err)
 	}
 	phase("final")
 	if time.Since(start) > budget {
