@@ -380,7 +380,18 @@ func (r *runner) waitCaughtUp(ctx context.Context, limit time.Duration) (time.Du
 	if err := r.ensureTail(ctx); err != nil {
 		return 0, err
 	}
-	pos, err := binlog.MasterStatus(ctx, r.src)
+	took, err := waitForSource(ctx, r.tail, r.src, limit)
+	if err != nil {
+		return took, err
+	}
+	r.lag(took)
+	return took, nil
+}
+
+// waitForSource waits (at most limit, if set) until t applied src's
+// current position, and says how long that took.
+func waitForSource(ctx context.Context, t *binlog.Tailer, src *sql.DB, limit time.Duration) (time.Duration, error) {
+	pos, err := binlog.MasterStatus(ctx, src)
 	if err != nil {
 		return 0, err
 	}
@@ -391,9 +402,6 @@ func (r *runner) waitCaughtUp(ctx context.Context, limit time.Duration) (time.Du
 		wctx, cancel = context.WithTimeout(ctx, limit)
 		defer cancel()
 	}
-	if err := r.tail.WaitFor(wctx, pos); err != nil {
-		return time.Since(start), err
-	}
-	r.lag(time.Since(start))
-	return time.Since(start), nil
+	err = t.WaitFor(wctx, pos)
+	return time.Since(start), err
 }

@@ -287,19 +287,7 @@ func (wr *windowRun) caughtUp(ctx context.Context, limit time.Duration) (time.Du
 	if err := wr.ensure(ctx); err != nil {
 		return 0, err
 	}
-	pos, err := binlog.MasterStatus(ctx, wr.r.leg(wr.r.p.Window.Serving).from)
-	if err != nil {
-		return 0, err
-	}
-	start := time.Now()
-	wctx := ctx
-	if limit > 0 {
-		var cancel context.CancelFunc
-		wctx, cancel = context.WithTimeout(ctx, limit)
-		defer cancel()
-	}
-	err = wr.tail.WaitFor(wctx, pos)
-	return time.Since(start), err
+	return waitForSource(ctx, wr.tail, wr.r.leg(wr.r.p.Window.Serving).from, limit)
 }
 
 // measureLag records how long the tail needs to reach the serving side's position.
