@@ -102,15 +102,8 @@ func Run(ctx context.Context, env Env, p *plans.Plan) error {
 		return err
 	}
 	defer l.Release()
-	ctx, cancel := context.WithCancelCause(ctx)
+	ctx, cancel := l.Bind(ctx, fmt.Errorf("%w; stopped safely, resume the plan", ErrLockLost))
 	defer cancel(nil)
-	go func() {
-		select {
-		case <-l.Lost():
-			cancel(fmt.Errorf("%w; stopped safely, resume the plan", ErrLockLost))
-		case <-ctx.Done():
-		}
-	}()
 
 	r := &runner{env: env, p: p}
 	defer r.close()
