@@ -164,15 +164,8 @@ func (a *app) rebalance(ctx context.Context, s *shardmap.Store, f *rebalanceFlag
 		return err
 	}
 	defer l.Release()
-	ctx, cancel := context.WithCancelCause(ctx)
+	ctx, cancel := l.Bind(ctx, errors.New("lost the rebalance lock on the sharding database"))
 	defer cancel(nil)
-	go func() {
-		select {
-		case <-l.Lost():
-			cancel(errors.New("lost the rebalance lock on the sharding database"))
-		case <-ctx.Done():
-		}
-	}()
 
 	// First its own stopped plans (a killed run's): each continues where it stopped.
 	unfinished, err := planstore.Unfinished(ctx, a.planDir(), ps)

@@ -8,7 +8,6 @@ import (
 	"os"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -194,7 +193,7 @@ table and changes nothing.`,
 					return err
 				}
 				defer thr.Close()
-				pause := time.Duration(sleepMS) * time.Millisecond
+				pause := plans.Millis(sleepMS).D()
 				pr := &prune.Pruner{DB: db, Schema: loc.Schema, ChunkRows: chunkRows,
 					Throttle: func(ctx context.Context) error { return thr.Pause(ctx, chunkRows, pause) }}
 				type row struct {

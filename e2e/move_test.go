@@ -106,15 +106,19 @@ type crashCase struct {
 	groups  func(c *cluster) []string // load groups NAME=LO-HI
 }
 
-// crashPoints come from the step list: after every step, and in the middle
+// crashPoints come from the step list: after every step, in the middle
 // of the steps that save progress as they go (copy and cleanup after a
-// chunk, catch-up after a checkpoint).
+// chunk, catch-up after a checkpoint), and inside the fence step.
 var crashPoints = func() []string {
 	var ps []string
 	for _, s := range plans.Steps {
 		switch s {
 		case plans.StepCopy, plans.StepCatchup, plans.StepCleanup:
 			ps = append(ps, "during:"+s)
+		}
+		if s == plans.StepFence {
+			// Inside the blackout: mappings offline, then half the fence in place.
+			ps = append(ps, "during:fence:offline", "during:fence:half")
 		}
 		ps = append(ps, "after:"+s)
 	}

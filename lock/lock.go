@@ -124,6 +124,20 @@ func (l *Lock) keepalive() {
 // Lost is closed when the locks can no longer be confirmed.
 func (l *Lock) Lost() <-chan struct{} { return l.lost }
 
+// Bind returns a context that ends with cause lost when the locks are lost,
+// so work done under them stops; cancel releases it.
+func (l *Lock) Bind(ctx context.Context, lost error) (context.Context, context.CancelCauseFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		select {
+		case <-l.lost:
+			cancel(lost)
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
 // Names lists the held locks.
 func (l *Lock) Names() []string { return l.names }
 

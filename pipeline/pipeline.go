@@ -102,15 +102,8 @@ func Run(ctx context.Context, env Env, p *plans.Plan) error {
 		return err
 	}
 	defer l.Release()
-	ctx, cancel := context.WithCancelCause(ctx)
+	ctx, cancel := l.Bind(ctx, fmt.Errorf("%w; stopped safely, resume the plan", ErrLockLost))
 	defer cancel(nil)
-	go func() {
-		select {
-		case <-l.Lost():
-			cancel(fmt.Errorf("%w; stopped safely, resume the plan", ErrLockLost))
-		case <-ctx.Done():
-		}
-	}()
 
 	r := &runner{env: env, p: p}
 	defer r.close()
@@ -324,7 +317,7 @@ func (r *runner) ensureTail(ctx context.Context) error {
 		Target:       r.dst,
 		TargetSchema: r.p.Target.Schema,
 		Tables:       r.p.Copy,
-		ServerID:     uint32(1_000_000 + rand.Intn(1_000_000_000)),
+		ServerID:     tailServerID(),
 		Start:        binlog.Position(from),
 		Checkpoint: func(_ context.Context, pos binlog.Position) error {
 			r.mu.Lock()
@@ -348,27 +341,50 @@ func (r *runner) stopTail() error {
 	if r.tail == nil {
 		return nil
 	}
-	err := r.tail.Stop()
-	st := r.tail.Stats()
+	err := r.endTail(r.tail, func(p binlog.Position) { r.p.Checkpoints.Applied = plans.Position(p) })
+	r.tail = nil
+	return err
+}
+
+// endTail stops t, counts what it applied and saves the plan; keep, if
+// set, records where t stopped (called under r.mu). The forward tail and
+// the reverse window's tail both end this way.
+func (r *runner) endTail(t *binlog.Tailer, keep func(binlog.Position)) error {
+	err := t.Stop()
+	st := t.Stats()
 	r.mu.Lock()
 	r.p.Result.EventsApplied += st.RowsApplied
-	if !st.Applied.IsZero() {
-		r.p.Checkpoints.Applied = plans.Position(st.Applied)
+	if keep != nil && !st.Applied.IsZero() {
+		keep(st.Applied)
 	}
 	r.mu.Unlock()
-	r.tail = nil
 	if serr := r.save(true); serr != nil && err == nil {
 		err = serr
 	}
 	return err
 }
 
+// tailServerID is a replica id for a binlog tail, random so tails of
+// parallel runs do not collide with each other or with real replicas.
+func tailServerID() uint32 { return uint32(1_000_000 + rand.Intn(1_000_000_000)) }
+
 // waitCaughtUp waits until the target applied everything up to the source's current position.
 func (r *runner) waitCaughtUp(ctx context.Context, limit time.Duration) (time.Duration, error) {
 	if err := r.ensureTail(ctx); err != nil {
 		return 0, err
 	}
-	pos, err := binlog.MasterStatus(ctx, r.src)
+	took, err := waitForSource(ctx, r.tail, r.src, limit)
+	if err != nil {
+		return took, err
+	}
+	r.lag(took)
+	return took, nil
+}
+
+// waitForSource waits (at most limit, if set) until t applied src's
+// current position, and says how long that took.
+func waitForSource(ctx context.Context, t *binlog.Tailer, src *sql.DB, limit time.Duration) (time.Duration, error) {
+	pos, err := binlog.MasterStatus(ctx, src)
 	if err != nil {
 		return 0, err
 	}
@@ -379,9 +395,6 @@ func (r *runner) waitCaughtUp(ctx context.Context, limit time.Duration) (time.Du
 		wctx, cancel = context.WithTimeout(ctx, limit)
 		defer cancel()
 	}
-	if err := r.tail.WaitFor(wctx, pos); err != nil {
-		return time.Since(start), err
-	}
-	r.lag(time.Since(start))
-	return time.Since(start), nil
+	err = t.WaitFor(wctx, pos)
+	return time.Since(start), err
 }

@@ -209,7 +209,7 @@ func (r *runner) copier() *snapshot.Copier {
 		Source: r.src, Target: r.dst,
 		SourceSchema: r.p.Source.Schema, TargetSchema: r.p.Target.Schema,
 		ChunkRows: r.p.Options.ChunkRows,
-		ChunkTime: time.Duration(r.p.Options.ChunkTimeMS) * time.Millisecond,
+		ChunkTime: r.p.Options.ChunkTimeMS.D(),
 		Throttle:  func(ctx context.Context) error { return r.thr.Wait(ctx, r.p.Options.ChunkRows) },
 	}
 }
@@ -310,7 +310,7 @@ func (r *runner) verify(ctx context.Context) error {
 	r.p.Checkpoints.Deferred = nil
 	for _, c := range res.Mismatches {
 		if c.Changing {
-			r.p.Checkpoints.Deferred = append(r.p.Checkpoints.Deferred, plans.ChunkRef{Table: c.Table, Lo: c.Lo, Hi: c.Hi})
+			r.p.Checkpoints.Deferred = append(r.p.Checkpoints.Deferred, c.Range)
 		} else {
 			firm = append(firm, c)
 		}
@@ -340,7 +340,7 @@ func (r *runner) cleanup(ctx context.Context) error {
 	if r.p.KeepSource {
 		return errSkipped
 	}
-	pause := time.Duration(r.p.Options.PruneSleepMS) * time.Millisecond
+	pause := r.p.Options.PruneSleepMS.D()
 	pr := &prune.Pruner{DB: r.src, Schema: r.p.Source.Schema, ChunkRows: r.p.Options.PruneChunkRows,
 		Throttle: func(ctx context.Context) error { return r.thr.Pause(ctx, r.p.Options.PruneChunkRows, pause) }}
 	var deleted int64
@@ -381,7 +381,7 @@ func (r *runner) cleanup(ctx context.Context) error {
 		}
 	} else if err := schemaobj.Replace(ctx, r.src, r.p.Source.Schema, r.p.Source.Schema, r.p.SourceTriggers, false); err != nil {
 		return fmt.Errorf("restore the source's triggers: %w", err)
-	} else if err := fence.Remove(ctx, r.src, r.p.Source.Schema, fenceNames(r.p), time.Duration(r.p.Options.LockWaitMS)*time.Millisecond); err != nil {
+	} else if err := fence.Remove(ctx, r.src, r.p.Source.Schema, fenceNames(r.p), r.p.Options.LockWaitMS.D()); err != nil {
 		return err
 	}
 	return r.env.Store.Apply(ctx, "after cleanup", r.p.AfterCleanup)

@@ -17,7 +17,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	mrand "math/rand"
 	"os"
 	"strings"
 	"time"
@@ -250,7 +249,7 @@ func (wr *windowRun) ensure(ctx context.Context) error {
 		Cascading: tables.CascadingParents(fks, l.fromEP.Schema), // deletes that cascade are repeated, as forward
 		Source:    addrOf(l.fromEP), Creds: r.env.Creds, Schema: l.fromEP.Schema,
 		Target: l.to, TargetSchema: l.toEP.Schema, Tables: windowTables(r.p),
-		ServerID: uint32(1_000_000 + mrand.Intn(1_000_000_000)),
+		ServerID: tailServerID(),
 		Start:    binlog.Position(from),
 		Checkpoint: func(_ context.Context, pos binlog.Position) error {
 			r.mu.Lock()
@@ -278,15 +277,8 @@ func (wr *windowRun) stopTail() error {
 	if wr.tail == nil {
 		return nil
 	}
-	err := wr.tail.Stop()
-	st := wr.tail.Stats()
+	err := wr.r.endTail(wr.tail, nil)
 	wr.tail = nil
-	wr.r.mu.Lock()
-	wr.r.p.Result.EventsApplied += st.RowsApplied
-	wr.r.mu.Unlock()
-	if serr := wr.r.save(true); serr != nil && err == nil {
-		err = serr
-	}
 	return err
 }
 
@@ -295,19 +287,7 @@ func (wr *windowRun) caughtUp(ctx context.Context, limit time.Duration) (time.Du
 	if err := wr.ensure(ctx); err != nil {
 		return 0, err
 	}
-	pos, err := binlog.MasterStatus(ctx, wr.r.leg(wr.r.p.Window.Serving).from)
-	if err != nil {
-		return 0, err
-	}
-	start := time.Now()
-	wctx := ctx
-	if limit > 0 {
-		var cancel context.CancelFunc
-		wctx, cancel = context.WithTimeout(ctx, limit)
-		defer cancel()
-	}
-	err = wr.tail.WaitFor(wctx, pos)
-	return time.Since(start), err
+	return waitForSource(ctx, wr.tail, wr.r.leg(wr.r.p.Window.Serving).from, limit)
 }
 
 // measureLag records how long the tail needs to reach the serving side's position.
@@ -561,13 +541,8 @@ func (wr *windowRun) trySwitch(ctx context.Context, budget time.Duration) error 
 		return undo(err)
 	}
 	fault.Hit("during:revert")
-	wctx, cancel := context.WithTimeout(ctx, left())
-	defer cancel()
-	if err := wr.tail.WaitFor(wctx, final); err != nil {
-		if ctx.Err() == nil && wctx.Err() != nil {
-			return undo(fmt.Errorf("the final catch-up to %s did not finish within the budget", final))
-		}
-		return undo(fmt.Errorf("final catch-up to %s: %w", final, err))
+	if err := finalCatchup(ctx, wr.tail, final, left()); err != nil {
+		return undo(err)
 	}
 	phase("final")
 	if time.Since(start) > budget {

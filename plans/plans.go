@@ -167,13 +167,6 @@ func DefaultOptions() Options {
 		MaxBlackoutMS: 1000, BackoffMS: 500}
 }
 
-// ChunkRef names a table's primary-key range (Lo, Hi]; nil is open.
-type ChunkRef struct {
-	Table string   `json:"table"`
-	Lo    []string `json:"lo,omitempty"`
-	Hi    []string `json:"hi,omitempty"`
-}
-
 // FenceTable is a source table whose moving rows are fenced at cutover.
 type FenceTable struct {
 	Name   string          `json:"name"`
@@ -220,8 +213,8 @@ type Checkpoints struct {
 	Copy    map[string]watermark.Mark `json:"copy,omitempty"`
 	// Deferred are verify chunks that kept changing under writes; they are
 	// compared again behind the fence, where the source is still.
-	Deferred []ChunkRef `json:"deferred_verify,omitempty"`
-	Prune    PruneMarks `json:"prune,omitempty"`
+	Deferred []watermark.Range `json:"deferred_verify,omitempty"`
+	Prune    PruneMarks        `json:"prune,omitempty"`
 }
 
 // Result sums up a finished (or stopped) run for people and scripts.

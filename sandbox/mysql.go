@@ -7,10 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/shardctl/shardctl/dbutil"
@@ -125,60 +123,19 @@ func (c Config) startMySQL(ctx context.Context, i int) error {
 	}
 	_ = os.Remove(c.pidFile(i))
 	in := inRoot(home)
-	args := []string{
-		MySQLRoot(), "/usr/sbin/mysqld",
-		"--no-defaults",
-		"--user=root",
-		"--datadir=" + in + "/data",
-		"--tmpdir=" + in + "/tmp",
-		"--socket=" + in + "/sock",
-		"--pid-file=" + in + "/mysqld.pid",
-		"--log-error=" + in + "/error.log",
-		"--port=" + strconv.Itoa(c.port(i)),
-		"--bind-address=127.0.0.1",
-		"--skip-name-resolve",
-		"--server-id=" + strconv.Itoa(c.ServerIDBase+i),
-		"--log-bin=" + in + "/binlog/binlog",
+	args := append([]string{"chroot", MySQLRoot(), "/usr/sbin/mysqld"}, c.serverArgs(i, in, "mysqld.pid", "binlog")...)
+	args = append(args,
 		"--gtid-mode=ON",
 		"--enforce-gtid-consistency=ON",
-		"--binlog-row-image=FULL",
-		"--binlog-row-metadata=FULL",
 		"--log-replica-updates=ON",
 		"--mysqlx=OFF",
 		"--secure-file-priv=",
 		"--local-infile=ON",
-		"--max-connections=500",
-		"--innodb-buffer-pool-size=256M",
-		"--innodb-flush-log-at-trx-commit=2",
-		"--sync-binlog=0",
-		"--character-set-server=utf8mb4",
-		"--collation-server=utf8mb4_general_ci",
 		"--log-error-verbosity=2",
 		// Tests build rows with recursive CTEs (MariaDB has seq_1_to_N tables).
 		"--cte-max-recursion-depth=10000000",
-	}
-	targs, err := c.tlsArgs(i, in)
-	if err != nil {
-		return err
-	}
-	args = append(args, targs...)
-	args = append(args, c.ExtraArgs...)
-	logf, err := os.OpenFile(filepath.Join(home, "mysqld.out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	defer logf.Close()
-	cmd := exec.Command("chroot", args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start mysqld: %w", err)
-	}
-	go func() { _ = cmd.Wait() }()
-	if err := c.waitReady(ctx, i, 120*time.Second); err != nil {
-		return fmt.Errorf("%w (see %s)", err, filepath.Join(home, "error.log"))
-	}
-	return c.createAccounts(ctx, i)
+	)
+	return c.launch(ctx, i, "mysqld", args, in, filepath.Join(home, "mysqld.out"), filepath.Join(home, "error.log"), 120*time.Second)
 }
 
 var templateMu sync.Mutex

@@ -150,63 +150,78 @@ func (c Config) startOne(ctx context.Context, mariadbd string, i int) error {
 	}
 	// A killed server leaves its pid file behind; it would make the start-up check fail.
 	_ = os.Remove(c.pidFile(i))
-	logf, err := os.OpenFile(filepath.Join(dir, "mariadbd.out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	defer logf.Close()
-	args := []string{
-		"--no-defaults",
-		"--user=root",
-		"--datadir=" + data,
-		"--socket=" + c.socket(i),
-		"--pid-file=" + filepath.Join(dir, "mariadbd.pid"),
-		"--log-error=" + filepath.Join(dir, "error.log"),
-		"--port=" + strconv.Itoa(c.port(i)),
-		"--bind-address=127.0.0.1",
-		"--skip-name-resolve",
-		"--server-id=" + strconv.Itoa(c.ServerIDBase+i),
-		"--log-bin=" + filepath.Join(dir, "binlog", "mariadb-bin"),
-		// A private tmpdir: at start-up mariadbd deletes every #sql* file in its
-		// tmpdir, which, in a shared /tmp, pulls the internal temporary tables
-		// from under other running servers (errors on delete, and a segfault in
-		// ha_maria::drop_table).
-		"--tmpdir=" + filepath.Join(dir, "tmp"),
-		"--binlog-format=ROW",
-		"--binlog-row-image=FULL",
-		"--binlog-row-metadata=FULL",
-		"--gtid-domain-id=0",
-		"--log-slave-updates",
-		"--max-connections=500",
-		"--innodb-buffer-pool-size=256M",
-		"--innodb-log-file-size=256M",
-		// Sandbox durability is traded for speed; a production server keeps its own settings.
-		"--innodb-flush-log-at-trx-commit=2",
-		"--sync-binlog=0",
-		"--character-set-server=utf8mb4",
-		"--collation-server=utf8mb4_general_ci",
-		"--skip-log-warnings",
-	}
-	targs, err := c.tlsArgs(i, dir)
-	if err != nil {
-		return err
-	}
-	args = append(args, targs...)
-	args = append(args, c.ExtraArgs...)
 	for _, d := range []string{"binlog", "tmp"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return err
 		}
 	}
-	cmd := exec.Command(mariadbd, args...)
+	args := append([]string{mariadbd}, c.serverArgs(i, dir, "mariadbd.pid", "mariadb-bin")...)
+	args = append(args,
+		"--binlog-format=ROW",
+		"--gtid-domain-id=0",
+		"--log-slave-updates",
+		"--innodb-log-file-size=256M",
+		"--skip-log-warnings",
+	)
+	return c.launch(ctx, i, "mariadbd", args, dir, filepath.Join(dir, "mariadbd.out"), filepath.Join(dir, "error.log"), 60*time.Second)
+}
+
+// serverArgs are the flags both flavors start with; dir is the server's
+// directory as the server sees it (inside the root for MySQL).
+func (c Config) serverArgs(i int, dir, pidFile, binlog string) []string {
+	return []string{
+		"--no-defaults",
+		"--user=root",
+		"--datadir=" + dir + "/data",
+		// A private tmpdir: at start-up mariadbd deletes every #sql* file in its
+		// tmpdir, which, in a shared /tmp, pulls the internal temporary tables
+		// from under other running servers (errors on delete, and a segfault in
+		// ha_maria::drop_table).
+		"--tmpdir=" + dir + "/tmp",
+		"--socket=" + dir + "/sock",
+		"--pid-file=" + dir + "/" + pidFile,
+		"--log-error=" + dir + "/error.log",
+		"--port=" + strconv.Itoa(c.port(i)),
+		"--bind-address=127.0.0.1",
+		"--skip-name-resolve",
+		"--server-id=" + strconv.Itoa(c.ServerIDBase+i),
+		"--log-bin=" + dir + "/binlog/" + binlog,
+		"--binlog-row-image=FULL",
+		"--binlog-row-metadata=FULL",
+		"--max-connections=500",
+		"--innodb-buffer-pool-size=256M",
+		// Sandbox durability is traded for speed; a production server keeps its own settings.
+		"--innodb-flush-log-at-trx-commit=2",
+		"--sync-binlog=0",
+		"--character-set-server=utf8mb4",
+		"--collation-server=utf8mb4_general_ci",
+	}
+}
+
+// launch starts server i (a name's binary) with argv (plus TLS, whose files go under tlsDir,
+// and ExtraArgs), output appended to logPath, waits until it answers and
+// creates the accounts.
+func (c Config) launch(ctx context.Context, i int, name string, argv []string, tlsDir, logPath, errorLog string, ready time.Duration) error {
+	targs, err := c.tlsArgs(i, tlsDir)
+	if err != nil {
+		return err
+	}
+	argv = append(argv, targs...)
+	argv = append(argv, c.ExtraArgs...)
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start mariadbd: %w", err)
+		return fmt.Errorf("start %s: %w", name, err)
 	}
 	go func() { _ = cmd.Wait() }() // reap if it exits while we are alive
-	if err := c.waitReady(ctx, i, 60*time.Second); err != nil {
-		return fmt.Errorf("%w (see %s)", err, filepath.Join(dir, "error.log"))
+	if err := c.waitReady(ctx, i, ready); err != nil {
+		return fmt.Errorf("%w (see %s)", err, errorLog)
 	}
 	return c.createAccounts(ctx, i)
 }

@@ -19,18 +19,17 @@ import (
 	"github.com/shardctl/shardctl/chunk"
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/tables"
+	"github.com/shardctl/shardctl/watermark"
 )
 
 // Chunk is one compared range of primary keys: Lo < key <= Hi, where a nil
 // Lo starts at the first key and a nil Hi runs past the last.
 type Chunk struct {
-	Table      string   `json:"table"`
-	Lo         []string `json:"lo,omitempty"`
-	Hi         []string `json:"hi,omitempty"`
-	SourceRows int64    `json:"source_rows"`
-	TargetRows int64    `json:"target_rows"`
-	SourceSum  string   `json:"source_sum"`
-	TargetSum  string   `json:"target_sum"`
+	watermark.Range
+	SourceRows int64  `json:"source_rows"`
+	TargetRows int64  `json:"target_rows"`
+	SourceSum  string `json:"source_sum"`
+	TargetSum  string `json:"target_sum"`
 	// Changing: the source rows changed between the re-checks, so the chunk
 	// differed because writes kept landing on it, not necessarily because the
 	// copy is wrong. Callers re-check such chunks where the source is still.
@@ -118,7 +117,7 @@ func (v *Verifier) Table(ctx context.Context, t tables.Table) (Result, error) {
 		}
 		cond := rng + " AND " + where
 		args := append(rngArgs, whereArgs...)
-		c := Chunk{Table: t.Name, Lo: lo, Hi: hi}
+		c := Chunk{Range: watermark.Range{Table: t.Name, Lo: lo, Hi: hi}}
 		for attempt := 0; ; attempt++ {
 			before := c.SourceSum
 			if err := v.check(ctx, src, dst, t.Name, sum, cond, args, &c); err != nil {

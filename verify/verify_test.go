@@ -14,6 +14,7 @@ import (
 	"github.com/shardctl/shardctl/internal/testenv"
 	"github.com/shardctl/shardctl/keyspace"
 	"github.com/shardctl/shardctl/tables"
+	"github.com/shardctl/shardctl/watermark"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -319,8 +320,8 @@ func TestAllAndKeyTypes(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Chunk{
-		{Table: "a", Lo: []string{"9007199254740993"}, Hi: []string{"18446744073709551614"}, SourceRows: 1, TargetRows: 1},
-		{Table: "b", Lo: []string{"0x00", "1", "2020-01-01 00:00:00.000000"}, Hi: []string{"0x00", "10000000000000000000000000000000000000", "2020-01-01 00:00:00.000000"}, SourceRows: 1, TargetRows: 1},
+		{Range: watermark.Range{Table: "a", Lo: []string{"9007199254740993"}, Hi: []string{"18446744073709551614"}}, SourceRows: 1, TargetRows: 1},
+		{Range: watermark.Range{Table: "b", Lo: []string{"0x00", "1", "2020-01-01 00:00:00.000000"}, Hi: []string{"0x00", "10000000000000000000000000000000000000", "2020-01-01 00:00:00.000000"}}, SourceRows: 1, TargetRows: 1},
 	}
 	for i := range res.Mismatches {
 		res.Mismatches[i].SourceSum, res.Mismatches[i].TargetSum = "", ""

@@ -11,3 +11,12 @@ type Mark struct {
 	Done  bool     `json:"done"`
 	Rows  int64    `json:"rows"` // rows handled by saved chunks (a chunk done just before a crash goes uncounted)
 }
+
+// Range names a table's primary-key range (Lo, Hi] in text form; nil is
+// open. Verify reports its chunks in it and the plan keeps the ones to
+// re-check behind the fence in it.
+type Range struct {
+	Table string   `json:"table"`
+	Lo    []string `json:"lo,omitempty"`
+	Hi    []string `json:"hi,omitempty"`
+}

@@ -1,0 +1,244 @@
+package binlog
+
+import (
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"time"
+
+	gsql "github.com/go-sql-driver/mysql"
+	"github.com/shardctl/shardctl/dbutil"
+)
+
+// batch is the applier's pending work.
+type batch struct {
+	acts    []action
+	covered int      // acts[:covered] end at a source transaction boundary
+	pos     Position // that boundary
+	when    time.Time
+}
+
+func (t *Tailer) applyLoop() {
+	err := t.apply()
+	t.setErr(err)
+	close(t.applierDone)
+}
+
+// apply batches row actions and commits them in target transactions of at
+// most BatchRows, at source transaction boundaries whenever one is in the
+// batch. It commits as soon as nothing more is waiting (after a short
+// linger), so an idle stream is never held back to fill a batch.
+func (t *Tailer) apply() error {
+	var b batch
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		var it item
+		if b.covered > 0 {
+			select {
+			case it = <-t.ch:
+			default:
+				timer.Reset(t.linger)
+				select {
+				case it = <-t.ch:
+					timer.Stop()
+				case <-timer.C:
+					if err := t.commitCovered(&b); err != nil {
+						return err
+					}
+					continue
+				}
+			}
+		} else {
+			it = <-t.ch
+		}
+		switch it.kind {
+		case itemRows:
+			b.acts = append(b.acts, it.acts...)
+			for len(b.acts) >= t.cfg.BatchRows {
+				if b.covered > 0 {
+					if err := t.commitCovered(&b); err != nil {
+						return err
+					}
+					continue
+				}
+				// One source transaction larger than a batch: commit its head;
+				// the position waits for its end.
+				if err := t.commit(b.acts[:t.cfg.BatchRows]); err != nil {
+					return err
+				}
+				b.acts = append([]action(nil), b.acts[t.cfg.BatchRows:]...)
+			}
+		case itemBoundary:
+			t.mu.Lock()
+			if it.txn {
+				t.transactions++
+			}
+			t.mu.Unlock()
+			if len(b.acts) == 0 {
+				if err := t.advance(it.pos, it.when, false); err != nil {
+					return err
+				}
+				continue
+			}
+			b.covered, b.pos, b.when = len(b.acts), it.pos, it.when
+		case itemStop:
+			if err := t.commitCovered(&b); err != nil {
+				return errors.Join(it.err, err)
+			}
+			if err := t.finalCheckpoint(); err != nil {
+				return errors.Join(it.err, err)
+			}
+			return it.err
+		}
+	}
+}
+
+// commitCovered commits the actions up to the batch's boundary and moves
+// Applied there; actions of a transaction still being read stay pending.
+func (t *Tailer) commitCovered(b *batch) error {
+	if b.covered == 0 {
+		return nil
+	}
+	for i := 0; i < b.covered; i += t.cfg.BatchRows {
+		if err := t.commit(b.acts[i:min(b.covered, i+t.cfg.BatchRows)]); err != nil {
+			return err
+		}
+	}
+	rest := b.acts[b.covered:]
+	b.acts = append(make([]action, 0, max(len(rest), 64)), rest...)
+	b.covered = 0
+	return t.advance(b.pos, b.when, true)
+}
+
+// commit applies acts in one target transaction, retrying lock timeouts,
+// deadlocks and lost connections (every statement is idempotent).
+func (t *Tailer) commit(acts []action) error {
+	if t.cfg.Throttle != nil {
+		if err := t.cfg.Throttle(t.ctx); err != nil {
+			return err
+		}
+	}
+	stmts := buildStatements(acts, t.lim)
+	var err error
+	for attempt := 0; ; attempt++ {
+		if err = t.execTx(stmts); err == nil {
+			break
+		}
+		retry := dbutil.IsRetryableLockErr(err) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, gsql.ErrInvalidConn)
+		if !retry || attempt == 4 {
+			return err
+		}
+		if t.conn != nil && !dbutil.IsRetryableLockErr(err) {
+			discard(t.conn)
+			t.conn = nil
+		}
+		select {
+		case <-time.After(time.Duration(100<<attempt) * time.Millisecond):
+		case <-t.ctx.Done():
+			return err
+		}
+	}
+	n := int64(0)
+	for _, a := range acts {
+		if a.count {
+			n++
+		}
+	}
+	t.mu.Lock()
+	t.rowsApplied += n
+	t.batches++
+	t.mu.Unlock()
+	return nil
+}
+
+func (t *Tailer) execTx(stmts []stmt) error {
+	conn, err := t.target(t.ctx)
+	if err != nil {
+		return err
+	}
+	tx, err := conn.BeginTx(t.ctx, nil)
+	if err != nil {
+		return fmt.Errorf("binlog tail of %s: begin on the target: %w", t.cfg.Schema, err)
+	}
+	for _, s := range stmts {
+		if s.cascade {
+			if err := t.execCascade(tx, s); err != nil {
+				_ = tx.Rollback()
+				discard(conn) // its foreign_key_checks may be left on
+				t.conn = nil
+				return fmt.Errorf("binlog tail of %s: apply a cascading delete to %s: %w", t.cfg.Schema, s.table, err)
+			}
+			continue
+		}
+		if _, err := tx.ExecContext(t.ctx, s.sql, s.args...); err != nil {
+			_ = tx.Rollback()
+			return fmt.Errorf("binlog tail of %s: apply to %s: %w", t.cfg.Schema, s.table, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("binlog tail of %s: commit on the target: %w", t.cfg.Schema, err)
+	}
+	return nil
+}
+
+// execCascade runs a parent's delete so the target's InnoDB repeats the
+// source's ON DELETE CASCADE / SET NULL: the parent's image first (checks
+// off: its own parents may not be there yet), then the delete with checks on.
+func (t *Tailer) execCascade(tx *sql.Tx, s stmt) error {
+	for _, q := range []struct {
+		sql  string
+		args []any
+	}{{s.pre, s.preArgs}, {"SET SESSION foreign_key_checks = 1", nil}, {s.sql, s.args}, {"SET SESSION foreign_key_checks = 0", nil}} {
+		if _, err := tx.ExecContext(t.ctx, q.sql, q.args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// advance moves Applied to p (everything before it is on the target) and
+// checkpoints: after every commit, and at most once a second when only
+// other tables' transactions went by.
+func (t *Tailer) advance(p Position, when time.Time, committed bool) error {
+	t.mu.Lock()
+	if p.Compare(t.applied) > 0 {
+		t.applied = p
+		t.appliedAt = time.Now()
+		close(t.progress)
+		t.progress = make(chan struct{})
+	}
+	if !when.IsZero() {
+		t.lastEventTime = when
+	}
+	due := committed || time.Since(t.checkpointAt) >= time.Second
+	t.mu.Unlock()
+	if due {
+		return t.checkpoint(p)
+	}
+	return nil
+}
+
+func (t *Tailer) checkpoint(p Position) error {
+	t.mu.Lock()
+	if p.Compare(t.checkpointed) <= 0 {
+		t.mu.Unlock()
+		return nil
+	}
+	t.mu.Unlock()
+	if t.cfg.Checkpoint != nil {
+		if err := t.cfg.Checkpoint(t.ctx, p); err != nil {
+			return fmt.Errorf("binlog tail of %s: checkpoint at %s: %w", t.cfg.Schema, p, err)
+		}
+	}
+	t.mu.Lock()
+	t.checkpointed = p
+	t.checkpointAt = time.Now()
+	t.mu.Unlock()
+	return nil
+}
+
+func (t *Tailer) finalCheckpoint() error {
+	return t.checkpoint(t.Applied())
+}

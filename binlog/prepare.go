@@ -1,0 +1,204 @@
+package binlog
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/schemaobj"
+	"github.com/shardctl/shardctl/tables"
+)
+
+func validate(cfg *Config) error {
+	switch {
+	case cfg.Schema == "":
+		return errors.New("binlog tail: no source schema given")
+	case cfg.Target == nil:
+		return fmt.Errorf("binlog tail of %s: no target server given", cfg.Schema)
+	case cfg.TargetSchema == "":
+		return fmt.Errorf("binlog tail of %s: no target schema given", cfg.Schema)
+	case len(cfg.Tables) == 0:
+		return fmt.Errorf("binlog tail of %s: no tables listed", cfg.Schema)
+	case cfg.ServerID == 0:
+		return fmt.Errorf("binlog tail of %s: server id 0 is reserved; give a unique replica server id", cfg.Schema)
+	case cfg.Start.IsZero():
+		return fmt.Errorf("binlog tail of %s: no start position given", cfg.Schema)
+	case cfg.Source.Host == "" || cfg.Source.Port == 0:
+		return fmt.Errorf("binlog tail of %s: no source server address given", cfg.Schema)
+	}
+	if cfg.BatchRows <= 0 {
+		cfg.BatchRows = DefaultBatchRows
+	}
+	cfg.Tables = append([]tables.Table(nil), cfg.Tables...) // the caller may reuse its slice
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	seen := map[string]bool{}
+	for _, tb := range cfg.Tables {
+		if seen[tb.Name] {
+			return fmt.Errorf("binlog tail of %s: table %s listed twice", cfg.Schema, tb.Name)
+		}
+		seen[tb.Name] = true
+		if len(tb.Columns) == 0 {
+			return fmt.Errorf("binlog tail of %s: table %s has no column list", cfg.Schema, tb.Name)
+		}
+		if len(tb.PK) == 0 {
+			return fmt.Errorf("binlog tail of %s: table %s has no primary key; rows cannot be applied idempotently without one", cfg.Schema, tb.Name)
+		}
+		for _, pk := range tb.PK {
+			if indexOf(tb.Columns, pk) < 0 {
+				return fmt.Errorf("binlog tail of %s: table %s: primary key column %q is not in its column list", cfg.Schema, tb.Name, pk)
+			}
+		}
+		if !tb.Filter.All() && indexOf(tb.Columns, tb.Filter.Column) < 0 {
+			return fmt.Errorf("binlog tail of %s: table %s: filter column %q is not in its column list", cfg.Schema, tb.Name, tb.Filter.Column)
+		}
+	}
+	return nil
+}
+
+func (t *Tailer) prepareSource(ctx context.Context) error {
+	s := t.cfg.Schema
+	db, err := dbutil.Open(ctx, t.cfg.Source, t.cfg.Creds, "")
+	if err != nil {
+		return fmt.Errorf("binlog tail of %s: source: %w", s, err)
+	}
+	db.SetMaxOpenConns(2)
+	t.src = db
+	if t.flavor, err = dbutil.FlavorOf(ctx, db); err != nil {
+		return fmt.Errorf("binlog tail of %s: source: %w", s, err)
+	}
+	if t.tls, err = binlogTLS(ctx, db, t.cfg.Source.Host); err != nil {
+		return fmt.Errorf("binlog tail of %s: source: %w", s, err)
+	}
+	if t.server, err = ServerIdentity(ctx, db); err != nil {
+		return fmt.Errorf("binlog tail of %s: source: %w", s, err)
+	}
+	if st := t.cfg.Start; st.Server != "" && st.Server != t.server {
+		// A failover: the start's File:Pos mean nothing here, its GTID set does.
+		if st.GTID == "" {
+			return fmt.Errorf("binlog tail of %s: %w", s, ErrNoGTID)
+		}
+		t.byGTID = true
+		t.applied, t.checkpointed = Position{}, Position{}
+	}
+	var format, image string
+	if err := db.QueryRowContext(ctx, "SELECT @@GLOBAL.binlog_format, @@GLOBAL.binlog_row_image").Scan(&format, &image); err != nil {
+		return fmt.Errorf("binlog tail of %s: read the source's binlog settings: %w", s, err)
+	}
+	if format != "ROW" || image != "FULL" {
+		return fmt.Errorf("binlog tail of %s: the source %s logs binlog_format=%s binlog_row_image=%s; an online move needs ROW and FULL",
+			s, t.cfg.Source, format, image)
+	}
+	purged, err := Purged(ctx, db, t.cfg.Start)
+	if err != nil {
+		return fmt.Errorf("binlog tail of %s: check the start position %s: %w", s, t.cfg.Start, err)
+	}
+	if purged {
+		return fmt.Errorf("binlog tail of %s: the start position %s is in a binlog file the source %s has already purged; the changes since then are lost to the tail, so the operation must start over with a fresh copy (and a longer binlog retention)",
+			s, t.cfg.Start, t.cfg.Source)
+	}
+	if t.baseFP, err = schemaFingerprint(ctx, db, s); err != nil {
+		return fmt.Errorf("binlog tail of %s: read the source schema: %w", s, err)
+	}
+	return t.checkPlannedColumns(ctx)
+}
+
+// checkPlannedColumns refuses to start when a listed table's columns are no
+// longer the planned ones: canal decodes old events with the current
+// definition, so a change made while no tail ran would shift values silently.
+func (t *Tailer) checkPlannedColumns(ctx context.Context) error {
+	s := t.cfg.Schema
+	cols := map[string][]string{}
+	var tn, cn string
+	err := dbutil.ScanEach(ctx, t.src, `SELECT TABLE_NAME, COLUMN_NAME FROM information_schema.COLUMNS
+		WHERE TABLE_SCHEMA = ? ORDER BY TABLE_NAME, ORDINAL_POSITION`, []any{s}, []any{&tn, &cn}, func() error {
+		cols[tn] = append(cols[tn], cn)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("binlog tail of %s: read the source columns: %w", s, err)
+	}
+	for _, tb := range t.cfg.Tables {
+		have, ok := cols[tb.Name]
+		if !ok {
+			return fmt.Errorf("binlog tail of %s: table %s.%s no longer exists on the source: %w; re-plan and restart the operation", s, s, tb.Name, ErrDDL)
+		}
+		same := len(have) == len(tb.Columns)
+		for i := 0; same && i < len(have); i++ {
+			same = strings.EqualFold(have[i], tb.Columns[i])
+		}
+		if !same {
+			return fmt.Errorf("binlog tail of %s: table %s.%s now has columns (%s), the operation was planned with (%s): %w; re-plan and restart the operation",
+				s, s, tb.Name, strings.Join(have, ", "), strings.Join(tb.Columns, ", "), ErrDDL)
+		}
+	}
+	return nil
+}
+
+func (t *Tailer) prepareTarget(ctx context.Context) error {
+	if _, err := t.target(ctx); err != nil {
+		return err
+	}
+	var maxPacket int
+	if err := t.conn.QueryRowContext(ctx, "SELECT @@max_allowed_packet").Scan(&maxPacket); err != nil {
+		return fmt.Errorf("binlog tail of %s: target: %w", t.cfg.Schema, err)
+	}
+	t.lim = limits{rows: 1000, bytes: min(maxPacket/2, 16<<20)}
+	for _, tb := range t.cfg.Tables {
+		q := "SELECT 1 FROM " + dbutil.Table(t.cfg.TargetSchema, tb.Name) + " LIMIT 0"
+		rows, err := t.conn.QueryContext(ctx, q)
+		if err != nil {
+			return fmt.Errorf("binlog tail of %s: target table %s.%s: %w", t.cfg.Schema, t.cfg.TargetSchema, tb.Name, err)
+		}
+		rows.Close()
+	}
+	return nil
+}
+
+// target returns the applier's session on the target, opening it if needed.
+// The session writes rows as replication does: strict (a value that does not
+// fit is an error, not a silent truncation), explicit zero ids kept, UTC for
+// TIMESTAMP text, and no foreign key checks (a replay passes through states
+// where a parent is not there yet).
+func (t *Tailer) target(ctx context.Context) (*sql.Conn, error) {
+	if t.conn != nil {
+		return t.conn, nil
+	}
+	c, err := t.cfg.Target.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("binlog tail of %s: connect to the target: %w", t.cfg.Schema, err)
+	}
+	for _, q := range []string{
+		"SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION'",
+		"SET SESSION time_zone = '+00:00'",
+		"SET SESSION foreign_key_checks = 0",
+		schemaobj.SkipSQL, // guarded triggers on the target do not fire on applied rows
+	} {
+		if _, err := c.ExecContext(ctx, q); err != nil {
+			discard(c)
+			return nil, fmt.Errorf("binlog tail of %s: target session (%s): %w", t.cfg.Schema, q, err)
+		}
+	}
+	for _, q := range t.cfg.SessionSQL {
+		if _, err := c.ExecContext(ctx, q); err != nil {
+			discard(c)
+			return nil, fmt.Errorf("binlog tail of %s: target session (%s): %w", t.cfg.Schema, q, err)
+		}
+	}
+	t.conn = c
+	return c, nil
+}
+
+// discard closes c without returning it to the pool: its session variables
+// are not what other users of the pool expect.
+func discard(c *sql.Conn) {
+	_ = c.Raw(func(any) error { return driver.ErrBadConn })
+	_ = c.Close()
+}

@@ -1,0 +1,190 @@
+package snapshot
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/shardctl/shardctl/chunk"
+	"github.com/shardctl/shardctl/dbutil"
+)
+
+// insertText returns the INSERT for n rows.
+func (c *Copier) insertText(table string, cols []chunk.Column, key chunk.Key) func(n int) string {
+	names := make([]string, len(cols))
+	for i, col := range cols {
+		names[i] = col.Name
+	}
+	head := "INSERT INTO " + dbutil.Table(c.TargetSchema, table) + " (" + dbutil.QuoteIdents(names) + ") VALUES "
+	row := "(" + dbutil.Placeholders(len(cols)) + ")"
+	inKey := map[string]bool{}
+	for _, n := range key.Names() {
+		inKey[n] = true
+	}
+	var upd []string
+	for _, n := range names {
+		if !inKey[n] {
+			upd = append(upd, dbutil.QuoteIdent(n)+" = VALUES("+dbutil.QuoteIdent(n)+")")
+		}
+	}
+	if len(upd) == 0 { // every column is in the key: nothing to update, but the clause keeps re-copies quiet
+		k := dbutil.QuoteIdent(names[0])
+		upd = []string{k + " = " + k}
+	}
+	tail := " ON DUPLICATE KEY UPDATE " + strings.Join(upd, ", ")
+	return func(n int) string {
+		var b strings.Builder
+		b.Grow(len(head) + n*(len(row)+1) + len(tail))
+		b.WriteString(head)
+		for i := range n {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(row)
+		}
+		b.WriteString(tail)
+		return b.String()
+	}
+}
+
+// writer says how a table's chunks are written.
+type writer struct {
+	ins     func(rows int) string                  // multi-row INSERT
+	load    func(name string, replace bool) string // LOAD DATA LOCAL; nil: INSERT
+	ncols   int
+	stmtCap int64
+}
+
+// write is one writer: it takes chunks off ch and commits each on its own
+// target session until ch closes or ctx is cancelled.
+func (c *Copier) write(ctx context.Context, ch <-chan batch, w *writer, tr *tracker) error {
+	conn, err := chunk.Session(ctx, c.Target, writerSetup...)
+	if err != nil {
+		return err
+	}
+	defer chunk.Release(conn)
+	stmts := &stmtCache{conn: conn, text: w.ins}
+	defer stmts.close()
+	for {
+		var b batch
+		var ok bool
+		select {
+		case b, ok = <-ch:
+			if !ok {
+				return nil
+			}
+		case <-ctx.Done():
+			return nil
+		}
+		for attempt := 0; ; attempt++ {
+			if w.load != nil {
+				err = loadChunk(ctx, conn, w.load, b)
+			} else {
+				err = writeChunk(ctx, conn, stmts, b, w.ncols, w.stmtCap)
+			}
+			if err == nil || attempt >= lockRetries || !dbutil.IsRetryableLockErr(err) {
+				break
+			}
+			select {
+			case <-time.After(time.Duration(attempt+1) * 50 * time.Millisecond):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("chunk ending at key %q: %w", b.last, err)
+		}
+		if err := tr.committed(b); err != nil {
+			return err
+		}
+	}
+}
+
+const (
+	// maxParams is the protocol's limit on placeholders in one prepared statement.
+	maxParams = 65535
+	// stmtBytes caps the values one INSERT carries (half the target's
+	// max_allowed_packet if that is less). Fewer, larger statements cost the
+	// target less CPU (measured: about 1 s per million rows against 200 KB
+	// statements); a chunk of a sysbench-like table (5000 rows, about 1.1 MB)
+	// goes in one statement.
+	stmtBytes = 2 << 20
+)
+
+// rowsPerStmt is how many rows of b one INSERT carries: the chunk split
+// evenly into as few statements as the limits allow, so full chunks reuse
+// the same prepared statement.
+func rowsPerStmt(b batch, ncols int, stmtCap int64) int {
+	n := max((b.rows+maxParams/ncols-1)/(maxParams/ncols), int((b.bytes+stmtCap-1)/stmtCap), 1)
+	return (b.rows + n - 1) / n
+}
+
+// writeChunk writes one chunk as one transaction: a single prepared multi-row
+// INSERT, or several in a transaction when the chunk is larger than a
+// statement may be. Prepared statements send values in the binary protocol:
+// no escaping on our side and no parsing of literals on the server (measured:
+// less CPU on both sides than interpolated text).
+func writeChunk(ctx context.Context, conn *sql.Conn, stmts *stmtCache, b batch, ncols int, stmtCap int64) error {
+	per := rowsPerStmt(b, ncols, stmtCap)
+	if b.rows <= per {
+		st, err := stmts.get(ctx, b.rows)
+		if err != nil {
+			return err
+		}
+		_, err = st.ExecContext(ctx, b.args...)
+		return err
+	}
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	for done := 0; done < b.rows; done += per {
+		n := min(per, b.rows-done)
+		st, err := stmts.get(ctx, n)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.StmtContext(ctx, st).ExecContext(ctx, b.args[done*ncols:(done+n)*ncols]...); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// stmtCache holds a writer's prepared INSERTs by row count; chunks are
+// mostly full, so a few entries suffice and the server keeps few statements.
+type stmtCache struct {
+	conn  *sql.Conn
+	text  func(int) string
+	rows  []int
+	stmts []*sql.Stmt
+}
+
+const stmtCacheSize = 4
+
+func (s *stmtCache) get(ctx context.Context, n int) (*sql.Stmt, error) {
+	for i, r := range s.rows {
+		if r == n {
+			return s.stmts[i], nil
+		}
+	}
+	st, err := s.conn.PrepareContext(ctx, s.text(n))
+	if err != nil {
+		return nil, err
+	}
+	if len(s.rows) == stmtCacheSize { // drop the oldest
+		_ = s.stmts[0].Close()
+		s.rows, s.stmts = s.rows[1:], s.stmts[1:]
+	}
+	s.rows, s.stmts = append(s.rows, n), append(s.stmts, st)
+	return st, nil
+}
+
+func (s *stmtCache) close() {
+	for _, st := range s.stmts {
+		_ = st.Close()
+	}
+}
