@@ -9,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardctl/shardctl/fence"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/sandbox"
+	"github.com/shardctl/shardctl/shardmap"
 )
 
 // TestServerRestartsDuringTail: while a move tails its source (the cutover
@@ -176,6 +178,10 @@ func TestServerRestartsDuringSteps(t *testing.T) {
 				switch code {
 				case 0:
 				case 3:
+					t.Logf("the move's output:\n%s", lastLines(out.String(), 4))
+					if ph.name == "fence" {
+						fenceLifted(t, c)
+					}
 					p, err := plans.Load(files[0])
 					if err != nil {
 						t.Fatal(err)
@@ -207,6 +213,35 @@ func TestServerRestartsDuringSteps(t *testing.T) {
 				}
 				t.Logf("%s restart during the %s: %s", sv.name, ph.name, time.Since(started).Round(100*time.Millisecond))
 			})
+		}
+	}
+}
+
+// lastLines returns the last n lines of s.
+func lastLines(s string, n int) string {
+	ls := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(ls[max(0, len(ls)-n):], "\n")
+}
+
+// fenceLifted fails the test unless the stopped move left shard 1 writable at
+// its source: no fence trigger there, no mapping offline.
+func fenceLifted(t *testing.T, c *cluster) {
+	t.Helper()
+	var n int
+	if err := c.db(2).QueryRow("SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ? AND TRIGGER_NAME LIKE ?",
+		c.shards[0].Schema, fence.TriggerPrefix+"%").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n > 0 {
+		t.Errorf("the stopped move left %d fence triggers on the source", n)
+	}
+	m, err := c.store.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mp := range m.ShardMappings(1) {
+		if mp.Status == shardmap.Offline {
+			t.Errorf("the stopped move left a mapping of shard 1 offline: %+v", mp)
 		}
 	}
 }
