@@ -23,22 +23,7 @@ import (
 // over, with the ledger of writes before and after the failover clean.
 func TestFailoverResumesByGTID(t *testing.T) {
 	env := testenv.Get(t)
-	port, err := testenv.FreePorts(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fo := sandbox.Config{Dir: t.TempDir(), Servers: 2, BasePort: port, Flavor: testenv.Flavor(), ServerIDBase: 10}
-	upCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	srv, err := sandbox.Up(upCtx, fo)
-	cancel()
-	t.Cleanup(func() { _ = sandbox.Down(context.Background(), fo, true) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	primary, replica := srv[0].Addr(), srv[1].Addr()
-	pdb := openAt(t, primary)
-	rdb := openAt(t, replica)
-	startReplication(t, rdb, primary)
+	fo, primary, replica, pdb, rdb := primaryReplica(t)
 
 	c := newClusterAt(t, "e2e_failover", []dbutil.Addr{primary}, []int{300}, false)
 	waitReplicated(t, pdb, rdb)
@@ -192,4 +177,75 @@ func waitPlanStep(t *testing.T, dir, step string) string {
 	}
 	t.Fatalf("the plan in %s did not finish step %s within 2 minutes", dir, step)
 	return ""
+}
+
+// primaryReplica starts a sandbox of two servers: a primary and its
+// asynchronous GTID replica.
+func primaryReplica(t *testing.T) (fo sandbox.Config, primary, replica dbutil.Addr, pdb, rdb *sql.DB) {
+	t.Helper()
+	port, err := testenv.FreePorts(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fo = sandbox.Config{Dir: t.TempDir(), Servers: 2, BasePort: port, Flavor: testenv.Flavor(), ServerIDBase: 10}
+	upCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	srv, err := sandbox.Up(upCtx, fo)
+	cancel()
+	t.Cleanup(func() { _ = sandbox.Down(context.Background(), fo, true) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	primary, replica = srv[0].Addr(), srv[1].Addr()
+	pdb = openAt(t, primary)
+	rdb = openAt(t, replica)
+	startReplication(t, rdb, primary)
+	return fo, primary, replica, pdb, rdb
+}
+
+// TestFailoverRefusedWhenReplicaLacksApplied: the replica stopped
+// replicating before the move, so the target applied writes the promoted
+// replica never got. 'plan resume --source REPLICA' must refuse (exit 2,
+// naming both GTID sets) instead of resuming and keeping rows the new
+// source lacks. SHARDCTL_FAULT=short:gtid-wait shortens the 30 s wait.
+func TestFailoverRefusedWhenReplicaLacksApplied(t *testing.T) {
+	env := testenv.Get(t)
+	fo, primary, replica, pdb, rdb := primaryReplica(t)
+	c := newClusterAt(t, "e2e_failover_lag", []dbutil.Addr{primary}, []int{300}, false)
+	waitReplicated(t, pdb, rdb)
+	stop := "STOP SLAVE"
+	if testenv.MySQL() {
+		stop = "STOP REPLICA"
+	}
+	if _, err := rdb.Exec(stop); err != nil {
+		t.Fatal(err)
+	}
+	postpone := filepath.Join(c.dir, "postpone")
+	if err := os.WriteFile(postpone, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lp := c.startLoad(100, c.keys("before", 1, 300))
+	move := c.command(nil, "move", "--shard", "1", "--to", env.Addr(2).String(), "--yes", "--postpone-cutover-file", postpone)
+	if err := move.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = move.Process.Kill() })
+	path := waitPlanStep(t, c.planDir, plans.StepVerify)
+	time.Sleep(time.Second) // the tail applies some of the load's writes
+	lp.stop(t)
+	time.Sleep(1500 * time.Millisecond) // and checkpoints them
+	if err := sandbox.Kill(fo, 1); err != nil {
+		t.Fatal(err)
+	}
+	_ = move.Process.Kill()
+	_ = move.Wait()
+	p, err := plans.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	promote(t, rdb)
+	r := c.run([]string{"SHARDCTL_FAULT=short:gtid-wait"}, "plan", "resume", p.ID, "--source", replica.String())
+	if r.code != 2 || !strings.Contains(r.stderr, "lacks transactions the target already applied") {
+		t.Fatalf("resume on a replica that lacks applied transactions: exit %d, want 2 naming the GTID sets\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	t.Logf("refused: %s", lastLines(r.stderr, 1))
 }

@@ -53,28 +53,45 @@ func TestMoveWithLeastPrivileges(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	lp := c.startLoad(100, c.keys("moving", 1, 300))
 	// Without SUPER, a server with a binlog lets an account create triggers
-	// (the fence) only with log_bin_trust_function_creators=ON: the fence
-	// step stops at once (no retries) with exit 1: a deterministic failure
-	// (a resume fails the same way until the privilege is there), and the
-	// plan stays resumable once it is.
+	// (the fence) only with log_bin_trust_function_creators=ON: the move is
+	// refused when planned (exit 2, what to do), before anything changes.
 	if _, err := src.Exec("SET GLOBAL log_bin_trust_function_creators = OFF"); err != nil {
 		t.Fatal(err)
 	}
-	r := c.run(nil, "--config", cfg, "move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "--max-blackout", "5s")
-	if r.code != 1 || !strings.Contains(r.stderr, "grant what is missing") {
-		t.Fatalf("move as %s without the trigger setting: exit %d, want 1 with what to grant\n%s", user, r.code, r.stderr)
+	move := []string{"--config", cfg, "move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "--max-blackout", "5s"}
+	r := c.run(nil, move...)
+	if r.code != 2 || !strings.Contains(r.stderr, "log_bin_trust_function_creators = ON") {
+		t.Fatalf("move as %s without the trigger setting: exit %d, want 2 with the fix\n%s", user, r.code, r.stderr)
+	}
+	if files, _ := filepath.Glob(filepath.Join(c.planDir, "*.json")); len(files) > 0 {
+		t.Fatalf("the refused move left plan files: %v", files)
+	}
+	if m, err := c.store.Load(ctx); err != nil {
+		t.Fatal(err)
+	} else if l, _ := m.Location(1); l.Addr() != c.env.Addr(1) {
+		t.Fatalf("the refused move changed the shard map: shard 1 is at %s", l.Addr())
+	}
+	// A plan made while it was ON is refused the same way at apply.
+	if _, err := src.Exec("SET GLOBAL log_bin_trust_function_creators = ON"); err != nil {
+		t.Fatal(err)
+	}
+	planFile := filepath.Join(c.dir, "move.json")
+	c.mustRun(append(move, "--plan-out", planFile)...)
+	if _, err := src.Exec("SET GLOBAL log_bin_trust_function_creators = OFF"); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.run(nil, "--config", cfg, "plan", "apply", planFile); r.code != 2 || !strings.Contains(r.stderr, "log_bin_trust_function_creators = ON") {
+		t.Fatalf("plan apply as %s without the trigger setting: exit %d, want 2 with the fix\n%s", user, r.code, r.stderr)
 	}
 	if _, err := src.Exec("SET GLOBAL log_bin_trust_function_creators = ON"); err != nil {
 		t.Fatal(err)
 	}
-	files := planFiles(t, c.planDir)
-	id := strings.TrimSuffix(filepath.Base(files[0]), ".json")
-	r = c.run(nil, "--config", cfg, "plan", "resume", id)
+	lp := c.startLoad(100, c.keys("moving", 1, 300))
+	r = c.run(nil, "--config", cfg, "plan", "apply", planFile)
 	lp.stop(t)
 	if r.code != 0 {
-		t.Fatalf("resume as %s: exit %d\n%s\n%s", user, r.code, r.stdout, r.stderr)
+		t.Fatalf("plan apply as %s: exit %d\n%s\n%s", user, r.code, r.stdout, r.stderr)
 	}
 	c.checkLedger(lp)
 	if strings.Contains(r.stdout+r.stderr, pw) {

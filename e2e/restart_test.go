@@ -1,14 +1,18 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/shardctl/shardctl/fence"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/sandbox"
+	"github.com/shardctl/shardctl/shardmap"
 )
 
 // TestServerRestartsDuringTail: while a move tails its source (the cutover
@@ -92,5 +96,160 @@ func restart(t *testing.T, cfg sandbox.Config, i int) {
 	defer cancel()
 	if _, err := sandbox.Up(upCtx, cfg); err != nil {
 		t.Fatalf("restart server %d: %v", i, err)
+	}
+}
+
+// TestServerRestartsDuringSteps: a move is held (SHARDCTL_FAULT=hold:POINT)
+// inside the copy, with the fence installed, or inside the cleanup, while the
+// source, the target or the sharding database's server crashes and comes
+// back. The move either continues or stops with exit 3 and a resume finishes
+// it; the ledger is clean. The held fence outlasts the budget, so that
+// attempt must back off (the fence lifted, the shard back online) before a
+// later one cuts over.
+func TestServerRestartsDuringSteps(t *testing.T) {
+	servers := []struct {
+		name   string
+		server int
+	}{{"source", 2}, {"target", 3}, {"sharding database", 1}}
+	for _, ph := range []struct {
+		name, point string
+		args        []string
+	}{
+		{"copy", "during:copy", []string{"--chunk-rows", "50"}},
+		{"fence", "fence:installed", nil},
+		{"cleanup", "during:cleanup", []string{"--prune-chunk-rows", "50"}},
+	} {
+		for _, sv := range servers {
+			t.Run(ph.name+"/"+sv.name, func(t *testing.T) {
+				started := time.Now()
+				c := newCluster(t, "e2e_restart", []int{2}, []int{300})
+				hold := filepath.Join(c.dir, "hold")
+				if err := os.WriteFile(hold, nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				lp := c.startLoad(100, c.keys("moving", 1, 300))
+				move := c.command([]string{"SHARDCTL_FAULT=hold:" + ph.point, "SHARDCTL_FAULT_HOLD=" + hold},
+					append([]string{"move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "--max-blackout", "2s"}, ph.args...)...)
+				var out bytes.Buffer
+				move.Stdout, move.Stderr = &out, &out
+				if err := move.Start(); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = move.Process.Kill() })
+				done := make(chan int, 1)
+				go func() {
+					_ = move.Wait()
+					done <- move.ProcessState.ExitCode()
+				}()
+				held := time.Now().Add(2 * time.Minute)
+				for {
+					if _, err := os.Stat(hold + ".held"); err == nil {
+						break
+					}
+					select {
+					case code := <-done:
+						t.Fatalf("the move exited %d before reaching %s:\n%s", code, ph.point, out.String())
+					case <-time.After(50 * time.Millisecond):
+					}
+					if time.Now().After(held) {
+						t.Fatalf("the move did not reach %s within 2 minutes", ph.point)
+					}
+				}
+				heldAt := time.Now()
+				restart(t, c.env.Config, sv.server)
+				if ph.name == "fence" {
+					// Outlast the 2 s budget whatever the restart took.
+					time.Sleep(time.Until(heldAt.Add(2500 * time.Millisecond)))
+				}
+				if err := os.Remove(hold); err != nil {
+					t.Fatal(err)
+				}
+				var code int
+				select {
+				case code = <-done:
+				case <-time.After(3 * time.Minute):
+					t.Fatal("the move neither finished nor stopped within 3 minutes of the restart")
+				}
+				t.Logf("the move ended with exit %d after the %s restarted during the %s", code, sv.name, ph.name)
+				files, _ := filepath.Glob(filepath.Join(c.planDir, "*.json"))
+				if len(files) != 1 {
+					t.Fatalf("want one plan file, have %v", files)
+				}
+				switch code {
+				case 0:
+				case 3:
+					t.Logf("the move's output:\n%s", lastLines(out.String(), 4))
+					if ph.name == "fence" {
+						fenceLifted(t, c)
+					}
+					p, err := plans.Load(files[0])
+					if err != nil {
+						t.Fatal(err)
+					}
+					c.mustRun("plan", "resume", p.ID)
+				default:
+					t.Fatalf("the move exited %d after the %s restarted; want 0 or 3 (resumable):\n%s", code, sv.name, out.String())
+				}
+				lp.stop(t)
+				c.checkLedger(lp)
+				m, err := c.store.Load(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if l, _ := m.Location(1); l.Addr() != c.env.Addr(3) {
+					t.Errorf("shard 1 is at %s, want %s", l.Addr(), c.env.Addr(3))
+				}
+				p, err := plans.Load(files[0])
+				if err != nil {
+					t.Fatal(err)
+				}
+				if p.State != plans.StateDone {
+					t.Errorf("the plan is %s, want done", p.State)
+				}
+				if ph.name == "fence" {
+					// The first attempt that fenced is the held one.
+					var first string
+					for _, a := range p.Attempts {
+						if !strings.HasPrefix(a.Result, "postponed") {
+							first = a.Result
+							break
+						}
+					}
+					if !strings.HasPrefix(first, "backed off") {
+						t.Errorf("the held fence attempt was not lifted; attempts: %+v", p.Attempts)
+					}
+				}
+				t.Logf("%s restart during the %s: %s", sv.name, ph.name, time.Since(started).Round(100*time.Millisecond))
+			})
+		}
+	}
+}
+
+// lastLines returns the last n lines of s.
+func lastLines(s string, n int) string {
+	ls := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(ls[max(0, len(ls)-n):], "\n")
+}
+
+// fenceLifted fails the test unless the stopped move left shard 1 writable at
+// its source: no fence trigger there, no mapping offline.
+func fenceLifted(t *testing.T, c *cluster) {
+	t.Helper()
+	var n int
+	if err := c.db(2).QueryRow("SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ? AND TRIGGER_NAME LIKE ?",
+		c.shards[0].Schema, fence.TriggerPrefix+"%").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n > 0 {
+		t.Errorf("the stopped move left %d fence triggers on the source", n)
+	}
+	m, err := c.store.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mp := range m.ShardMappings(1) {
+		if mp.Status == shardmap.Offline {
+			t.Errorf("the stopped move left a mapping of shard 1 offline: %+v", mp)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/internal/fault"
 )
 
 // Sessions are fence sessions opened and set up before a blackout starts, so
@@ -67,6 +68,9 @@ func (s *Sessions) Install(ctx context.Context, schema string, ts []Table, lockW
 		if err := <-errs; err != nil && first == nil {
 			first = err
 		}
+	}
+	if first == nil {
+		fault.Hit("fence:installed") // tests: crash or hold with the fence in place
 	}
 	return first
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/shardctl/shardctl/binlog"
 	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/internal/fault"
 	"github.com/shardctl/shardctl/plans"
 )
 
@@ -70,7 +71,11 @@ func (r *runner) sourceMoved(ctx context.Context, from binlog.Position) (bool, e
 	if err != nil {
 		return true, err
 	}
-	deadline := time.Now().Add(gtidWait)
+	wait := gtidWait
+	if fault.On("short:gtid-wait") {
+		wait = time.Second // tests of the refusal
+	}
+	deadline := time.Now().Add(wait)
 	for {
 		var have string
 		if err := r.src.QueryRowContext(ctx, f.GTIDExecutedSQL()).Scan(&have); err != nil {
