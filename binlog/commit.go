@@ -162,7 +162,12 @@ func (t *Tailer) execTx(stmts []stmt) error {
 	if err != nil {
 		return fmt.Errorf("binlog tail of %s: begin on the target: %w", t.cfg.Schema, err)
 	}
+	var later []stmt
 	for _, s := range stmts {
+		if t.nontx[s.table] {
+			later = append(later, s)
+			continue
+		}
 		if s.cascade {
 			if err := t.execCascade(tx, s); err != nil {
 				_ = tx.Rollback()
@@ -179,6 +184,14 @@ func (t *Tailer) execTx(stmts []stmt) error {
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("binlog tail of %s: commit on the target: %w", t.cfg.Schema, err)
+	}
+	// Non-transactional tables, one autocommitted statement each: a crash
+	// before the checkpoint replays the batch, and every statement is
+	// idempotent (upserts and deletes by primary key).
+	for _, s := range later {
+		if _, err := conn.ExecContext(t.ctx, s.sql, s.args...); err != nil {
+			return fmt.Errorf("binlog tail of %s: apply to %s: %w", t.cfg.Schema, s.table, err)
+		}
 	}
 	return nil
 }

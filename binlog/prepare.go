@@ -151,6 +151,14 @@ func (t *Tailer) prepareTarget(ctx context.Context) error {
 		return fmt.Errorf("binlog tail of %s: target: %w", t.cfg.Schema, err)
 	}
 	t.lim = limits{rows: 1000, bytes: min(maxPacket/2, 16<<20)}
+	t.nontx = map[string]bool{}
+	var name string
+	err := dbutil.ScanEach(ctx, t.conn, `SELECT TABLE_NAME FROM information_schema.TABLES
+		 WHERE TABLE_SCHEMA = ? AND TABLE_TYPE = 'BASE TABLE' AND ENGINE IS NOT NULL AND ENGINE <> 'InnoDB'`,
+		[]any{t.cfg.TargetSchema}, []any{&name}, func() error { t.nontx[name] = true; return nil })
+	if err != nil {
+		return fmt.Errorf("binlog tail of %s: read the target's table engines: %w", t.cfg.Schema, err)
+	}
 	for _, tb := range t.cfg.Tables {
 		q := "SELECT 1 FROM " + dbutil.Table(t.cfg.TargetSchema, tb.Name) + " LIMIT 0"
 		rows, err := t.conn.QueryContext(ctx, q)

@@ -103,6 +103,10 @@ type Tailer struct {
 	ctx    context.Context // applier database work; cancelled once everything stopped
 	cancel context.CancelFunc
 	conn   *sql.Conn // applier's target session; only the applier touches it
+	// nontx are the target's tables on an engine without transactions
+	// (MyISAM): their statements run after the batch's transaction, one by
+	// one, since MySQL with GTIDs refuses them inside it (error 1785).
+	nontx map[string]bool
 
 	mu              sync.Mutex // guards the fields below up to the blank line
 	applied         Position
