@@ -111,8 +111,10 @@ sb_map() {
   sc "$WORK/map-$1.json" shardmap add-function sb --type RANGE
   sc "$WORK/map-$1.json" shardmap add-column sbtest1 id --function sb
 }
-# add_shard SERVER SCHEMA: prints the new shard id
+# add_shard SERVER SCHEMA: creates the schema (add-shard registers an existing
+# one) and prints the new shard id
 add_shard() {
+  M "$1" -e "CREATE DATABASE IF NOT EXISTS \`$2\`"
   sc "$WORK/shard-$2.json" shardmap add-shard --server "$(addr "$1")" --schema "$2"
   jq -r .shard_id "$WORK/shard-$2.json"
 }
