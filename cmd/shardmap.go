@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -280,11 +281,8 @@ func (a *app) smSetStatus() *cobra.Command {
 				return badInput("status %q: use online or offline", args[0])
 			}
 			return a.withStore(cmd, func(s *shardmap.Store) error {
-				m, err := s.Load(cmd.Context())
+				m, err := loadWithShard(cmd.Context(), s, shard)
 				if err != nil {
-					return err
-				}
-				if _, err := m.Location(shard); err != nil {
 					return err
 				}
 				var changes []shardmap.Change
@@ -355,11 +353,8 @@ func (a *app) smRemoveShard() *cobra.Command {
 				return badInput("give --shard ID (see 'shardctl shardmap show')")
 			}
 			return a.withStore(cmd, func(s *shardmap.Store) error {
-				m, err := s.Load(cmd.Context())
+				m, err := loadWithShard(cmd.Context(), s, shard)
 				if err != nil {
-					return err
-				}
-				if _, err := m.Location(shard); err != nil {
 					return err
 				}
 				if ms := m.ShardMappings(shard); len(ms) > 0 {
@@ -381,4 +376,16 @@ func (a *app) smRemoveShard() *cobra.Command {
 	}
 	c.Flags().IntVar(&shard, "shard", 0, "shard id")
 	return c
+}
+
+// loadWithShard reads the shard map and checks that shard is in it.
+func loadWithShard(ctx context.Context, s *shardmap.Store, shard int) (*shardmap.Map, error) {
+	m, err := s.Load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := m.Location(shard); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
