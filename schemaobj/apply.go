@@ -108,28 +108,6 @@ func Finish(ctx context.Context, db *sql.DB, schema, from string, objs []Object)
 	return Replace(ctx, db, schema, from, trig, false)
 }
 
-// Guard swaps the triggers of tables in schema for guarded versions (a merge
-// copies into a live schema: its triggers must not fire on copied rows) and
-// returns their definitions for Replace to put back. The swap is atomic per
-// trigger; application sessions see no difference.
-func Guard(ctx context.Context, db *sql.DB, schema string, tables []string, skipPrefix string) ([]Object, error) {
-	all, err := Read(ctx, db, schema, skipPrefix)
-	if err != nil {
-		return nil, err
-	}
-	want := map[string]bool{}
-	for _, t := range tables {
-		want[t] = true
-	}
-	var out []Object
-	for _, o := range all {
-		if o.Kind == Trigger && want[o.Table] {
-			out = append(out, o)
-		}
-	}
-	return out, Replace(ctx, db, schema, schema, out, true)
-}
-
 // Replace re-creates triggers (in the order given, which is their firing
 // order) from their definitions, guarded or exact, each replacing the one of
 // the same name atomically.
