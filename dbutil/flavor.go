@@ -89,15 +89,6 @@ func (f Flavor) GTIDExecutedSQL() string {
 	return "SELECT @@global.gtid_binlog_pos"
 }
 
-// GTIDModeSQL returns one row, 1 when the server writes GTIDs a replica can
-// resume from. MariaDB always writes them.
-func (f Flavor) GTIDModeSQL() string {
-	if f.MySQL {
-		return "SELECT @@global.gtid_mode = 'ON'"
-	}
-	return "SELECT 1"
-}
-
 // BoundedStatement prefixes stmt so the server stops it after d, when the
 // server can do that for DDL (MariaDB's max_statement_time). On MySQL it
 // returns stmt unchanged and false: the caller bounds it with KILL QUERY
