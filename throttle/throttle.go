@@ -21,17 +21,6 @@ import (
 	"github.com/shardctl/shardctl/dbutil"
 )
 
-// Pacer is what paced work needs from a throttler.
-type Pacer interface {
-	// Wait returns when a chunk of rows rows may go (or the context ends, or
-	// a metric cannot be read).
-	Wait(ctx context.Context, rows int) error
-	// Pause is Wait followed by a fixed pause.
-	Pause(ctx context.Context, rows int, pause time.Duration) error
-	// Reason says why work waits right now ("" when it does not).
-	Reason() string
-}
-
 // Gauge reads one metric and says why work must wait for it ("" when it
 // need not). An error means the metric could not be read: the throttler
 // fails closed on it.
@@ -68,8 +57,6 @@ type Throttler struct {
 	checked     time.Time
 	reason      string // why it throttles now, "" when it does not
 }
-
-var _ Pacer = (*Throttler)(nil)
 
 // New paces work on src by opts' MaxRate, MaxThreadsRunning, MaxLag (with
 // Replicas) and ControlFile. Close it when done.
