@@ -222,18 +222,11 @@ func Remove(ctx context.Context, db *sql.DB, schema string, names []string, lock
 
 // Installed lists the fence triggers present in schema.
 func Installed(ctx context.Context, db *sql.DB, schema string) ([]string, error) {
-	rows, err := db.QueryContext(ctx, "SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ? AND TRIGGER_NAME LIKE 'shardctl\\_fence\\_%' ORDER BY TRIGGER_NAME", schema)
-	if err != nil {
+	var out []string
+	var n string
+	if err := dbutil.ScanEach(ctx, db, "SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ? AND TRIGGER_NAME LIKE 'shardctl\\_fence\\_%' ORDER BY TRIGGER_NAME",
+		[]any{schema}, []any{&n}, func() error { out = append(out, n); return nil }); err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			return nil, err
-		}
-		out = append(out, n)
-	}
-	return out, rows.Err()
+	return out, nil
 }
