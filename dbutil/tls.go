@@ -23,13 +23,12 @@ const (
 // TLSOptions say how every connection (servers, binlog reader, sharding
 // database) uses TLS.
 type TLSOptions struct {
-	Mode     string
-	CA       string // PEM file of the CA that signs the servers' certificates (verify-ca, verify-identity)
-	Cert     string // PEM client certificate (optional; with Key)
-	Key      string
-	certs    []tls.Certificate
-	pool     *x509.CertPool
-	insecure bool
+	Mode  string
+	CA    string // PEM file of the CA that signs the servers' certificates (verify-ca, verify-identity)
+	Cert  string // PEM client certificate (optional; with Key)
+	Key   string
+	certs []tls.Certificate
+	pool  *x509.CertPool
 }
 
 var (
@@ -74,7 +73,6 @@ func SetTLS(o TLSOptions) error {
 			return fmt.Errorf("--tls-ca %s holds no PEM certificate", o.CA)
 		}
 	}
-	o.insecure = o.Mode == TLSPreferred || o.Mode == TLSRequired
 	tlsMu.Lock()
 	tlsOpts = o
 	tlsMu.Unlock()
