@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -38,20 +39,11 @@ func Parse(m map[string][]string, spec string, points []string) error {
 	if !ok || path == "" {
 		return fmt.Errorf("hook %q: give POINT=PATH, POINT one of %s", spec, strings.Join(points, ", "))
 	}
-	if !contains(points, point) {
+	if !slices.Contains(points, point) {
 		return fmt.Errorf("hook %q: unknown point %q; use one of %s", spec, point, strings.Join(points, ", "))
 	}
 	m[point] = append(m[point], path)
 	return nil
-}
-
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if x == y {
-			return true
-		}
-	}
-	return false
 }
 
 // Vars are the environment variables a hook gets for plan p at point.

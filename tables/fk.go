@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -150,7 +151,7 @@ func CrossingKeys(ts []Table, fks []ForeignKey, schema string, whole bool) []str
 			out = append(out, fmt.Sprintf("foreign key %s makes global table %s reference sharded table %s: its rows would name rows of another shard after the operation; drop the key (ALTER TABLE %s DROP FOREIGN KEY %s) or shard %s too",
 				k, k.Table, k.RefTable, k.Table, k.Name, k.Table))
 		case child.Sharded && parent.Sharded:
-			i := indexOf(k.Columns, child.ShardColumn)
+			i := slices.Index(k.Columns, child.ShardColumn)
 			if i < 0 || k.RefColumns[i] != parent.ShardColumn {
 				out = append(out, fmt.Sprintf("foreign key %s between sharded tables does not carry the shard key (%s.%s -> %s.%s): a child and its parent could land on different shards; add the shard column to the key or drop it",
 					k, k.Table, child.ShardColumn, k.RefTable, parent.ShardColumn))
@@ -158,13 +159,4 @@ func CrossingKeys(ts []Table, fks []ForeignKey, schema string, whole bool) []str
 		}
 	}
 	return out
-}
-
-func indexOf(list []string, s string) int {
-	for i, v := range list {
-		if v == s {
-			return i
-		}
-	}
-	return -1
 }
