@@ -114,11 +114,7 @@ func showCreate(ctx context.Context, db *sql.DB, q string) (map[string]string, e
 		}
 		return nil, fmt.Errorf("%s returned no row", q)
 	}
-	vals := make([]sql.NullString, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
+	vals, ptrs := dbutil.Dest[sql.NullString](len(cols))
 	if err := rows.Scan(ptrs...); err != nil {
 		return nil, err
 	}

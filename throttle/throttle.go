@@ -240,11 +240,7 @@ func replicaLag(ctx context.Context, db *sql.DB) (time.Duration, error) {
 	if !rows.Next() {
 		return 0, fmt.Errorf("not a replica (SHOW SLAVE STATUS is empty)")
 	}
-	vals := make([]sql.NullString, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
+	vals, ptrs := dbutil.Dest[sql.NullString](len(cols))
 	if err := rows.Scan(ptrs...); err != nil {
 		return 0, err
 	}
