@@ -12,7 +12,8 @@
 #
 # Environment: BENCH_ONLY=copy,memory,catchup,blackout,prune runs only those;
 # BENCH_MAX_BLACKOUT=250ms passes --max-blackout to the cutover moves;
-# SHARDCTL_BENCH_DIR moves the sandbox; BENCH_KEEP_SANDBOX=1 leaves it running.
+# SHARDCTL_BENCH_DIR moves the sandbox, BENCH_PORT_BASE its ports (default 23406);
+# BENCH_KEEP_SANDBOX=1 leaves it running.
 #
 # Installs what is missing (Go, MariaDB, sysbench, mydumper, percona-toolkit,
 # time, jq), builds bin/shardctl, starts its own 3 sandbox servers on ports
@@ -53,7 +54,7 @@ SB_THREADS=4       # sysbench oltp_write_only threads for the catch-up backlog
 LOAD_CONC=4        # shardctl load writers per key group during the cutovers (--concurrency is per group)
 GHOST_LOCK_MS=3000 # gh-ost's cut-over lock timeout (--cut-over-lock-timeout-seconds=3)
 
-BASE=23406
+BASE=${BENCH_PORT_BASE:-23406}
 DBUSER=shardctl
 DBPASS=sandbox-secret-pw # the sandbox's own account (sandbox only)
 DIR="${SHARDCTL_BENCH_DIR:-${TMPDIR:-/tmp}/shardctl-bench}"
