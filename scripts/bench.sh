@@ -7,10 +7,12 @@
 #   3. write blackout at cutover (10 cutovers under a 4-thread writer) vs gh-ost's 3 s
 #   4. prune of 500k rows, chunk 1000      vs pt-archiver --purge (with and without --bulk-delete)
 #   5. peak memory of move                  1M vs 5M rows
+#   6. copy of 4 tables of mixed types, 1M rows in all  vs mydumper+myloader
+#   7. verify (chunked checksums) of a 1M-row shard and its copy  vs pt-table-checksum on one server
 #
 # scripts/bench.sh [--small]     (--small: 10x smaller data, 3 cutovers; about 1 minute)
 #
-# Environment: BENCH_ONLY=copy,memory,catchup,blackout,prune runs only those;
+# Environment: BENCH_ONLY=copy,copymixed,verify,memory,catchup,blackout,prune runs only those;
 # BENCH_MAX_BLACKOUT=250ms passes --max-blackout to the cutover moves;
 # SHARDCTL_BENCH_DIR moves the sandbox, BENCH_PORT_BASE its ports (default 23406);
 # BENCH_KEEP_SANDBOX=1 leaves it running.
@@ -41,15 +43,16 @@ done
 
 if [ -n "$SMALL" ]; then
   COPY_ROWS=100000; CATCHUP_ROWS=20000; CATCHUP_T=5; CUTOVERS=3; EMPLOYEES=2000
-  PRUNE_ROWS=50000; MEM_ROWS_A=100000; MEM_ROWS_B=300000; MODE=small
+  PRUNE_ROWS=50000; MEM_ROWS_A=100000; MEM_ROWS_B=300000; MIXED_ROWS=100000; VERIFY_ROWS=100000; MODE=small
 else
   COPY_ROWS=1000000; CATCHUP_ROWS=200000; CATCHUP_T=30; CUTOVERS=10; EMPLOYEES=5000
-  PRUNE_ROWS=500000; MEM_ROWS_A=1000000; MEM_ROWS_B=5000000; MODE=full
+  PRUNE_ROWS=500000; MEM_ROWS_A=1000000; MEM_ROWS_B=5000000; MIXED_ROWS=1000000; VERIFY_ROWS=1000000; MODE=full
 fi
 STEP_TIMEOUT=${BENCH_STEP_TIMEOUT:-$([ -n "$SMALL" ] && echo 300 || echo 1800)}
 RUN_TIMEOUT=${BENCH_TIMEOUT:-$([ -n "$SMALL" ] && echo 900 || echo 7200)}
 THREADS=2          # mydumper/myloader threads (shardctl's copy of one table: 1 reader + 3 writers, not a CLI flag)
 PRUNE_CHUNK=1000
+VERIFY_CHUNK=5000  # verify's default --chunk-rows; pt-table-checksum gets the same fixed --chunk-size
 SB_THREADS=4       # sysbench oltp_write_only threads for the catch-up backlog
 LOAD_CONC=4        # shardctl load writers per key group during the cutovers (--concurrency is per group)
 GHOST_LOCK_MS=3000 # gh-ost's cut-over lock timeout (--cut-over-lock-timeout-seconds=3)
@@ -217,10 +220,75 @@ run_measure() {
   fi
 }
 
+# timed_move NAME SHARD ROWS: \`move --no-verify --keep-source\` of SHARD (ROWS
+# rows) to server 2, timed, with the CPU of the servers and of shardctl: puts
+# NAME_move_s, NAME_srv_cpu_s, NAME_shardctl_cpu_s, NAME_cpu, NAME_steps...
+timed_move() {
+  local name=$1 id=$2 t0 t1 rows
+  cpu_mark "$name"
+  t0=$(now)
+  /usr/bin/time -v -o "$WORK/$name.time" timeout -k 10 "$STEP_TIMEOUT" "${SC[@]}" move --shard "$id" --to "$(addr 2)" --yes -o json --no-verify --keep-source \
+    >"$WORK/$name.json" 2>"$WORK/$name.json.err" || fail "shardctl move exited $?" "$WORK/$name.json.err"
+  t1=$(now)
+  wait # for top_later
+  put "${name}_srv_cpu_s" "$(srv_cpu "$name")"
+  put "${name}_cpu" "$(cpu_report "$name")"
+  put "${name}_shardctl_cpu_s" "$(cpu_s "$WORK/$name.time")"
+  rows=$(jq -r .result.rows_copied "$WORK/$name.json")
+  [ "$rows" = "$3" ] || fail "shardctl copied $rows rows, not $3"
+  put "${name}_move_s" "$(f "$t1 - $t0")"
+  put "${name}_step_s" "$(f "$(jq -r '.result.step_seconds.copy' "$WORK/$name.json")")"
+  put "${name}_create_copy_s" "$(f "$(jq -r '.result.step_seconds.create + .result.step_seconds.copy' "$WORK/$name.json")")"
+  put "${name}_steps" "$(jq -c '.result.step_seconds | with_entries(.value |= (. * 100 | round / 100))' "$WORK/$name.json")"
+  put "${name}_rss_mb" "$(rss_mb "$WORK/$name.time")"
+  progress "$name: shardctl $(get "${name}_move_s") s end to end, copy step $(get "${name}_step_s") s; $(get "${name}_cpu")"
+}
+
+# mydumper_ref NAME SCHEMA DEST ROWS [TABLE]: the reference copy, mydumper -t
+# THREADS of SCHEMA (or only its TABLE) on server 1 + myloader -t THREADS into
+# DEST on server 3 (binlog on, like shardctl's writes), timed, with the CPU of
+# the servers and of both tools: puts NAME_s, NAME_dump_s, NAME_load_s,
+# NAME_srv_cpu_s, NAME_client_cpu_s, NAME_cpu. DEST stays for the caller to
+# check and drop. The source copy is fenced (triggers): the dump leaves them out.
+mydumper_ref() {
+  local name=$1 schema=$2 dest=$3 rows=$4 try t0 t1 dump only=()
+  [ -z "${5:-}" ] || only=(-T "$5")
+  progress "$name: mydumper -t $THREADS + myloader -t $THREADS (server 1 -> 3, binlog on)"
+  # myloader -t 2 sometimes dies on a deadlock between its own threads
+  # (seen: "Error restoring … Deadlock found"): the whole reference run is
+  # measured again once, from scratch, before it counts as failed.
+  for try in 1 2; do
+    settle 3
+    rm -rf "$WORK/dump"
+    M 3 -e "DROP DATABASE IF EXISTS \`$dest\`"
+    cpu_mark "$name"
+    t0=$(now)
+    /usr/bin/time -v -o "$WORK/$name-dump.time" timeout -k 10 "$STEP_TIMEOUT" mydumper -h 127.0.0.1 -P "$(port 1)" -u "$DBUSER" -p "$DBPASS" -B "$schema" "${only[@]}" -t "$THREADS" \
+      -r $((rows / 10)) --trx-consistency-only -o "$WORK/dump" -v 1 >"$WORK/$name-dump.log" 2>&1 ||
+      fail "mydumper failed" "$WORK/$name-dump.log"
+    dump=$(now)
+    /usr/bin/time -v -o "$WORK/$name-load.time" timeout -k 10 "$STEP_TIMEOUT" myloader -h 127.0.0.1 -P "$(port 3)" -u "$DBUSER" -p "$DBPASS" -d "$WORK/dump" -s "$schema" -B "$dest" \
+      -t "$THREADS" -e -v 1 >"$WORK/$name-load.log" 2>&1 && break
+    if [ "$try" = 2 ] || ! grep -q "Deadlock" "$WORK/$name-load.log"; then
+      fail "myloader failed" "$WORK/$name-load.log"
+    fi
+    progress "$name: myloader died on a deadlock between its own threads; measuring mydumper + myloader once more"
+  done
+  t1=$(now)
+  put "${name}_srv_cpu_s" "$(srv_cpu "$name")"
+  put "${name}_cpu" "$(cpu_report "$name")"
+  put "${name}_client_cpu_s" "$(f "$(cpu_s "$WORK/$name-dump.time") + $(cpu_s "$WORK/$name-load.time")")"
+  put "${name}_s" "$(f "$t1 - $t0")"
+  put "${name}_dump_s" "$(f "$dump - $t0")"
+  put "${name}_load_s" "$(f "$t1 - $dump")"
+  rm -rf "$WORK/dump"
+  progress "$name: mydumper $(get "${name}_dump_s") s + myloader $(get "${name}_load_s") s = $(get "${name}_s") s"
+}
+
 # ---------------------------------------------------------------- 1. copy
 
 measure_copy() {
-  local id t0 t1 dump rows
+  local id t0 t1
   use_map bench_copy
   sb_map copy
   id=$(add_shard 1 sbcopy)
@@ -230,25 +298,9 @@ measure_copy() {
   settle 1
 
   progress "copy: shardctl move --no-verify --keep-source (server 1 -> 2)"
-  cpu_mark copy
   top_later "$([ -n "$SMALL" ] && echo 0 || echo 5)" "$WORK/copy-top.txt"
-  t0=$(now)
-  /usr/bin/time -v -o "$WORK/copy.time" timeout -k 10 "$STEP_TIMEOUT" "${SC[@]}" move --shard "$id" --to "$(addr 2)" --yes -o json --no-verify --keep-source \
-    >"$WORK/copy.json" 2>"$WORK/copy.json.err" || fail "shardctl move exited $?" "$WORK/copy.json.err"
-  t1=$(now)
-  wait
-  put copy_srv_cpu_s "$(srv_cpu copy)"
-  put copy_cpu "$(cpu_report copy)"
-  put copy_shardctl_cpu_s "$(cpu_s "$WORK/copy.time")"
-  rows=$(jq -r .result.rows_copied "$WORK/copy.json")
-  [ "$rows" = "$COPY_ROWS" ] || fail "shardctl copied $rows rows, not $COPY_ROWS"
+  timed_move copy "$id" "$COPY_ROWS"
   [ "$(count 2 sbcopy)" = "$COPY_ROWS" ] || fail "target row count differs"
-  put copy_move_s "$(f "$t1 - $t0")"
-  put copy_step_s "$(f "$(jq -r '.result.step_seconds.copy' "$WORK/copy.json")")"
-  put copy_create_copy_s "$(f "$(jq -r '.result.step_seconds.create + .result.step_seconds.copy' "$WORK/copy.json")")"
-  put copy_steps "$(jq -c '.result.step_seconds | with_entries(.value |= (. * 100 | round / 100))' "$WORK/copy.json")"
-  put copy_rss_mb "$(rss_mb "$WORK/copy.time")"
-  progress "copy: shardctl $(get copy_move_s) s end to end, copy step $(get copy_step_s) s; $(get copy_cpu)"
 
   # The source copy is fenced (triggers): the dumps leave triggers out.
   progress "copy: mysqldump --single-transaction | mysql (server 1 -> 3)"
@@ -265,41 +317,158 @@ measure_copy() {
   M 3 -e "DROP DATABASE ref_dump"
   progress "copy: mysqldump | mysql $(get dump_s) s"
 
-  progress "copy: mydumper -t $THREADS + myloader -t $THREADS (server 1 -> 3, binlog on)"
-  # myloader -t 2 sometimes dies on a deadlock between its own threads
-  # (seen: "Error restoring … Deadlock found"): the whole reference run is
-  # measured again once, from scratch, before it counts as failed.
-  for try in 1 2; do
-    settle 3
-    rm -rf "$WORK/dump"
-    M 3 -e "DROP DATABASE IF EXISTS ref_myd"
-    cpu_mark mydumper
-    t0=$(now)
-    /usr/bin/time -v -o "$WORK/mydumper.time" timeout -k 10 "$STEP_TIMEOUT" mydumper -h 127.0.0.1 -P "$(port 1)" -u "$DBUSER" -p "$DBPASS" -B sbcopy -T sbtest1 -t "$THREADS" \
-      -r $((COPY_ROWS / 10)) --trx-consistency-only -o "$WORK/dump" -v 1 >"$WORK/mydumper.log" 2>&1 ||
-      fail "mydumper failed" "$WORK/mydumper.log"
-    dump=$(now)
-    /usr/bin/time -v -o "$WORK/myloader.time" timeout -k 10 "$STEP_TIMEOUT" myloader -h 127.0.0.1 -P "$(port 3)" -u "$DBUSER" -p "$DBPASS" -d "$WORK/dump" -s sbcopy -B ref_myd \
-      -t "$THREADS" -e -v 1 >"$WORK/myloader.log" 2>&1 && break
-    if [ "$try" = 2 ] || ! grep -q "Deadlock" "$WORK/myloader.log"; then
-      fail "myloader failed" "$WORK/myloader.log"
-    fi
-    progress "copy: myloader died on a deadlock between its own threads; measuring mydumper + myloader once more"
-  done
-  t1=$(now)
-  put mydumper_srv_cpu_s "$(srv_cpu mydumper)"
-  put mydumper_cpu "$(cpu_report mydumper)"
-  put mydumper_client_cpu_s "$(f "$(cpu_s "$WORK/mydumper.time") + $(cpu_s "$WORK/myloader.time")")"
+  mydumper_ref mydumper sbcopy ref_myd "$COPY_ROWS" sbtest1
   [ "$(count 3 ref_myd)" = "$COPY_ROWS" ] || fail "mydumper/myloader: row count differs"
-  put mydumper_s "$(f "$t1 - $t0")"
-  put mydumper_dump_s "$(f "$dump - $t0")"
-  put mydumper_load_s "$(f "$t1 - $dump")"
-  rm -rf "$WORK/dump"
   M 3 -e "DROP DATABASE ref_myd"
-  progress "copy: mydumper $(get mydumper_dump_s) s + myloader $(get mydumper_load_s) s = $(get mydumper_s) s"
   # Free both servers for the next measurements.
   M 1 -e "DROP DATABASE sbcopy"
   M 2 -e "DROP DATABASE sbcopy"
+}
+
+# ---------------------------------------------------------------- 6. copy of mixed types
+
+# mixed_schema / mixed_data ROWS: 4 tables not shaped like sysbench's, ROWS
+# rows in all, generated on the server by MariaDB's sequence engine (seq_1_to_N):
+# a composite primary key with 3 secondary indexes; the usual scalar types
+# (signed and unsigned BIGINT, DECIMAL, DATETIME(6), ENUM, nullable and empty
+# VARCHAR, DOUBLE, DATE); TEXT, JSON and binary BLOB of about 600 bytes a row
+# (tabs, newlines, backslashes, quotes, NUL bytes, 4-byte UTF-8); and a narrow
+# AUTO_INCREMENT table with most of the rows.
+mixed_schema() {
+  cat <<'SQL'
+CREATE TABLE orders (
+  customer_id INT UNSIGNED NOT NULL, order_no INT UNSIGNED NOT NULL, sku VARCHAR(32) NOT NULL,
+  status TINYINT NOT NULL, total DECIMAL(12,2) NOT NULL, created_at DATETIME NOT NULL,
+  note VARCHAR(64) CHARACTER SET utf8mb4 NULL,
+  PRIMARY KEY (customer_id, order_no), KEY created (created_at), KEY status_total (status, total), KEY sku (sku)
+) ENGINE=InnoDB;
+CREATE TABLE typed (
+  id BIGINT NOT NULL PRIMARY KEY, big BIGINT NOT NULL, ubig BIGINT UNSIGNED NOT NULL, amount DECIMAL(18,6) NOT NULL,
+  at DATETIME(6) NOT NULL, kind ENUM('new','paid','shipped','returned') NOT NULL,
+  label VARCHAR(100) CHARACTER SET utf8mb4 NULL, ratio DOUBLE NULL, day DATE NOT NULL
+) ENGINE=InnoDB;
+CREATE TABLE docs (
+  id INT UNSIGNED NOT NULL PRIMARY KEY, body TEXT CHARACTER SET utf8mb4 NOT NULL, meta JSON NOT NULL, payload BLOB NOT NULL
+) ENGINE=InnoDB;
+CREATE TABLE events (
+  id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY, ts TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP,
+  kind TINYINT UNSIGNED NOT NULL, val INT NOT NULL
+) ENGINE=InnoDB;
+SQL
+}
+MIXED_TABLES=(orders typed docs events)
+mixed_data() {
+  local n=$1
+  cat <<SQL
+SET NAMES utf8mb4;
+INSERT INTO orders SELECT seq DIV 8 + 1, seq MOD 8 + 1, CONCAT('SKU-', LPAD(seq * 7919 MOD 100000, 6, '0')), seq MOD 5,
+  (seq * 37 MOD 1000000) / 100, TIMESTAMP'2020-01-01 00:00:00' + INTERVAL (seq * 13 MOD 50000000) SECOND,
+  IF(seq MOD 7 = 0, NULL, CONCAT('note ', seq, ' für Ø'))
+  FROM seq_0_to_$((n / 4 - 1));
+INSERT INTO typed SELECT seq, CAST(seq AS SIGNED) * 1000003 - 500000000000, 18446744073709551615 - seq * 3, seq * 1000001 / 7000000,
+  TIMESTAMP'2021-06-01 00:00:00.000000' + INTERVAL seq * 1234567 MICROSECOND, ELT(seq MOD 4 + 1, 'new', 'paid', 'shipped', 'returned'),
+  CASE WHEN seq MOD 5 = 0 THEN NULL WHEN seq MOD 11 = 0 THEN '' ELSE CONCAT('label ', seq, ' tab\there "q" \'s \\\\ 😀') END,
+  IF(seq MOD 13 = 0, NULL, seq / 3e0), DATE'2000-01-01' + INTERVAL seq MOD 9000 DAY
+  FROM seq_1_to_$((n / 5));
+INSERT INTO docs SELECT seq, CONCAT('doc ', seq, ' ', REPEAT(MD5(seq), 8), '\n\tline two \\\\ é 😀'),
+  JSON_OBJECT('id', seq, 'tags', JSON_ARRAY('a', 'b', seq MOD 17), 'name', CONCAT('n', MD5(seq)), 'nested', JSON_OBJECT('x', seq * 0.5, 'ok', seq MOD 2 = 0)),
+  CONCAT(UNHEX(SHA2(seq, 512)), UNHEX(SHA2(seq + 1, 512)), UNHEX(SHA2(seq + 2, 512)), X'00090A0D5C27221A')
+  FROM seq_1_to_$((n / 10));
+INSERT INTO events (ts, kind, val) SELECT FROM_UNIXTIME(1600000000 + seq * 7), seq MOD 250, CAST(seq * 31 MOD 1000003 AS SIGNED) - 500000
+  FROM seq_1_to_$((n - n / 4 - n / 5 - n / 10));
+SQL
+}
+# mixed_sums SERVER SCHEMA: each table's row count and CHECKSUM TABLE, on one line
+mixed_sums() {
+  local t n c out=""
+  for t in "${MIXED_TABLES[@]}"; do
+    n=$(M "$1" -N -e "SELECT COUNT(*) FROM \`$2\`.\`$t\`")
+    c=$(M "$1" -N -e "CHECKSUM TABLE \`$2\`.\`$t\`" | cut -f2)
+    out+="${out:+, }$t $n rows (checksum $c)"
+  done
+  echo "$out"
+}
+
+measure_copymixed() {
+  local id t a b
+  use_map bench_mixed
+  sc "$WORK/map-mixed.json" shardmap init
+  sc "$WORK/map-mixed.json" shardmap add-function mx --type RANGE
+  # sharded on the first primary-key column; one range gives the shard every row
+  for t in orders:customer_id typed:id docs:id events:id; do sc "$WORK/map-mixed.json" shardmap add-column "${t%%:*}" "${t#*:}" --function mx; done
+  id=$(add_shard 1 mixed)
+  sc "$WORK/range.json" shardmap add-range --function mx --lower 0 --shard "$id"
+  progress "copymixed: $MIXED_ROWS rows in 4 tables of mixed types on server 1 (sequence engine)"
+  mixed_schema | M 1 mixed
+  mixed_data "$MIXED_ROWS" | M 1 mixed
+  settle 1
+  a=$(mixed_sums 1 mixed)
+
+  progress "copymixed: shardctl move --no-verify --keep-source (server 1 -> 2)"
+  timed_move mixed "$id" "$MIXED_ROWS"
+  b=$(mixed_sums 2 mixed)
+  [ "$b" = "$a" ] || fail "shardctl's copy differs from the source: rows and CHECKSUM TABLE $b, source $a"
+
+  settle 1
+  mydumper_ref mixmyd mixed ref_mixed "$MIXED_ROWS"
+  b=$(mixed_sums 3 ref_mixed)
+  [ "$b" = "$a" ] || fail "mydumper/myloader's copy differs from the source: rows and CHECKSUM TABLE $b, source $a"
+  put mixed_sums "$a"
+  M 3 -e "DROP DATABASE ref_mixed"
+  M 1 -e "DROP DATABASE mixed"
+  M 2 -e "DROP DATABASE mixed"
+}
+
+# ---------------------------------------------------------------- 7. verify
+
+measure_verify() {
+  local id t0 t1 line
+  use_map bench_verify
+  sb_map verify
+  id=$(add_shard 1 sbverify)
+  add_range 0 "$id"
+  progress "verify: sysbench prepare $VERIFY_ROWS rows on server 1, shardctl move --keep-source to server 2 (the copy to verify)"
+  prepare 1 sbverify "$VERIFY_ROWS"
+  sc "$WORK/verify-move.json" move --shard "$id" --to "$(addr 2)" --yes --no-verify --keep-source
+  settle 1
+  settle 2
+
+  # The shard is now on server 2; its source copy stays (fenced) on server 1.
+  progress "verify: shardctl verify --shard $id --against server 1 (chunks of $VERIFY_CHUNK rows)"
+  cpu_mark verify
+  t0=$(now)
+  /usr/bin/time -v -o "$WORK/verify.time" timeout -k 10 "$STEP_TIMEOUT" "${SC[@]}" verify --shard "$id" --against "$(addr 1)" --chunk-rows "$VERIFY_CHUNK" -o json \
+    >"$WORK/verify.json" 2>"$WORK/verify.json.err" || fail "shardctl verify exited $?" "$WORK/verify.json.err"
+  t1=$(now)
+  put verify_srv_cpu_s "$(srv_cpu verify)"
+  put verify_cpu "$(cpu_report verify)"
+  put verify_shardctl_cpu_s "$(cpu_s "$WORK/verify.time")"
+  put verify_s "$(f "$t1 - $t0")"
+  [ "$(jq -r .rows "$WORK/verify.json")" = "$VERIFY_ROWS" ] || fail "shardctl verify compared $(jq -r .rows "$WORK/verify.json") rows, not $VERIFY_ROWS" "$WORK/verify.json"
+  put verify_chunks "$(jq -r .chunks "$WORK/verify.json")"
+  progress "verify: shardctl $(get verify_s) s, $(get verify_chunks) chunks; $(get verify_cpu)"
+
+  # pt-table-checksum on one server (no replicas: --recursion-method=none):
+  # the checksum of each chunk is computed once, on the source, and stored.
+  progress "verify: pt-table-checksum --chunk-size $VERIFY_CHUNK --chunk-time 0 on server 1"
+  settle 1
+  cpu_mark ptc
+  t0=$(now)
+  /usr/bin/time -v -o "$WORK/ptc.time" timeout -k 10 "$STEP_TIMEOUT" pt-table-checksum "h=127.0.0.1,P=$(port 1),u=$DBUSER,p=$DBPASS" \
+    --databases sbverify --tables sbtest1 --recursion-method=none --no-check-binlog-format --replicate ref_ptc.checksums \
+    --chunk-size "$VERIFY_CHUNK" --chunk-time 0 >"$WORK/ptc.log" 2>&1 || fail "pt-table-checksum exited $?" "$WORK/ptc.log"
+  t1=$(now)
+  put ptc_srv_cpu_s "$(srv_cpu ptc)"
+  put ptc_cpu "$(cpu_report ptc)"
+  put ptc_client_cpu_s "$(cpu_s "$WORK/ptc.time")"
+  put ptc_s "$(f "$t1 - $t0")"
+  # TS ERRORS DIFFS ROWS DIFF_ROWS CHUNKS SKIPPED TIME TABLE
+  line=$(awk '$NF == "sbverify.sbtest1"' "$WORK/ptc.log")
+  [ "$(echo "$line" | awk '{ print $2 "/" $4 }')" = "0/$VERIFY_ROWS" ] || fail "pt-table-checksum: errors or a row count other than $VERIFY_ROWS" "$WORK/ptc.log"
+  put ptc_chunks "$(echo "$line" | awk '{ print $6 }')"
+  progress "verify: pt-table-checksum $(get ptc_s) s, $(get ptc_chunks) chunks"
+  M 1 -e "DROP DATABASE ref_ptc; DROP DATABASE sbverify"
+  M 2 -e "DROP DATABASE sbverify"
 }
 
 # ---------------------------------------------------------------- 5. memory
@@ -505,6 +674,8 @@ T "$S" sandbox up --sandbox-dir "$DIR" --base-port "$BASE" --servers 3 >"$WORK/s
 LOADAVG_START=$(cut -d' ' -f1-3 /proc/loadavg)
 
 run_measure copy measure_copy
+run_measure copymixed measure_copymixed
+run_measure verify measure_verify
 run_measure memory measure_memory
 run_measure catchup measure_catchup
 run_measure blackout measure_blackout
@@ -525,6 +696,17 @@ ms_of_ns() { awk -v n="$1" 'BEGIN { printf "%.0f", n / 1e6 }'; }
 row() { printf '| %s | %s | %s | %s | %s | %s |\n' "$@"; }
 K() { awk -v n="$1" 'BEGIN { if (n >= 1e6) printf "%gM", n / 1e6; else printf "%gk", n / 1e3 }'; }
 failed() { [ -n "$(get "failed_$1")" ]; }
+# cpu_row NOTE ROWS A B TOOL TARGET: the CPU-seconds per 1M rows of the servers
+# and the client, shardctl's measurement A (A_srv_cpu_s, A_shardctl_cpu_s)
+# against the reference B (B_srv_cpu_s, B_client_cpu_s, the client named TOOL)
+cpu_row() {
+  local m1 m2 r
+  m1=$(f "($(get "$3_srv_cpu_s") + $(get "$3_shardctl_cpu_s")) * 1000000 / $2")
+  m2=$(f "($(get "$4_srv_cpu_s") + $(get "$4_client_cpu_s")) * 1000000 / $2")
+  r=$(div "$m2" "$m1")
+  row "same, CPU-seconds per 1M rows $1" \
+    "$m1 CPU-s (servers $(get "$3_srv_cpu_s"), shardctl $(get "$3_shardctl_cpu_s"))" "$m2 CPU-s (servers $(get "$4_srv_cpu_s"), $5 $(get "$4_client_cpu_s"))" "${r}×" "≥ $6×" "$(met "$r" ">=" "$6")"
+}
 failrow() {
   local why; why=$(get "failed_$2")
   case "$why" in "not run"*) row "$1" "$why" "" "" "$3" "—" ;; *) row "$1" "FAILED ($why)" "" "" "$3" "n/a" ;; esac
@@ -543,11 +725,22 @@ table() {
     row "same vs \`mysqldump --single-transaction \| mysql\`" "$c s" "$(get dump_s) s ($(rps "$COPY_ROWS" "$(get dump_s)"))" "${r}×" "≥ 2×" "$(met "$r" ">=" 2)"
     r=$(div "$(get mydumper_s)" "$(get copy_create_copy_s)")
     row "same, create + copy steps only (\`step_seconds\`)" "$(get copy_create_copy_s) s ($(rps "$COPY_ROWS" "$(get copy_create_copy_s)"))" "$(get mydumper_s) s (mydumper+myloader)" "${r}×" "≥ 1.5×" "$(met "$r" ">=" 1.5)"
-    m1=$(f "($(get copy_srv_cpu_s) + $(get copy_shardctl_cpu_s)) * 1000000 / $COPY_ROWS")
-    m2=$(f "($(get mydumper_srv_cpu_s) + $(get mydumper_client_cpu_s)) * 1000000 / $COPY_ROWS")
-    r=$(div "$m2" "$m1")
-    row "same, CPU-seconds per 1M rows (all three servers + the client: \`/proc/<pid>/stat\`, \`/usr/bin/time\`; wall time swings on a loaded machine, CPU less)" \
-      "$m1 CPU-s (servers $(get copy_srv_cpu_s), shardctl $(get copy_shardctl_cpu_s))" "$m2 CPU-s (servers $(get mydumper_srv_cpu_s), mydumper+myloader $(get mydumper_client_cpu_s))" "${r}×" "≥ 1.5×" "$(met "$r" ">=" 1.5)"
+    cpu_row "(all three servers + the client: \`/proc/<pid>/stat\`, \`/usr/bin/time\`; wall time swings on a loaded machine, CPU less)" \
+      "$COPY_ROWS" copy mydumper mydumper+myloader 1.5
+  fi
+  if failed copymixed; then failrow "copy of 4 tables of mixed types, $(K $MIXED_ROWS) rows" copymixed "≥ 1.5× mydumper"; else
+    c=$(get mixed_move_s)
+    r=$(div "$(get mixmyd_s)" "$c")
+    row "copy of 4 tables of mixed types, $(K $MIXED_ROWS) rows in all (composite key + 3 indexes; scalar types; TEXT/JSON/BLOB; narrow AUTO_INCREMENT), \`move --no-verify --keep-source\` vs mydumper -t $THREADS + myloader -t $THREADS; row counts and CHECKSUM TABLE equal on all three copies" \
+      "$c s ($(rps "$MIXED_ROWS" "$c"))" "$(get mixmyd_s) s ($(get mixmyd_dump_s) + $(get mixmyd_load_s); $(rps "$MIXED_ROWS" "$(get mixmyd_s)"))" "${r}×" "≥ 1.5×" "$(met "$r" ">=" 1.5)"
+    cpu_row "(as for the sysbench copy)" "$MIXED_ROWS" mixed mixmyd mydumper+myloader 1.5
+  fi
+  if failed verify; then failrow "verify, $(K $VERIFY_ROWS) rows" verify "≥ 1.0× pt-table-checksum"; else
+    c=$(get verify_s)
+    r=$(div "$(get ptc_s)" "$c")
+    row "verify of a $(K $VERIFY_ROWS)-row shard against its copy on another server (\`verify --shard --against --chunk-rows $VERIFY_CHUNK\`: both servers, $(get verify_chunks) chunks) vs \`pt-table-checksum --recursion-method=none --chunk-size $VERIFY_CHUNK --chunk-time 0\` of the same table on one server ($(get ptc_chunks) chunks)" \
+      "$c s ($(rps "$VERIFY_ROWS" "$c"))" "$(get ptc_s) s ($(rps "$VERIFY_ROWS" "$(get ptc_s)"))" "${r}×" "≥ 1.0×" "$(met "$r" ">=" 1.0)"
+    cpu_row "(as for the copy; shardctl reads both servers, pt-table-checksum one)" "$VERIFY_ROWS" verify ptc pt-table-checksum 1.0
   fi
   if failed catchup; then failrow "binlog catch-up" catchup "≤ T/2"; else
     r=$(div "$CATCHUP_T" "$(get catchup_s)")
@@ -598,6 +791,15 @@ table() {
     echo "- copy: during shardctl: $(get copy_cpu)"
     echo "- copy: during mysqldump | mysql: $(get dump_cpu)"
     echo "- copy: during mydumper + myloader: $(get mydumper_cpu)"
+  }
+  failed copymixed || {
+    echo "- copymixed: shardctl step seconds $(get mixed_steps); shardctl CPU $(get mixed_shardctl_cpu_s) s, max RSS $(get mixed_rss_mb) MB; the same rows and CHECKSUM TABLE on all three copies: $(get mixed_sums)"
+    echo "- copymixed: during shardctl: $(get mixed_cpu)"
+    echo "- copymixed: during mydumper + myloader: $(get mixmyd_cpu)"
+  }
+  failed verify || {
+    echo "- verify: during shardctl verify: $(get verify_cpu)"
+    echo "- verify: during pt-table-checksum: $(get ptc_cpu)"
   }
   failed catchup || {
     echo "- catch-up: resume step seconds $(get catchup_steps); whole resume $(get catchup_resume_s) s; $(get catchup_tx) sysbench transactions"
