@@ -220,7 +220,7 @@ run_measure() {
   fi
 }
 
-# timed_move NAME SHARD ROWS: \`move --no-verify --keep-source\` of SHARD (ROWS
+# timed_move NAME SHARD ROWS: `move --no-verify --keep-source` of SHARD (ROWS
 # rows) to server 2, timed, with the CPU of the servers and of shardctl: puts
 # NAME_move_s, NAME_srv_cpu_s, NAME_shardctl_cpu_s, NAME_cpu, NAME_steps...
 timed_move() {
