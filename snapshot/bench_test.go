@@ -29,14 +29,15 @@ import (
 // SHARDCTL_BENCH_ROUNDS the rounds (default 2); SHARDCTL_BENCH_INSERT=1
 // writes with INSERTs instead of LOAD DATA, SHARDCTL_BENCH_INDEXES_FIRST=1
 // creates the secondary indexes with the table, SHARDCTL_BENCH_READERS sets
-// the readers per table (default 1).
+// the readers per table (default 1); SHARDCTL_BENCH_NO_TOOLS=1 leaves out
+// mydumper and myloader.
 func BenchmarkCopySysbench1M(b *testing.B) {
 	t := b
 	rows := envInt("SHARDCTL_BENCH_ROWS", 1000000)
 	writers := envInt("SHARDCTL_BENCH_WRITERS", defaultWriters)
 	rounds := envInt("SHARDCTL_BENCH_ROUNDS", 2)
 	f := newFixture(t,
-		"CREATE TABLE sbtest1 (id INT NOT NULL, k INT NOT NULL DEFAULT 0, c CHAR(120) NOT NULL DEFAULT '', pad CHAR(60) NOT NULL DEFAULT '', PRIMARY KEY (id), KEY k_1 (k)) ENGINE=InnoDB",
+		"CREATE TABLE sbtest1 (id INT NOT NULL AUTO_INCREMENT, k INT NOT NULL DEFAULT 0, c CHAR(120) NOT NULL DEFAULT '', pad CHAR(60) NOT NULL DEFAULT '', PRIMARY KEY (id), KEY k_1 (k)) ENGINE=InnoDB",
 	)
 	start := time.Now()
 	exec(t, f.src, "INSERT INTO "+dbutil.Table(f.sname, "sbtest1")+
@@ -73,7 +74,7 @@ func BenchmarkCopySysbench1M(b *testing.B) {
 		b.ReportMetric(float64(rows)/el.Seconds(), "rows/s")
 		t.Logf("round %d: shardctl copy (insert %v, indexes first %v, %d readers), chunk %d, %d writers: %s, %.0f rows/s; CPU s: %s", round, c.NoLoadData, c.IndexesFirst, c.Readers, defaultChunkRows, writers, el.Round(time.Millisecond), float64(rows)/el.Seconds(), cpu.stop(0))
 
-		if errDump != nil || errLoad != nil {
+		if errDump != nil || errLoad != nil || os.Getenv("SHARDCTL_BENCH_NO_TOOLS") == "1" {
 			continue
 		}
 		exec(t, f.dst, "DROP DATABASE IF EXISTS "+dbutil.QuoteIdent(f.tname))

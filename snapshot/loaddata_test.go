@@ -217,3 +217,47 @@ func TestCopyFallsBackToInsertWithoutLocalInfile(t *testing.T) {
 		t.Fatalf("LOAD DATA LOCAL with local_infile=0: %v (error %d), want a refusal", err, dbutil.ErrNumber(err))
 	}
 }
+
+// TestLoadDataCharsets copies text through both of LOAD DATA's character
+// sets: "binary" when every text column is utf8mb4 (the bytes go in as they
+// are), utf8mb4 when a column needs converting (latin1) or the type refuses
+// binary strings (MySQL's JSON). Either way the rows must come out exact.
+func TestLoadDataCharsets(t *testing.T) {
+	f := newFixture(t,
+		"CREATE TABLE allmb4 (id INT NOT NULL AUTO_INCREMENT PRIMARY KEY, c CHAR(2), vc VARCHAR(3), tx TEXT, n INT) DEFAULT CHARSET=utf8mb4",
+		"INSERT INTO allmb4 (c, vc, tx, n) VALUES ('🌍🌍', 'é🌍\\t', 'line1\\nline2\\0 \\\\N', 1), ('', '', '', NULL), (NULL, NULL, NULL, 3), ('ÿ ', '🌍🌍🌍', 'ça', 4)",
+		"CREATE TABLE enums (id INT NOT NULL PRIMARY KEY, en ENUM('a','é','€'), st SET('x','ÿ','€')) DEFAULT CHARSET=utf8mb4",
+		"INSERT INTO enums VALUES (1, 'é', 'x,ÿ'), (2, '€', '€'), (3, NULL, '')",
+		"CREATE TABLE mixed (id INT NOT NULL PRIMARY KEY, l1 VARCHAR(20) CHARACTER SET latin1, vc VARCHAR(40)) DEFAULT CHARSET=utf8mb4",
+		"INSERT INTO mixed VALUES (1, 'été ÿ', 'ça 🌍'), (2, '', NULL)",
+		"CREATE TABLE withjson (id INT NOT NULL PRIMARY KEY, js JSON, vc VARCHAR(40)) DEFAULT CHARSET=utf8mb4",
+		`INSERT INTO withjson VALUES (1, '{"a": "é\\t🌍", "n": [1, null]}', 'x'), (2, NULL, 'y')`)
+	ctx := context.Background()
+	setLocalInfile(t, f.dst, 1)
+	ts := f.tables(t)
+	c := f.copier()
+	if err := c.CreateTables(ctx, ts); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"allmb4": "binary", "enums": "utf8mb4", "mixed": "utf8mb4", "withjson": "binary"}
+	if testenv.MySQL() {
+		want["withjson"] = "utf8mb4"
+	}
+	for name, cs := range want {
+		got, err := loadCharset(ctx, f.dst, f.tname, name)
+		if err != nil || got != cs {
+			t.Fatalf("%s: LOAD DATA character set %q (%v), want %q", name, got, err, cs)
+		}
+		loads := comLoad(t, f.dst)
+		if w, err := c.CopyTable(ctx, table(t, ts, name), watermark.Mark{}, nil); err != nil || !w.Done {
+			t.Fatalf("%s: %+v %v", name, w, err)
+		}
+		if comLoad(t, f.dst) == loads {
+			t.Fatalf("%s: copied without LOAD DATA", name)
+		}
+	}
+	sameRows(t, f, "allmb4", "id, HEX(c), HEX(vc), HEX(tx), n", "id")
+	sameRows(t, f, "enums", "id, HEX(en), HEX(st)", "id")
+	sameRows(t, f, "mixed", "id, HEX(l1), HEX(vc)", "id")
+	sameRows(t, f, "withjson", "id, js, HEX(vc)", "id")
+}

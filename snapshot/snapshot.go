@@ -191,6 +191,12 @@ func (c *Copier) CopyTable(ctx context.Context, t tables.Table, from watermark.M
 			return from, wrap("read target local_infile", err)
 		}
 	}
+	charset := ""
+	if load {
+		if charset, err = loadCharset(ctx, c.Target, c.TargetSchema, t.Name); err != nil {
+			return from, wrap("read the target's column character sets", err)
+		}
+	}
 	r := &reader{
 		c: c, t: t, conn: src, cols: cols, written: written, key: key, keyPos: keyPos, budget: budget,
 		limit: c.chunkRows(), load: load,
@@ -248,7 +254,9 @@ func (c *Copier) CopyTable(ctx context.Context, t tables.Table, from watermark.M
 	})
 	w := &writer{ins: c.insertText(t.Name, cols[:written], key), ncols: written, stmtCap: stmtCap}
 	if load {
-		w.load = func(name string, replace bool) string { return c.loadText(t.Name, cols[:written], name, replace) }
+		w.load = func(name string, replace bool) string {
+			return c.loadText(t.Name, cols[:written], charset, name, replace)
+		}
 	}
 	for range c.writers() {
 		wg.Go(func() {
