@@ -13,6 +13,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -275,11 +276,21 @@ func (v *Verifier) open(ctx context.Context, t tables.Table) (sc *scope, err err
 // dbutil.RowsChecksumSQL) over each row's text: its columns' text forms
 // joined by CONCAT_WS, which skips NULLs, then one ISNULL marker per column
 // that may hold NULL, so NULL and an empty string differ. FLOAT goes through
-// DOUBLE because its text keeps only 6 digits.
+// DOUBLE because its text keeps only 6 digits. Next to raw bytes (BINARY,
+// BLOB, BIT…) text columns go in as their bytes: MariaDB otherwise joins two
+// collations of one character set in that character set, turning bytes that
+// are not valid in it into '?'.
 func checksumSQL(fs, fd dbutil.Flavor, cols []chunk.Column) string {
+	raw := slices.ContainsFunc(cols, func(c chunk.Column) bool {
+		return c.Kind == chunk.Binary || c.Kind == chunk.Bit || c.Kind == chunk.Other
+	})
 	vals := make([]string, 0, 2*len(cols))
 	for _, c := range cols {
-		vals = append(vals, c.Expr())
+		if raw && (c.Kind == chunk.Char || c.Kind == chunk.Enum) {
+			vals = append(vals, "CAST("+c.Expr()+" AS BINARY)")
+		} else {
+			vals = append(vals, c.Expr())
+		}
 	}
 	for _, c := range cols {
 		if c.Null {

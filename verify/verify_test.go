@@ -341,8 +341,8 @@ func TestAllAndKeyTypes(t *testing.T) {
 // change in two rows of the same length (a CRC is affine: XORing the rows'
 // CRCs would miss that; see dbutil.RowsChecksumSQL).
 func TestHashSeesEachKindOfChange(t *testing.T) {
-	const ddl = "CREATE TABLE h (id INT PRIMARY KEY, a VARCHAR(20), b VARCHAR(20) NOT NULL, n BIGINT, d DECIMAL(10,2), f FLOAT, g DOUBLE, at DATETIME, e ENUM('x','y'), bin VARBINARY(8), bits BIT(8))"
-	const rows = "INSERT INTO h VALUES (1, 'a1', '', 10, 1.50, 1.5, 2.5, '2024-01-01 10:00:00', 'x', 0x0102, b'101')," +
+	const ddl = "CREATE TABLE h (id INT PRIMARY KEY, a VARCHAR(20) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci, b VARCHAR(20) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NOT NULL, n BIGINT, d DECIMAL(10,2), f FLOAT, g DOUBLE, at DATETIME, e ENUM('x','y'), bin VARBINARY(8), bits BIT(8))"
+	const rows = "INSERT INTO h VALUES (1, 'a1', '', 10, 1.50, 1.5, 2.5, '2024-01-01 10:00:00', 'x', 0x01ff, b'101')," +
 		" (2, 'a2', 'b', 20, 2.50, 2.5, 3.5, '2024-03-07 10:00:00', 'y', 0x0304, b'110'), (3, NULL, 'c', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)"
 	p := newPair(t, ddl, rows)
 	ctx := context.Background()
@@ -370,7 +370,7 @@ func TestHashSeesEachKindOfChange(t *testing.T) {
 		"UPDATE %s SET g = 2.5000000000000004 WHERE id = 1",
 		"UPDATE %s SET at = '2024-01-01 10:00:01' WHERE id = 1",
 		"UPDATE %s SET e = 'y' WHERE id = 1",
-		"UPDATE %s SET bin = 0x0103 WHERE id = 1",
+		"UPDATE %s SET bin = 0x01fe WHERE id = 1", // not valid UTF-8, next to two collations of one character set
 		"UPDATE %s SET bits = b'100' WHERE id = 1",
 		"UPDATE %s SET n = 0 WHERE id = 3",  // NULL to a value
 		"UPDATE %s SET a = '' WHERE id = 3", // NULL to ''
