@@ -41,11 +41,15 @@ type Column struct {
 	Type  string // DatabaseTypeName as the driver reports it
 	Kind  Kind
 	Scale int64 // DECIMAL scale
+	Null  bool  // may hold NULL (true when the driver cannot tell)
 }
 
 // ColumnOf classifies a result column.
 func ColumnOf(name string, ct *sql.ColumnType) Column {
-	c := Column{Name: name, Type: ct.DatabaseTypeName()}
+	c := Column{Name: name, Type: ct.DatabaseTypeName(), Null: true}
+	if n, ok := ct.Nullable(); ok {
+		c.Null = n
+	}
 	t := c.Type
 	switch {
 	case strings.HasPrefix(t, "UNSIGNED "):

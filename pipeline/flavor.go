@@ -12,8 +12,9 @@ import (
 	"github.com/shardctl/shardctl/plans"
 )
 
-// flavorProblems refuses a MariaDB/MySQL pair and a server that lacks what
-// the checksums need (MySQL 9.7 ships MD5() in a component).
+// flavorProblems refuses a MariaDB/MySQL pair and a server that lacks a
+// function the plan needs: the checksums' (MySQL 9.7 ships MD5() in a
+// component) and, for hash ranges, MD5().
 func flavorProblems(ctx context.Context, src, dst *sql.DB, p *plans.Plan) ([]string, error) {
 	fs, err := dbutil.FlavorOf(ctx, src)
 	if err != nil {
@@ -27,18 +28,32 @@ func flavorProblems(ctx context.Context, src, dst *sql.DB, p *plans.Plan) ([]str
 	if err := dbutil.SameFamily(fs, fd); err != nil {
 		problems = append(problems, err.Error())
 	}
+	needs := []struct{ what, sql string }{{"the checksums", "SELECT " + dbutil.RowsChecksumSQL(fs, fd, "''")}}
+	for _, t := range p.Copy {
+		if len(t.Filter.Arcs) > 0 {
+			needs = append(needs, struct{ what, sql string }{"the hash ranges", "SELECT MD5('')"})
+			break
+		}
+	}
 	for _, s := range []struct {
 		role string
 		addr string
 		db   *sql.DB
-	}{{"source", p.Source.Addr(), src}, {"target", p.Target.Addr(), dst}} {
-		var h string
-		if err := s.db.QueryRowContext(ctx, "SELECT MD5('')").Scan(&h); err != nil {
-			if dbutil.ErrNumber(err) == 1305 { // FUNCTION does not exist
-				problems = append(problems, fmt.Sprintf("the %s %s has no MD5() function, which the checksums use: on MySQL 9.7 run INSTALL COMPONENT 'file://component_classic_hashing'", s.role, s.addr))
-				continue
+		f    dbutil.Flavor
+	}{{"source", p.Source.Addr(), src, fs}, {"target", p.Target.Addr(), dst, fd}} {
+		for _, n := range needs {
+			var h sql.NullString
+			if err := s.db.QueryRowContext(ctx, n.sql).Scan(&h); err != nil {
+				if dbutil.ErrNumber(err) == 1305 { // FUNCTION does not exist
+					hint := ""
+					if s.f.MySQL {
+						hint = ": on MySQL 9.7 run INSTALL COMPONENT 'file://component_classic_hashing'"
+					}
+					problems = append(problems, fmt.Sprintf("the %s %s lacks a function that %s use (%v)%s", s.role, s.addr, n.what, err, hint))
+					break
+				}
+				return nil, fmt.Errorf("%s %s: %w", s.role, s.addr, err)
 			}
-			return nil, fmt.Errorf("%s %s: %w", s.role, s.addr, err)
 		}
 	}
 	return problems, nil

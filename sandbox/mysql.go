@@ -196,7 +196,8 @@ func mysqlTemplate(ctx context.Context) (string, error) {
 }
 
 // mysqlAccountStmts are the extra statements a MySQL server needs: MySQL 9.7
-// ships without MD5() (verify's checksums use it) unless this component is in.
+// ships without MD5() (verify's checksums on MySQL and hash ranges use it)
+// unless this component is in.
 func mysqlExtraStmts() []string {
 	return []string{"INSTALL COMPONENT 'file://component_classic_hashing'"}
 }

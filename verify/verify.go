@@ -13,6 +13,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -66,30 +67,12 @@ func (v *Verifier) Table(ctx context.Context, t tables.Table) (Result, error) {
 	wrap := func(step string, err error) error {
 		return fmt.Errorf("verify %s.%s against %s.%s: %s: %w", v.SourceSchema, t.Name, v.TargetSchema, t.Name, step, err)
 	}
-	src, err := chunk.Session(ctx, v.Source, chunk.UTC)
+	sc, err := v.open(ctx, t)
 	if err != nil {
-		return res, wrap("open source session", err)
+		return res, wrap(sc.step, err)
 	}
-	defer chunk.Release(src)
-	dst, err := chunk.Session(ctx, v.Target, chunk.UTC)
-	if err != nil {
-		return res, wrap("open target session", err)
-	}
-	defer chunk.Release(dst)
-
-	cols, err := chunk.Probe(ctx, src, v.SourceSchema, t.Name, t.Columns)
-	if err != nil {
-		return res, wrap("read source columns", err)
-	}
-	if _, err := chunk.Probe(ctx, dst, v.TargetSchema, t.Name, t.Columns); err != nil {
-		return res, wrap("read target columns", err)
-	}
-	key, _, err := chunk.KeyAmong(v.SourceSchema, t.Name, t.PK, cols)
-	if err != nil {
-		return res, wrap("primary key", err)
-	}
-	where, whereArgs := t.Filter.SQL(dbutil.QuoteIdent)
-	sum := checksumSQL(cols)
+	defer sc.close()
+	src, dst, key, where, whereArgs, sum := sc.src, sc.dst, sc.key, sc.where, sc.whereArgs, sc.sum
 	n := v.ChunkRows
 	if n <= 0 {
 		n = defaultChunkRows
@@ -155,26 +138,12 @@ func (v *Verifier) Recheck(ctx context.Context, t tables.Table, cs []Chunk) ([]C
 	wrap := func(err error) error {
 		return fmt.Errorf("verify %s.%s against %s.%s: re-check: %w", v.SourceSchema, t.Name, v.TargetSchema, t.Name, err)
 	}
-	src, err := chunk.Session(ctx, v.Source, chunk.UTC)
+	sc, err := v.open(ctx, t)
 	if err != nil {
-		return nil, wrap(err)
+		return nil, wrap(fmt.Errorf("%s: %w", sc.step, err))
 	}
-	defer chunk.Release(src)
-	dst, err := chunk.Session(ctx, v.Target, chunk.UTC)
-	if err != nil {
-		return nil, wrap(err)
-	}
-	defer chunk.Release(dst)
-	cols, err := chunk.Probe(ctx, src, v.SourceSchema, t.Name, t.Columns)
-	if err != nil {
-		return nil, wrap(err)
-	}
-	key, _, err := chunk.KeyAmong(v.SourceSchema, t.Name, t.PK, cols)
-	if err != nil {
-		return nil, wrap(err)
-	}
-	where, whereArgs := t.Filter.SQL(dbutil.QuoteIdent)
-	sum := checksumSQL(cols)
+	defer sc.close()
+	src, dst, key, where, whereArgs, sum := sc.src, sc.dst, sc.key, sc.where, sc.whereArgs, sc.sum
 	var differ []Chunk
 	for _, c := range cs {
 		rng, rngArgs, err := key.Range(c.Lo, c.Hi)
@@ -235,18 +204,98 @@ func checksum(ctx context.Context, q dbutil.Querier, schema, table, sum, cond st
 	return rows, s, err
 }
 
-// checksumSQL is an order-independent 64-bit checksum of the rows: the XOR of
-// the first 64 bits of each row's MD5. CONCAT_WS skips NULLs, so ISNULL
-// markers tell NULL from an empty string; FLOAT goes through DOUBLE because
-// its text keeps only 6 digits.
-func checksumSQL(cols []chunk.Column) string {
+// scope is what comparing chunks of one table needs: a session on each
+// side, the key, the table's filter and the checksum expression.
+type scope struct {
+	src, dst  *sql.Conn
+	key       chunk.Key
+	where     string
+	whereArgs []any
+	sum       string
+	step      string // what failed, when open returns an error
+}
+
+func (sc *scope) close() {
+	for _, c := range []*sql.Conn{sc.src, sc.dst} {
+		if c != nil {
+			chunk.Release(c)
+		}
+	}
+}
+
+// open prepares the comparison of t; on an error it has released what it opened.
+func (v *Verifier) open(ctx context.Context, t tables.Table) (sc *scope, err error) {
+	sc = &scope{}
+	defer func() {
+		if err != nil {
+			sc.close()
+		}
+	}()
+	sc.step = "open source session"
+	if sc.src, err = chunk.Session(ctx, v.Source, chunk.UTC); err != nil {
+		return sc, err
+	}
+	sc.step = "open target session"
+	if sc.dst, err = chunk.Session(ctx, v.Target, chunk.UTC); err != nil {
+		return sc, err
+	}
+	sc.step = "read source columns"
+	cols, err := chunk.Probe(ctx, sc.src, v.SourceSchema, t.Name, t.Columns)
+	if err != nil {
+		return sc, err
+	}
+	sc.step = "read target columns"
+	dcols, err := chunk.Probe(ctx, sc.dst, v.TargetSchema, t.Name, t.Columns)
+	if err != nil {
+		return sc, err
+	}
+	// A column's NULL marker is left out only where neither side can hold NULL.
+	for i := range cols {
+		cols[i].Null = cols[i].Null || dcols[i].Null
+	}
+	sc.step = "primary key"
+	if sc.key, _, err = chunk.KeyAmong(v.SourceSchema, t.Name, t.PK, cols); err != nil {
+		return sc, err
+	}
+	sc.step = "server flavors"
+	fs, err := dbutil.FlavorOf(ctx, v.Source)
+	if err != nil {
+		return sc, err
+	}
+	fd, err := dbutil.FlavorOf(ctx, v.Target)
+	if err != nil {
+		return sc, err
+	}
+	sc.where, sc.whereArgs = t.Filter.SQL(dbutil.QuoteIdent)
+	sc.sum = checksumSQL(fs, fd, cols)
+	sc.step = ""
+	return sc, nil
+}
+
+// checksumSQL is an order-independent checksum of the rows (see
+// dbutil.RowsChecksumSQL) over each row's text: its columns' text forms
+// joined by CONCAT_WS, which skips NULLs, then one ISNULL marker per column
+// that may hold NULL, so NULL and an empty string differ. FLOAT goes through
+// DOUBLE because its text keeps only 6 digits. Next to raw bytes (BINARY,
+// BLOB, BIT…) text columns go in as their bytes: MariaDB otherwise joins two
+// collations of one character set in that character set, turning bytes that
+// are not valid in it into '?'.
+func checksumSQL(fs, fd dbutil.Flavor, cols []chunk.Column) string {
+	raw := slices.ContainsFunc(cols, func(c chunk.Column) bool {
+		return c.Kind == chunk.Binary || c.Kind == chunk.Bit || c.Kind == chunk.Other
+	})
 	vals := make([]string, 0, 2*len(cols))
 	for _, c := range cols {
-		vals = append(vals, c.Expr())
+		if raw && (c.Kind == chunk.Char || c.Kind == chunk.Enum) {
+			vals = append(vals, "CAST("+c.Expr()+" AS BINARY)")
+		} else {
+			vals = append(vals, c.Expr())
+		}
 	}
 	for _, c := range cols {
-		vals = append(vals, "ISNULL("+dbutil.QuoteIdent(c.Name)+")")
+		if c.Null {
+			vals = append(vals, "ISNULL("+dbutil.QuoteIdent(c.Name)+")")
+		}
 	}
-	return "COALESCE(BIT_XOR(CAST(CONV(SUBSTRING(MD5(CONCAT_WS('#', " + strings.Join(vals, ", ") +
-		")), 1, 16), 16, 10) AS UNSIGNED)), 0)"
+	return dbutil.RowsChecksumSQL(fs, fd, "CONCAT_WS('#', "+strings.Join(vals, ", ")+")")
 }

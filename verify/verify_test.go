@@ -335,3 +335,61 @@ func TestAllAndKeyTypes(t *testing.T) {
 		t.Fatalf("missing target table: %v", err)
 	}
 }
+
+// TestHashSeesEachKindOfChange changes one thing at a time on the target:
+// each column, NULL for an empty string, a value moved to the next column, and the same
+// change in two rows of the same length (a CRC is affine: XORing the rows'
+// CRCs would miss that; see dbutil.RowsChecksumSQL).
+func TestHashSeesEachKindOfChange(t *testing.T) {
+	const ddl = "CREATE TABLE h (id INT PRIMARY KEY, a VARCHAR(20) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci, b VARCHAR(20) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NOT NULL, n BIGINT, d DECIMAL(10,2), f FLOAT, g DOUBLE, at DATETIME, e ENUM('x','y'), bin VARBINARY(8), bits BIT(8))"
+	const rows = "INSERT INTO h VALUES (1, 'a1', '', 10, 1.50, 1.5, 2.5, '2024-01-01 10:00:00', 'x', 0x01ff, b'101')," +
+		" (2, 'a2', 'b', 20, 2.50, 2.5, 3.5, '2024-03-07 10:00:00', 'y', 0x0304, b'110'), (3, NULL, 'c', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)"
+	p := newPair(t, ddl, rows)
+	ctx := context.Background()
+	v := p.verifier(10)
+	tb := p.table(t, "h")
+	h := dbutil.Table(p.tname, "h")
+	check := func(what string, want int) {
+		t.Helper()
+		res, err := v.Table(ctx, tb)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if len(res.Mismatches) != want || res.Rows != 3 {
+			t.Fatalf("%s: want %d mismatching chunks, got %+v", what, want, res)
+		}
+	}
+	check("identical", 0)
+	for _, change := range []string{
+		"UPDATE %s SET id = 4 WHERE id = 3",
+		"UPDATE %s SET a = 'a9' WHERE id = 1",
+		"UPDATE %s SET b = 'B' WHERE id = 2",
+		"UPDATE %s SET n = 11 WHERE id = 1",
+		"UPDATE %s SET d = 1.51 WHERE id = 1",
+		"UPDATE %s SET f = 1.5000001 WHERE id = 1",
+		"UPDATE %s SET g = 2.5000000000000004 WHERE id = 1",
+		"UPDATE %s SET at = '2024-01-01 10:00:01' WHERE id = 1",
+		"UPDATE %s SET e = 'y' WHERE id = 1",
+		"UPDATE %s SET bin = 0x01fe WHERE id = 1", // not valid UTF-8, next to two collations of one character set
+		"UPDATE %s SET bits = b'100' WHERE id = 1",
+		"UPDATE %s SET n = 0 WHERE id = 3",  // NULL to a value
+		"UPDATE %s SET a = '' WHERE id = 3", // NULL to ''
+		"UPDATE %s SET bin = '' WHERE id = 3",
+		"UPDATE %s SET a = '', b = 'a1' WHERE id = 1",          // a value moved to the next column
+		"UPDATE %s SET a = NULL, b = 'a1' WHERE id = 1",        // …leaving NULL
+		"UPDATE %s SET at = at + INTERVAL 1 HOUR WHERE id < 3", // the same bytes changed in two rows of one length
+	} {
+		run(t, p.dst, fmt.Sprintf(change, h))
+		check(change, 1)
+		run(t, p.dst, "DELETE FROM "+h)
+		run(t, p.dst, strings.Replace(rows, "INSERT INTO h", "INSERT INTO "+h, 1))
+	}
+	check("restored", 0)
+
+	// b is NOT NULL on the source only: its marker is kept, so the target's
+	// NULL is not taken for the source's ''.
+	run(t, p.dst, "ALTER TABLE "+h+" MODIFY b VARCHAR(20) NULL")
+	check("b nullable on the target", 0)
+	run(t, p.dst, "UPDATE "+h+" SET b = NULL WHERE id = 1")
+	check("NULL for '' in a column NOT NULL on the source", 1)
+}

@@ -1,0 +1,28 @@
+package dbutil
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestRowsChecksumSQLIsChosenForThePair(t *testing.T) {
+	maria := ParseFlavor("10.11.6-MariaDB-0+deb12u1-log", "Debian 12")
+	oldMaria := ParseFlavor("10.6.16-MariaDB", "mariadb.org binary distribution")
+	mysql := ParseFlavor("9.7.4-2", "(Debian)")
+	oldMySQL := ParseFlavor("5.7.44-log", "MySQL Community Server (GPL)")
+	for _, c := range []struct {
+		a, b Flavor
+		want string
+	}{
+		{maria, maria, "SUM(CRC32("},
+		{mysql, mysql, "BIT_XOR(UNHEX(MD5("},
+		{maria, oldMaria, "CONV(SUBSTRING(MD5("}, // both sides run the same function
+		{oldMaria, oldMaria, "CONV(SUBSTRING(MD5("},
+		{oldMySQL, mysql, "CONV(SUBSTRING(MD5("},
+		{maria, mysql, "CONV(SUBSTRING(MD5("},
+	} {
+		if got := RowsChecksumSQL(c.a, c.b, "s"); !strings.Contains(got, c.want) || got != RowsChecksumSQL(c.b, c.a, "s") {
+			t.Errorf("%s with %s: %s, want %s…", c.a, c.b, got, c.want)
+		}
+	}
+}
