@@ -49,15 +49,29 @@ func (r *runner) fence(ctx context.Context) error {
 	var sessions *fence.Sessions
 	last, err := r.attempts(ctx, attemptLoop{
 		wait: r.waitPostpone,
-		// The fence's sessions are opened before readiness is checked, so
-		// the attempt follows a good reading at once.
-		prepare: func(ctx context.Context) (func(), error) {
+		// The fence's sessions are opened and its triggers armed before
+		// readiness is checked, so the attempt follows a good reading at
+		// once and fencing is one UPDATE (fence/armed.go).
+		prepare: func(ctx context.Context) (func(), string, error) {
 			s, err := fence.OpenSessions(ctx, r.src, len(r.p.Fence), budget)
 			if err != nil {
-				return nil, fmt.Errorf("open fence sessions: %w", err)
+				return nil, "", fmt.Errorf("open fence sessions: %w", err)
+			}
+			ts := fenceTables(r.p)
+			if fault.On("during:fence:half") && len(ts) > 1 {
+				// A crash test's point: half the tables armed when the fence row
+				// is set, to prove resume copes with a partial arming.
+				ts = ts[:len(ts)/2]
+			}
+			if err := s.Arm(ctx, r.p.Source.Schema, ts, budget); err != nil {
+				s.Close()
+				if fence.IsTimeout(err) || dbutil.IsRetryableLockErr(err) {
+					return nil, fmt.Sprintf("arming the fence: a transaction held a table beyond the %s budget (%v)", budget, err), nil
+				}
+				return nil, "", err
 			}
 			sessions = s
-			return s.Close, nil
+			return s.Close, "", nil
 		},
 		caughtUp:  func(ctx context.Context) (time.Duration, error) { return r.waitCaughtUp(ctx, 0) },
 		longTrx:   func(ctx context.Context) (string, error) { return longTransaction(ctx, r.src, budget, "source") },
@@ -68,19 +82,23 @@ func (r *runner) fence(ctx context.Context) error {
 	if err != nil || last == nil {
 		return err
 	}
+	// No attempt went through and none holds a fence: the armed triggers go.
+	if rerr := fence.Remove(ctx, r.src, r.p.Source.Schema, fenceNames(r.p), r.p.Options.LockWaitMS.D()); rerr != nil {
+		r.env.Log.Warn("removing the armed fence triggers", "err", rerr)
+	}
 	return fmt.Errorf("%w (%s) in %d attempts (last: %v); the shard stays online at the source; resume to try again, or raise --max-blackout", ErrBudget, budget, r.p.Options.FenceAttempts, last)
 }
 
 // attemptLoop is what differs between the cutover and the reverse window's
 // switch; runner.attempts is the loop they share.
 type attemptLoop struct {
-	wait      func(ctx context.Context) error                    // holds while postponed
-	prepare   func(ctx context.Context) (done func(), err error) // optional: sets up an attempt ahead of readiness
-	caughtUp  func(ctx context.Context) (time.Duration, error)   // how long the other side takes to reach a fresh position
-	longTrx   func(ctx context.Context) (string, error)          // a long transaction that may hold a fenced table, or ""
-	other     string                                             // the side that catches up, for messages
-	try       func(ctx context.Context, note string) error       // one attempt (note: how readiness ended); errBackedOff: undone, try again
-	postponed string                                             // prefix of a postponed attempt's result
+	wait      func(ctx context.Context) error                                // holds while postponed
+	prepare   func(ctx context.Context) (done func(), why string, err error) // optional: sets up an attempt ahead of readiness; why: it backed off
+	caughtUp  func(ctx context.Context) (time.Duration, error)               // how long the other side takes to reach a fresh position
+	longTrx   func(ctx context.Context) (string, error)                      // a long transaction that may hold a fenced table, or ""
+	other     string                                                         // the side that catches up, for messages
+	try       func(ctx context.Context, note string) error                   // one attempt (note: how readiness ended); errBackedOff: undone, try again
+	postponed string                                                         // prefix of a postponed attempt's result
 }
 
 // attempts runs up to FenceAttempts attempts with a doubling back-off
@@ -103,29 +121,42 @@ func (r *runner) attempts(ctx context.Context, l attemptLoop) (last error, err e
 		if err := l.wait(ctx); err != nil {
 			return nil, err
 		}
-		done := func() {}
-		if l.prepare != nil {
-			if done, err = l.prepare(ctx); err != nil {
-				return nil, err
+		// InnoDB cannot tell which tables an idle transaction touched: a long
+		// transaction postpones at most three attempts in a row, then the fence
+		// itself finds out (arming it waits for metadata locks within the budget).
+		why, err := l.longTrx(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if why != "" {
+			if postponed++; postponed <= 3 {
+				r.recordAttempt(plans.Attempt{Started: time.Now().UTC(), Result: l.postponed + why})
+				last = errors.New(why)
+				continue
 			}
 		}
-		why, err := l.longTrx(ctx)
-		longTrx := why != ""
-		note := ""
-		if err == nil && why == "" {
-			why, note, err = r.ready(ctx, l, budget)
+		done := func() {}
+		if l.prepare != nil {
+			d, why, err := l.prepare(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if why != "" {
+				// Arming the fence gave up within the budget: an attempt that
+				// backed off, though nothing was offline.
+				postponed = 0
+				r.recordAttempt(plans.Attempt{Started: time.Now().UTC(), Result: "backed off: " + why})
+				last = errors.New(why)
+				continue
+			}
+			done = d
 		}
+		why, note, err := r.ready(ctx, l, budget)
 		if err != nil {
 			done()
 			return nil, err
 		}
-		// InnoDB cannot tell which tables an idle transaction touched: a long
-		// transaction postpones at most three attempts in a row, then the fence
-		// itself finds out (its metadata-lock wait is bounded by the budget).
-		if longTrx {
-			postponed++
-		}
-		if why != "" && (!longTrx || postponed <= 3) {
+		if why != "" {
 			done()
 			r.recordAttempt(plans.Attempt{Started: time.Now().UTC(), Result: l.postponed + why})
 			last = errors.New(why)
@@ -210,13 +241,19 @@ func patience(budget time.Duration) time.Duration {
 var errBackedOff = errors.New("backed off")
 
 func (r *runner) recordAttempt(a plans.Attempt) int {
+	idx := r.noteNewAttempt(a)
+	_ = r.save(true) // every attempt is on record, for 'plan show'
+	return idx
+}
+
+// noteNewAttempt adds attempt a to the plan (not saved yet) and tells the observer.
+func (r *runner) noteNewAttempt(a plans.Attempt) int {
 	r.mu.Lock()
 	r.p.Attempts = append(r.p.Attempts, a)
 	idx := len(r.p.Attempts) - 1
 	r.mu.Unlock()
 	r.env.Log.Info("cutover attempt", "attempt", idx+1, "result", a.Result)
 	r.noteAttempt(idx)
-	_ = r.save(true) // every attempt is on record, for 'plan show'
 	return idx
 }
 
@@ -295,16 +332,15 @@ func finalCatchup(ctx context.Context, t *binlog.Tailer, final binlog.Position, 
 }
 
 // startAttempt records an attempt (result says what it does) and returns
-// its index, its start (the blackout starts once it is on record: saving the
-// plan is not part of it), phase (records the time since the previous phase
+// its index, its start, phase (records the time since the previous phase
 // under a name) and left (the budget left, at least 10 ms so a wait never
 // gets zero). The cutover and the window's switch time attempts alike.
 func (r *runner) startAttempt(result string, budget time.Duration) (idx int, start time.Time, phase func(string), left func() time.Duration) {
-	idx = r.recordAttempt(plans.Attempt{Started: time.Now().UTC(), Phases: map[string]float64{}, Result: result})
 	start = time.Now()
-	r.mu.Lock()
-	r.p.Attempts[idx].Started = start.UTC()
-	r.mu.Unlock()
+	idx = r.noteNewAttempt(plans.Attempt{Started: start.UTC(), Phases: map[string]float64{}, Result: result})
+	// Saved alongside the attempt, not before it: the fence follows the
+	// readiness reading at once (a crash loses only this record).
+	go func() { _ = r.save(true) }()
 	mark := start
 	phase = func(name string) {
 		r.mu.Lock()
@@ -362,21 +398,13 @@ func (r *runner) tryFence(ctx context.Context, budget time.Duration, note string
 		}
 		return fmt.Errorf("%w: %v", errBackedOff, reason)
 	}
-	ts := fenceTables(r.p)
-	if fault.On("during:fence:half") && len(ts) > 1 {
-		// A crash test's point: the fence goes in all at once, so put half
-		// of it in first (with the mappings offline) to prove resume copes
-		// with a partial fence. An error here is left to the full install below.
-		if err := sessions.Install(ctx, r.p.Source.Schema, ts[:len(ts)/2], left()); err == nil {
-			if err := <-offline; err == nil {
-				fault.Hit("during:fence:half")
-			}
-			offline <- err
-		}
-	}
-	ierr := sessions.Install(ctx, r.p.Source.Schema, ts, left())
+	ierr := sessions.Fence(ctx, r.p.Source.Schema, left())
 	phase("fence")
-	if err := <-offline; err != nil {
+	oerr := <-offline
+	if oerr == nil && ierr == nil {
+		fault.Hit("during:fence:half") // the fence row set, half the tables armed (prepare)
+	}
+	if err := oerr; err != nil {
 		// Nothing else fails the attempt: a sharding database that refuses
 		// the change stops the step (resumable), with the fence lifted.
 		if uerr := undo(fmt.Errorf("take the mappings offline: %w", err)); !errors.Is(uerr, errBackedOff) {
