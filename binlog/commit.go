@@ -17,6 +17,7 @@ type batch struct {
 	covered int      // acts[:covered] end at a source transaction boundary
 	pos     Position // that boundary
 	when    time.Time
+	since   time.Time // when acts[:covered] became committable
 }
 
 func (t *Tailer) applyLoop() {
@@ -28,7 +29,8 @@ func (t *Tailer) applyLoop() {
 // apply batches row actions and commits them in target transactions of at
 // most BatchRows, at source transaction boundaries whenever one is in the
 // batch. It commits as soon as nothing more is waiting (after a short
-// linger), so an idle stream is never held back to fill a batch.
+// linger), so an idle stream is never held back to fill a batch, and
+// covered rows never wait more than a few lingers for one.
 func (t *Tailer) apply() error {
 	var b batch
 	timer := time.NewTimer(time.Hour)
@@ -82,7 +84,18 @@ func (t *Tailer) apply() error {
 				}
 				continue
 			}
+			if b.covered == 0 {
+				b.since = time.Now()
+			}
 			b.covered, b.pos, b.when = len(b.acts), it.pos, it.when
+			// Other schemas' transactions streaming in never leave the
+			// linger's pause: a few covered rows would wait for a full batch
+			// (hundreds of ms behind a fence, where no more come).
+			if time.Since(b.since) >= 4*t.linger {
+				if err := t.commitCovered(&b); err != nil {
+					return err
+				}
+			}
 		case itemStop:
 			if err := t.commitCovered(&b); err != nil {
 				return errors.Join(it.err, err)

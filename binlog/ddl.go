@@ -225,14 +225,15 @@ func schemaFingerprint(ctx context.Context, db *sql.DB, schema string) (string, 
 		return "", err
 	}
 	fmt.Fprintf(h, "schema %d\n", n)
-	// Views are left out: they carry no rows.
+	// Views are left out: they carry no rows; so is an armed fence's table
+	// (created while the tail runs, outside the binlog).
 	var tn, cn, ct, null, extra string
 	var pos int
 	err := dbutil.ScanEach(ctx, db, `SELECT c.TABLE_NAME, c.COLUMN_NAME, c.ORDINAL_POSITION, c.COLUMN_TYPE, c.IS_NULLABLE, c.EXTRA
 		FROM information_schema.COLUMNS c JOIN information_schema.TABLES t
 		  ON t.TABLE_SCHEMA = c.TABLE_SCHEMA AND t.TABLE_NAME = c.TABLE_NAME
-		WHERE c.TABLE_SCHEMA = ? AND t.TABLE_TYPE <> 'VIEW'
-		ORDER BY c.TABLE_NAME, c.ORDINAL_POSITION`, []any{schema}, []any{&tn, &cn, &pos, &ct, &null, &extra}, func() error {
+		WHERE c.TABLE_SCHEMA = ? AND t.TABLE_TYPE <> 'VIEW' AND c.TABLE_NAME <> ?
+		ORDER BY c.TABLE_NAME, c.ORDINAL_POSITION`, []any{schema, dbutil.FenceTable}, []any{&tn, &cn, &pos, &ct, &null, &extra}, func() error {
 		fmt.Fprintf(h, "%q %q %d %q %s %q\n", tn, cn, pos, ct, null, extra)
 		return nil
 	})

@@ -405,7 +405,7 @@ func (a *app) readFleet(ctx context.Context, s *shardmap.Store, ps *planstore.St
 			}
 			pools[sh.Server] = db
 		}
-		rows, err := db.QueryContext(ctx, "SELECT TABLE_NAME, COALESCE(TABLE_ROWS, 0), COALESCE(DATA_LENGTH, 0) + COALESCE(INDEX_LENGTH, 0) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_TYPE = 'BASE TABLE'", loc.Schema)
+		rows, err := db.QueryContext(ctx, "SELECT TABLE_NAME, COALESCE(TABLE_ROWS, 0), COALESCE(DATA_LENGTH, 0) + COALESCE(INDEX_LENGTH, 0) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_TYPE = 'BASE TABLE' AND TABLE_NAME <> ?", loc.Schema, dbutil.FenceTable)
 		if err != nil {
 			return nil, fmt.Errorf("rebalance: sizes of shard %d (%s): %w", loc.ShardID, loc.Schema, err)
 		}

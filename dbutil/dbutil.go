@@ -196,3 +196,7 @@ func InTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
 	}
 	return tx.Commit()
 }
+
+// FenceTable is the one-row table of an armed fence (package fence), kept
+// in the fenced shard's schema: listings of a shard's tables leave it out.
+const FenceTable = "_shardctl_fence"

@@ -151,3 +151,77 @@ func TestFenceOnSessionsOpenedAhead(t *testing.T) {
 		t.Fatalf("left %v", got)
 	}
 }
+
+// An armed fence: triggers in place let writes through until the fence row
+// is set; a transaction that wrote a covered row holds the fencing UPDATE
+// off until it ends; Remove lifts it and leaves neither triggers nor table.
+func TestArmedFence(t *testing.T) {
+	env := testenv.Get(t)
+	db := env.DB(t, 1, "")
+	exec(t, db, "DROP DATABASE IF EXISTS fence_arm")
+	exec(t, db, "CREATE DATABASE fence_arm")
+	t.Cleanup(func() { _, _ = db.Exec("DROP DATABASE IF EXISTS fence_arm") })
+	exec(t, db, "CREATE TABLE fence_arm.a (id INT PRIMARY KEY)")
+	exec(t, db, "CREATE TABLE fence_arm.b (id INT PRIMARY KEY)")
+	lo, hi := keyspace.IntK(100), keyspace.IntK(200)
+	ts := []fence.Table{{Name: "a", Filter: keyspace.Filter{Column: "id", Ranges: []keyspace.Range{{Lo: &lo, Hi: &hi}}}}, {Name: "b"}}
+	s, err := fence.OpenSessions(ctx, db, len(ts), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Arm(ctx, "fence_arm", ts, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Arm(ctx, "fence_arm", ts, 2*time.Second); err != nil {
+		t.Fatal("arm again:", err)
+	}
+	if got, _ := fence.Installed(ctx, db, "fence_arm"); len(got) != 6 {
+		t.Fatalf("armed %v, want 6 triggers", got)
+	}
+	exec(t, db, "INSERT INTO fence_arm.a VALUES (150), (5)") // armed, not fenced
+	// A transaction that wrote a covered row holds the fence off.
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec("INSERT INTO fence_arm.b VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Fence(ctx, "fence_arm", 300*time.Millisecond); !fence.IsTimeout(err) {
+		t.Fatalf("fence behind an open writer: %v, want a timeout", err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Fence(ctx, "fence_arm", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"INSERT INTO fence_arm.a VALUES (160)", "UPDATE fence_arm.a SET id = 170 WHERE id = 5", "DELETE FROM fence_arm.b WHERE id = 1"} {
+		if _, err := db.Exec(q); dbutil.ErrNumber(err) != fence.ErrNumber {
+			t.Errorf("%s: err %v, want 1290", q, err)
+		}
+	}
+	if _, err := db.Exec("INSERT INTO fence_arm.a VALUES (6)"); err != nil {
+		t.Errorf("a row outside the fence: %v", err)
+	}
+	// Arming again (the next attempt) clears the row: the fence is lifted.
+	if err := s.Arm(ctx, "fence_arm", ts, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	exec(t, db, "INSERT INTO fence_arm.a VALUES (161)")
+	if err := s.Fence(ctx, "fence_arm", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := fence.Remove(ctx, db, "fence_arm", []string{"a", "b"}, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := fence.Installed(ctx, db, "fence_arm"); len(got) != 0 {
+		t.Fatalf("left %v", got)
+	}
+	var n int
+	if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'fence_arm' AND TABLE_NAME = ?", dbutil.FenceTable).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("fence table left: %d %v", n, err)
+	}
+	exec(t, db, "INSERT INTO fence_arm.a VALUES (162)")
+}

@@ -48,7 +48,11 @@ func triggerName(table, event string) string {
 }
 
 // ddl returns the CREATE TRIGGER statements that fence t in schema.
-func ddl(schema string, t Table) []string {
+func ddl(schema string, t Table) []string { return ddlWith(schema, t, "") }
+
+// ddlWith returns t's fence triggers; with armed set (a condition), they
+// fence only while it holds (armed.go).
+func ddlWith(schema string, t Table, armed string) []string {
 	cond := func(row string) string { return t.Filter.SQLLiteral(row + "." + dbutil.QuoteIdent(t.Filter.Column)) }
 	if t.Filter.All() {
 		cond = func(string) string { return "1=1" }
@@ -56,7 +60,12 @@ func ddl(schema string, t Table) []string {
 	msg := fmt.Sprintf("shardctl: %s.%s is moving (writes fenced); look the shard up again", schema, t.Name)
 	msg = strings.ReplaceAll(msg, "'", "")
 	body := func(c string) string {
-		return " FOR EACH ROW BEGIN IF " + BypassVar + " IS NULL AND (" + c + ") THEN SIGNAL SQLSTATE 'HY000' SET MYSQL_ERRNO = 1290, MESSAGE_TEXT = '" + msg + "'; END IF; END"
+		signal := "SIGNAL SQLSTATE 'HY000' SET MYSQL_ERRNO = 1290, MESSAGE_TEXT = '" + msg + "';"
+		if armed != "" {
+			// The fence row is read (and locked) only for a row the fence covers.
+			signal = "IF " + armed + " THEN " + signal + " END IF;"
+		}
+		return " FOR EACH ROW BEGIN IF " + BypassVar + " IS NULL AND (" + c + ") THEN " + signal + " END IF; END"
 	}
 	on := dbutil.Table(schema, t.Name)
 	return []string{
@@ -86,22 +95,35 @@ func Install(ctx context.Context, db *sql.DB, schema string, ts []Table, lockWai
 	for i, t := range ts {
 		names[i] = t.Name
 	}
-	return perTable(ctx, db, names, lockWait, func(conn *sql.Conn, i int) error {
+	err = perTable(ctx, db, names, lockWait, func(conn *sql.Conn, i int) error {
 		var id int64
 		return installOne(ctx, db, f, conn, &id, schema, ts[i], deadline)
 	})
+	if err != nil {
+		return err
+	}
+	// Triggers of an armed fence already there (same names) fence with their row.
+	if err := setRow(ctx, db, schema, 1, max(time.Until(deadline), 10*time.Millisecond)); err != nil {
+		return fmt.Errorf("fence %s: %w", schema, err)
+	}
+	return nil
 }
 
 // installOne creates t's fence triggers on conn, each statement bounded by
 // deadline. id caches conn's CONNECTION_ID() for MySQL's KILL QUERY bound.
 func installOne(ctx context.Context, db *sql.DB, f dbutil.Flavor, conn *sql.Conn, id *int64, schema string, t Table, deadline time.Time) error {
-	for _, stmt := range ddl(schema, t) {
+	return execAll(ctx, db, f, conn, id, schema, t.Name, ddl(schema, t), deadline)
+}
+
+// execAll runs stmts (table's fence DDL) on conn, each bounded by deadline.
+func execAll(ctx context.Context, db *sql.DB, f dbutil.Flavor, conn *sql.Conn, id *int64, schema, table string, stmts []string, deadline time.Time) error {
+	for _, stmt := range stmts {
 		left := time.Until(deadline)
 		if left <= 0 {
-			return fmt.Errorf("fence %s.%s: %w", schema, t.Name, ErrBudget)
+			return fmt.Errorf("fence %s.%s: %w", schema, table, ErrBudget)
 		}
 		if err := execBounded(ctx, db, f, conn, id, stmt, left); err != nil {
-			return fmt.Errorf("fence %s.%s: %w", schema, t.Name, err)
+			return fmt.Errorf("fence %s.%s: %w", schema, table, err)
 		}
 	}
 	return nil
@@ -198,6 +220,10 @@ func Remove(ctx context.Context, db *sql.DB, schema string, names []string, lock
 	if err != nil {
 		return fmt.Errorf("lift fence on %s: %w", schema, err)
 	}
+	// An armed fence lifts at once with its row; its triggers and table go after.
+	if err := setRow(ctx, db, schema, 0, lockWait); err != nil {
+		return fmt.Errorf("lift fence on %s: %w", schema, err)
+	}
 	present, err := Installed(ctx, db, schema)
 	if err != nil {
 		return fmt.Errorf("lift fence on %s: %w", schema, err)
@@ -206,7 +232,7 @@ func Remove(ctx context.Context, db *sql.DB, schema string, names []string, lock
 	for _, n := range present {
 		have[n] = true
 	}
-	return perTable(ctx, db, names, lockWait, func(conn *sql.Conn, i int) error {
+	err = perTable(ctx, db, names, lockWait, func(conn *sql.Conn, i int) error {
 		var id int64
 		for _, ev := range []string{"bi", "bu", "bd"} {
 			if !have[triggerName(names[i], ev)] {
@@ -218,6 +244,13 @@ func Remove(ctx context.Context, db *sql.DB, schema string, names []string, lock
 		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	if err := dropTable(ctx, db, schema, lockWait); err != nil {
+		return fmt.Errorf("lift fence on %s: drop %s: %w", schema, FenceTable, err)
+	}
+	return nil
 }
 
 // Installed lists the fence triggers present in schema.

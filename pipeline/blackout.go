@@ -46,14 +46,45 @@ import (
 // while the postpone file exists.
 func (r *runner) fence(ctx context.Context) error {
 	budget := r.p.Options.MaxBlackoutMS.D()
+	var sessions *fence.Sessions
 	last, err := r.attempts(ctx, attemptLoop{
-		wait:      r.waitPostpone,
-		notReady:  func(ctx context.Context) (string, bool, error) { return r.notReady(ctx, budget) },
-		try:       func(ctx context.Context) error { return r.tryFence(ctx, budget) },
+		wait: r.waitPostpone,
+		// The fence's sessions are opened and its triggers armed before
+		// readiness is checked, so the attempt follows a good reading at
+		// once and fencing is one UPDATE (fence/armed.go).
+		prepare: func(ctx context.Context) (func(), string, error) {
+			s, err := fence.OpenSessions(ctx, r.src, len(r.p.Fence), budget)
+			if err != nil {
+				return nil, "", fmt.Errorf("open fence sessions: %w", err)
+			}
+			ts := fenceTables(r.p)
+			if fault.On("during:fence:half") && len(ts) > 1 {
+				// A crash test's point: half the tables armed when the fence row
+				// is set, to prove resume copes with a partial arming.
+				ts = ts[:len(ts)/2]
+			}
+			if err := s.Arm(ctx, r.p.Source.Schema, ts, budget); err != nil {
+				s.Close()
+				if fence.IsTimeout(err) || dbutil.IsRetryableLockErr(err) {
+					return nil, fmt.Sprintf("arming the fence: a transaction held a table beyond the %s budget (%v)", budget, err), nil
+				}
+				return nil, "", err
+			}
+			sessions = s
+			return s.Close, "", nil
+		},
+		caughtUp:  func(ctx context.Context) (time.Duration, error) { return r.waitCaughtUp(ctx, 0) },
+		longTrx:   func(ctx context.Context) (string, error) { return longTransaction(ctx, r.src, budget, "source") },
+		other:     "the target",
+		try:       func(ctx context.Context, note string) error { return r.tryFence(ctx, budget, note, sessions) },
 		postponed: "postponed: ",
 	})
 	if err != nil || last == nil {
 		return err
+	}
+	// No attempt went through and none holds a fence: the armed triggers go.
+	if rerr := fence.Remove(ctx, r.src, r.p.Source.Schema, fenceNames(r.p), r.p.Options.LockWaitMS.D()); rerr != nil {
+		r.env.Log.Warn("removing the armed fence triggers", "err", rerr)
 	}
 	return fmt.Errorf("%w (%s) in %d attempts (last: %v); the shard stays online at the source; resume to try again, or raise --max-blackout", ErrBudget, budget, r.p.Options.FenceAttempts, last)
 }
@@ -61,10 +92,13 @@ func (r *runner) fence(ctx context.Context) error {
 // attemptLoop is what differs between the cutover and the reverse window's
 // switch; runner.attempts is the loop they share.
 type attemptLoop struct {
-	wait      func(ctx context.Context) error                                 // holds while postponed
-	notReady  func(ctx context.Context) (why string, longTrx bool, err error) // why an attempt now would likely overrun
-	try       func(ctx context.Context) error                                 // one attempt; errBackedOff: undone, try again
-	postponed string                                                          // prefix of a postponed attempt's result
+	wait      func(ctx context.Context) error                                // holds while postponed
+	prepare   func(ctx context.Context) (done func(), why string, err error) // optional: sets up an attempt ahead of readiness; why: it backed off
+	caughtUp  func(ctx context.Context) (time.Duration, error)               // how long the other side takes to reach a fresh position
+	longTrx   func(ctx context.Context) (string, error)                      // a long transaction that may hold a fenced table, or ""
+	other     string                                                         // the side that catches up, for messages
+	try       func(ctx context.Context, note string) error                   // one attempt (note: how readiness ended); errBackedOff: undone, try again
+	postponed string                                                         // prefix of a postponed attempt's result
 }
 
 // attempts runs up to FenceAttempts attempts with a doubling back-off
@@ -72,6 +106,7 @@ type attemptLoop struct {
 // each. It returns nil, nil when an attempt went through; the last reason
 // (non-nil) when none fitted; or the error that stopped it.
 func (r *runner) attempts(ctx context.Context, l attemptLoop) (last error, err error) {
+	budget := r.p.Options.MaxBlackoutMS.D()
 	backoff := max(r.p.Options.BackoffMS, 1).D()
 	postponed := 0
 	for i := 0; i < max(1, r.p.Options.FenceAttempts); i++ {
@@ -86,23 +121,50 @@ func (r *runner) attempts(ctx context.Context, l attemptLoop) (last error, err e
 		if err := l.wait(ctx); err != nil {
 			return nil, err
 		}
-		why, longTrx, err := l.notReady(ctx)
+		// InnoDB cannot tell which tables an idle transaction touched: a long
+		// transaction postpones at most three attempts in a row, then the fence
+		// itself finds out (arming it waits for metadata locks within the budget).
+		why, err := l.longTrx(ctx)
 		if err != nil {
 			return nil, err
 		}
-		// InnoDB cannot tell which tables an idle transaction touched: a long
-		// transaction postpones at most three attempts in a row, then the fence
-		// itself finds out (its metadata-lock wait is bounded by the budget).
-		if longTrx {
-			postponed++
+		if why != "" {
+			if postponed++; postponed <= 3 {
+				r.recordAttempt(plans.Attempt{Started: time.Now().UTC(), Result: l.postponed + why})
+				last = errors.New(why)
+				continue
+			}
 		}
-		if why != "" && (!longTrx || postponed <= 3) {
+		done := func() {}
+		if l.prepare != nil {
+			d, why, err := l.prepare(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if why != "" {
+				// Arming the fence gave up within the budget: an attempt that
+				// backed off, though nothing was offline.
+				postponed = 0
+				r.recordAttempt(plans.Attempt{Started: time.Now().UTC(), Result: "backed off: " + why})
+				last = errors.New(why)
+				continue
+			}
+			done = d
+		}
+		why, note, err := r.ready(ctx, l, budget)
+		if err != nil {
+			done()
+			return nil, err
+		}
+		if why != "" {
+			done()
 			r.recordAttempt(plans.Attempt{Started: time.Now().UTC(), Result: l.postponed + why})
 			last = errors.New(why)
 			continue
 		}
 		postponed = 0
-		err = l.try(ctx)
+		err = l.try(ctx, note)
+		done()
 		if err == nil {
 			return nil, nil
 		}
@@ -114,16 +176,84 @@ func (r *runner) attempts(ctx context.Context, l attemptLoop) (last error, err e
 	return last, nil
 }
 
+// ready re-checks, without burning an attempt, until the other side reaches
+// a fresh position quickly enough to fence (readiness). why is set when it
+// never did within the patience and not even under the old half-budget rule
+// (the attempt is postponed); note says when the old rule let it through.
+func (r *runner) ready(ctx context.Context, l attemptLoop, budget time.Duration) (why, note string, err error) {
+	start := time.Now()
+	for {
+		took, err := l.caughtUp(ctx)
+		if err != nil {
+			return "", "", err
+		}
+		switch v := readiness(took, budget, time.Since(start)); v {
+		case fenceNow:
+			return "", "", nil
+		case fenceRelaxed:
+			return "", fmt.Sprintf(" (readiness: %s did not reach a fresh position within %s for %s; fenced at %s, under half the budget)",
+				l.other, freshBound(budget), time.Since(start).Round(time.Millisecond), took.Round(time.Millisecond)), nil
+		case notReady:
+			return fmt.Sprintf("%s needed %s to catch up, over half the %s budget", l.other, took.Round(time.Millisecond), budget), "", nil
+		}
+		if err := ctx.Err(); err != nil {
+			return "", "", err
+		}
+	}
+}
+
+// verdict is readiness's answer.
+type verdict int
+
+const (
+	fenceNow     verdict = iota // the other side is close: fence
+	recheck                     // not close enough yet: measure again at once
+	fenceRelaxed                // never close enough within the patience, but under the old rule (half the budget): fence
+	notReady                    // too far behind even for the old rule: postpone the attempt
+)
+
+// readiness decides whether to fence, from how long the other side took to
+// reach a fresh source position (the final catch-up behind the fence takes
+// about as long) and how long readiness has been re-checking. The catch-up
+// should be a small part of the budget; a tail that never gets that close
+// still cuts over after a while, under the old rule.
+func readiness(took, budget, waited time.Duration) verdict {
+	switch {
+	case took <= freshBound(budget):
+		return fenceNow
+	case waited < patience(budget):
+		return recheck
+	case took <= budget/2:
+		return fenceRelaxed
+	default:
+		return notReady
+	}
+}
+
+// freshBound is how quickly the other side must reach a fresh position to fence.
+func freshBound(budget time.Duration) time.Duration { return min(budget/10, 30*time.Millisecond) }
+
+// patience is how long readiness re-checks before it falls back to the old rule.
+func patience(budget time.Duration) time.Duration {
+	return min(max(2*budget, 2*time.Second), 10*time.Second)
+}
+
 var errBackedOff = errors.New("backed off")
 
 func (r *runner) recordAttempt(a plans.Attempt) int {
+	idx := r.noteNewAttempt(a)
+	_ = r.save(true) // every attempt is on record, for 'plan show'
+	return idx
+}
+
+// noteNewAttempt adds attempt a to the plan (not saved yet) and tells the observer.
+func (r *runner) noteNewAttempt(a plans.Attempt) int {
 	r.mu.Lock()
 	r.p.Attempts = append(r.p.Attempts, a)
 	idx := len(r.p.Attempts) - 1
 	r.mu.Unlock()
 	r.env.Log.Info("cutover attempt", "attempt", idx+1, "result", a.Result)
 	r.noteAttempt(idx)
-	_ = r.save(true) // every attempt is on record, for 'plan show'
 	return idx
 }
 
@@ -171,22 +301,6 @@ func (r *runner) waitPostpone(ctx context.Context) error {
 	}
 }
 
-// notReady says why fencing now would likely overrun the budget: the
-// target takes too long to reach a fresh source position (the final
-// catch-up would too), or a transaction older than the budget is open on the
-// source (it may hold a fenced table's metadata lock).
-func (r *runner) notReady(ctx context.Context, budget time.Duration) (why string, longTrx bool, err error) {
-	took, err := r.waitCaughtUp(ctx, 0)
-	if err != nil {
-		return "", false, err
-	}
-	if took > budget/2 {
-		return fmt.Sprintf("the target needed %s to catch up, over half the %s budget", took.Round(time.Millisecond), budget), false, nil
-	}
-	why, err = longTransaction(ctx, r.src, budget, "source")
-	return why, why != "", err
-}
-
 // longTransaction names a transaction older than budget that holds locks on db, or "".
 func longTransaction(ctx context.Context, db *sql.DB, budget time.Duration, side string) (string, error) {
 	var id, thread, age int64
@@ -217,12 +331,16 @@ func finalCatchup(ctx context.Context, t *binlog.Tailer, final binlog.Position, 
 	return nil
 }
 
-// startAttempt records an attempt that starts at start (result says what it
-// does) and returns its index, phase (records the time since the previous
-// phase under a name) and left (the budget left, at least 10 ms so a wait
-// never gets zero). The cutover and the window's switch time attempts alike.
-func (r *runner) startAttempt(start time.Time, result string, budget time.Duration) (idx int, phase func(string), left func() time.Duration) {
-	idx = r.recordAttempt(plans.Attempt{Started: start.UTC(), Phases: map[string]float64{}, Result: result})
+// startAttempt records an attempt (result says what it does) and returns
+// its index, its start, phase (records the time since the previous phase
+// under a name) and left (the budget left, at least 10 ms so a wait never
+// gets zero). The cutover and the window's switch time attempts alike.
+func (r *runner) startAttempt(result string, budget time.Duration) (idx int, start time.Time, phase func(string), left func() time.Duration) {
+	start = time.Now()
+	idx = r.noteNewAttempt(plans.Attempt{Started: start.UTC(), Phases: map[string]float64{}, Result: result})
+	// Saved alongside the attempt, not before it: the fence follows the
+	// readiness reading at once (a crash loses only this record).
+	go func() { _ = r.save(true) }()
 	mark := start
 	phase = func(name string) {
 		r.mu.Lock()
@@ -231,25 +349,39 @@ func (r *runner) startAttempt(start time.Time, result string, budget time.Durati
 		mark = time.Now()
 	}
 	left = func() time.Duration { return max(budget-time.Since(start), 10*time.Millisecond) }
-	return idx, phase, left
+	return idx, start, phase, left
 }
 
-// tryFence is one cutover attempt within the budget.
-func (r *runner) tryFence(ctx context.Context, budget time.Duration) error {
-	// The fence's sessions are opened before the blackout starts.
-	sessions, err := fence.OpenSessions(ctx, r.src, len(r.p.Fence), budget)
-	if err != nil {
-		return fmt.Errorf("open fence sessions: %w", err)
-	}
-	defer sessions.Close()
-	start := time.Now()
-	idx, phase, left := r.startAttempt(start, "fencing", budget)
-	if err := r.env.Store.Apply(ctx, "take the moving mappings offline", r.p.Offline); err != nil {
-		return err
-	}
-	phase("offline")
-	fault.Hit("during:fence:offline")
+// tryFence is one cutover attempt within the budget; note (how readiness
+// ended) goes into the attempt's result.
+func (r *runner) tryFence(ctx context.Context, budget time.Duration, note string, sessions *fence.Sessions) error {
+	idx, start, phase, left := r.startAttempt(attemptFencing+note, budget)
+	// Marking the mappings offline (routers wait instead of failing) and the
+	// fence (no write goes through) are independent: both at once. The
+	// offline transaction must commit before the final position is read.
+	offline := make(chan error, 1)
+	go func() {
+		err := r.env.Store.Apply(ctx, "take the moving mappings offline", r.p.Offline)
+		if err == nil {
+			fault.Hit("during:fence:offline")
+		}
+		offline <- err
+	}()
+	var ended chan error // the step's end, saved alongside the final catch-up
 	undo := func(reason error) error {
+		if ended != nil {
+			// Forget the step's end before the fence is lifted: a resume
+			// must not cut over without it.
+			if err := <-ended; err == nil {
+				r.mu.Lock()
+				r.p.Step(plans.StepFence).State = plans.Running
+				r.mu.Unlock()
+				if err := r.save(true); err != nil {
+					return fmt.Errorf("%v; and the plan could not be saved, so the fence stays (resume cuts over): %w", reason, err)
+				}
+			}
+			ended = nil
+		}
 		bg := context.WithoutCancel(ctx)
 		err := fence.Remove(bg, r.src, r.p.Source.Schema, fenceNames(r.p), r.p.Options.LockWaitMS.D())
 		if aerr := r.env.Store.Apply(bg, "put the mappings back online", onlineAgain(r.p.Offline)); aerr != nil {
@@ -266,43 +398,56 @@ func (r *runner) tryFence(ctx context.Context, budget time.Duration) error {
 		}
 		return fmt.Errorf("%w: %v", errBackedOff, reason)
 	}
-	ts := fenceTables(r.p)
-	if fault.On("during:fence:half") && len(ts) > 1 {
-		// A crash test's point: the fence goes in all at once, so put half
-		// of it in first to prove resume copes with a partial fence. An
-		// error here is left to the full install below.
-		if err := sessions.Install(ctx, r.p.Source.Schema, ts[:len(ts)/2], left()); err == nil {
-			fault.Hit("during:fence:half")
-		}
+	ierr := sessions.Fence(ctx, r.p.Source.Schema, left())
+	phase("fence")
+	oerr := <-offline
+	if oerr == nil && ierr == nil {
+		fault.Hit("during:fence:half") // the fence row set, half the tables armed (prepare)
 	}
-	if err := sessions.Install(ctx, r.p.Source.Schema, ts, left()); err != nil {
-		if fence.IsTimeout(err) || dbutil.IsRetryableLockErr(err) {
-			return undo(fmt.Errorf("a transaction held a fenced table beyond the budget: %w", err))
+	if err := oerr; err != nil {
+		// Nothing else fails the attempt: a sharding database that refuses
+		// the change stops the step (resumable), with the fence lifted.
+		if uerr := undo(fmt.Errorf("take the mappings offline: %w", err)); !errors.Is(uerr, errBackedOff) {
+			return uerr
 		}
-		if dbutil.IsPrivilegeErr(err) {
+		return err
+	}
+	phase("offline") // what the offline transaction took beyond the fence (0 when it was done first)
+	if ierr != nil {
+		if fence.IsTimeout(ierr) || dbutil.IsRetryableLockErr(ierr) {
+			return undo(fmt.Errorf("a transaction held a fenced table beyond the budget: %w", ierr))
+		}
+		if dbutil.IsPrivilegeErr(ierr) {
 			// No later attempt would do better: stop now (resumable once granted).
-			if uerr := undo(err); !errors.Is(uerr, errBackedOff) {
+			if uerr := undo(ierr); !errors.Is(uerr, errBackedOff) {
 				return uerr
 			}
-			return fmt.Errorf("install the fence: %w (the shard is back online at the source; grant what is missing, see docs/servers.md, then resume)", err)
+			return fmt.Errorf("install the fence: %w (the shard is back online at the source; grant what is missing, see docs/servers.md, then resume)", ierr)
 		}
-		return undo(err)
+		return undo(ierr)
 	}
-	phase("fence")
 	final, err := binlog.MasterStatus(ctx, r.src)
 	if err != nil {
 		return undo(err)
 	}
+	// The step's end (with Final, which the cutover reads) is saved while
+	// the target catches up, not after: a crash from then on resumes at the
+	// cutover, which finishes the catch-up behind the fence still in place;
+	// an attempt that backs off forgets it again before lifting the fence.
 	r.mu.Lock()
 	r.p.Checkpoints.Final = plans.Position(final)
+	r.p.Step(plans.StepFence).State = plans.Done
 	r.mu.Unlock()
-	if err := r.save(true); err != nil {
-		return undo(err)
-	}
+	ended = make(chan error, 1)
+	go func() { ended <- r.save(true) }()
+	at, t0 := r.tail.Stats(), time.Now()
 	if err := finalCatchup(ctx, r.tail, final, left()); err != nil {
 		return undo(err)
 	}
 	phase("final")
+	// What the final catch-up had to do, for the benchmark's analysis.
+	st := r.tail.Stats()
+	r.env.Log.Info("final catch-up", "from", at.Applied, "to", final, "rows", st.RowsApplied-at.RowsApplied, "events", st.Events-at.Events, "took", time.Since(t0))
 	if len(r.p.Checkpoints.Deferred) > 0 {
 		// The source is still and the target has all of it: an exact comparison.
 		vctx, cancel := context.WithTimeout(ctx, left())
@@ -325,12 +470,21 @@ func (r *runner) tryFence(ctx context.Context, budget time.Duration) error {
 		}
 		phase("recheck")
 	}
+	if err := <-ended; err != nil {
+		ended = nil // not saved: the plan on disk still has the step running
+		return undo(err)
+	}
+	ended <- nil // for undo below
 	if time.Since(start) > budget {
 		return undo(fmt.Errorf("the attempt took %s, over the %s budget", time.Since(start).Round(time.Millisecond), budget))
 	}
 	// The tail keeps running into the cutover: stopping it is not part of the blackout.
 	return nil
 }
+
+// attemptFencing starts the result of a cutover attempt under way; the
+// cutover replaces it with "cut over", keeping what follows (readiness's note).
+const attemptFencing = "fencing"
 
 // recheck compares the deferred verify chunks once more.
 func (r *runner) recheck(ctx context.Context) ([]verify.Chunk, error) {
@@ -408,20 +562,18 @@ func (r *runner) cutover(ctx context.Context) error {
 	if err := r.env.Store.Apply(ctx, "cut over", r.p.Cutover); err != nil {
 		return err
 	}
-	if err := r.stopTail(); err != nil {
-		return fmt.Errorf("cut over done; stopping the binlog tail: %w", err)
-	}
-	if err := r.finishObjects(ctx); err != nil {
-		return fmt.Errorf("cut over done; schema objects: %w", err)
-	}
+	// The blackout ends here: routers write to the target from this commit on.
 	r.mu.Lock()
 	if n := len(r.p.Attempts); n > 0 {
 		a := &r.p.Attempts[n-1]
 		if a.Phases != nil {
+			// From the fence step's last phase to the switch: the step
+			// transition (the plan saved with the fence done, the window's position).
+			a.Phases["handoff"] = max(0, float64(start.Sub(a.Started).Microseconds())/1000-sumPhases(a.Phases))
 			a.Phases["cutover"] = msSince(start)
 		}
 		a.BlackoutM = msSince(a.Started)
-		a.Result = "cut over"
+		a.Result = "cut over" + strings.TrimPrefix(a.Result, attemptFencing)
 		r.p.Result.BlackoutMS = a.BlackoutM
 	}
 	n := len(r.p.Attempts)
@@ -429,5 +581,20 @@ func (r *runner) cutover(ctx context.Context) error {
 	if n > 0 {
 		r.noteAttempt(n - 1)
 	}
+	if err := r.stopTail(); err != nil {
+		return fmt.Errorf("cut over done; stopping the binlog tail: %w", err)
+	}
+	if err := r.finishObjects(ctx); err != nil {
+		return fmt.Errorf("cut over done; schema objects: %w", err)
+	}
 	return nil
+}
+
+// sumPhases adds up an attempt's phases (each the time since the previous one).
+func sumPhases(ps map[string]float64) float64 {
+	var t float64
+	for _, v := range ps {
+		t += v
+	}
+	return t
 }

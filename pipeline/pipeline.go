@@ -77,6 +77,7 @@ type runner struct {
 	release  []func() // closes src and dst (pools a planning run shares stay open)
 
 	mu       sync.Mutex // guards p while copy/tail goroutines update checkpoints
+	saving   sync.Mutex // one save at a time (held while writing, without mu)
 	lastSave time.Time
 	tail     *binlog.Tailer
 	thr      *Throttler
@@ -131,7 +132,10 @@ func Run(ctx context.Context, env Env, p *plans.Plan) error {
 		rec := p.Step(name)
 		rec.State, rec.Started, rec.Error = plans.Running, time.Now().UTC(), ""
 		rec.Attempts++
-		if err := r.save(true); err != nil {
+		// The cutover starts inside the blackout, right after the fence step's
+		// end was saved: its start rides on the next save (a crash before then
+		// resumes at the cutover all the same).
+		if err := r.save(name != plans.StepCutover); err != nil {
 			return err
 		}
 		env.Observer.Step(name, "started")
@@ -160,7 +164,9 @@ func Run(ctx context.Context, env Env, p *plans.Plan) error {
 			p.Result.StepSeconds = map[string]float64{}
 		}
 		p.Result.StepSeconds[name] += rec.Ended.Sub(rec.Started).Seconds()
-		if err := r.save(true); err != nil {
+		// The fence step saved its end itself, inside the blackout and
+		// alongside the final catch-up; the rest rides on the next save.
+		if err := r.save(name != plans.StepFence); err != nil {
 			return err
 		}
 		r.afterStep(ctx, name)
@@ -228,23 +234,53 @@ func (r *runner) shardName() string {
 
 // save writes the plan file; unless force, at most every 500 ms (callers that
 // checkpoint per chunk call it often; a resume re-does at most that much).
+// It writes a snapshot taken under r.mu, so the file and the sharding
+// database's copy are written without holding up the tail's checkpoints (a
+// save inside the blackout runs alongside the final catch-up). Saves are
+// written one at a time, in order; an unforced one skips while another runs.
 func (r *runner) save(force bool) error {
+	if !force {
+		if !r.saving.TryLock() {
+			return nil
+		}
+	} else {
+		r.saving.Lock()
+	}
+	defer r.saving.Unlock()
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if !force && time.Since(r.lastSave) < 500*time.Millisecond {
+		r.mu.Unlock()
 		return nil
 	}
 	r.lastSave = time.Now()
 	if r.env.PlanPath == "" {
+		r.mu.Unlock()
 		return nil
 	}
-	if err := plans.Save(r.env.PlanPath, r.p); err != nil {
+	snap, err := planCopy(r.p)
+	r.mu.Unlock()
+	if err != nil {
 		return err
 	}
+	if err := plans.Save(r.env.PlanPath, snap); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.p.Revision, r.p.UpdatedAt = snap.Revision, snap.UpdatedAt // plans.Save set them on the snapshot
+	r.mu.Unlock()
 	if r.env.Saved != nil {
-		r.env.Saved(r.p)
+		r.env.Saved(snap)
 	}
 	return nil
+}
+
+// planCopy is a deep copy of p.
+func planCopy(p *plans.Plan) (*plans.Plan, error) {
+	b, err := plans.Marshal(p)
+	if err != nil {
+		return nil, err
+	}
+	return plans.Unmarshal(b)
 }
 
 func (r *runner) open(ctx context.Context) error {

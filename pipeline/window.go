@@ -455,19 +455,13 @@ func (wr *windowRun) revert(ctx context.Context) error {
 	r := wr.r
 	budget := r.p.Options.MaxBlackoutMS.D()
 	last, err := r.attempts(ctx, attemptLoop{
-		wait: wr.waitPostpone,
-		notReady: func(ctx context.Context) (string, bool, error) {
-			took, err := wr.caughtUp(ctx, 0)
-			if err != nil {
-				return "", false, err
-			}
-			if took > budget/2 {
-				return fmt.Sprintf("the %s copy needed %s to catch up, over half the %s budget", other(r.p.Window.Serving), took.Round(time.Millisecond), budget), false, nil
-			}
-			why, err := longTransaction(ctx, r.leg(r.p.Window.Serving).from, budget, r.p.Window.Serving)
-			return why, why != "", err
+		wait:     wr.waitPostpone,
+		caughtUp: func(ctx context.Context) (time.Duration, error) { return wr.caughtUp(ctx, 0) },
+		longTrx: func(ctx context.Context) (string, error) {
+			return longTransaction(ctx, r.leg(r.p.Window.Serving).from, budget, r.p.Window.Serving)
 		},
-		try:       func(ctx context.Context) error { return wr.trySwitch(ctx, budget) },
+		other:     "the " + other(r.p.Window.Serving) + " copy",
+		try:       func(ctx context.Context, note string) error { return wr.trySwitch(ctx, budget, note) },
 		postponed: "switch postponed: ",
 	})
 	if err != nil || last == nil {
@@ -493,11 +487,10 @@ func (wr *windowRun) waitPostpone(ctx context.Context) error {
 }
 
 // trySwitch is one switch attempt within the budget.
-func (wr *windowRun) trySwitch(ctx context.Context, budget time.Duration) error {
+func (wr *windowRun) trySwitch(ctx context.Context, budget time.Duration, note string) error {
 	r, w := wr.r, wr.r.p.Window
 	l := r.leg(w.Serving)
-	start := time.Now()
-	idx, phase, left := r.startAttempt(start, "switching to the "+other(l.serving), budget)
+	idx, start, phase, left := r.startAttempt("switching to the "+other(l.serving)+note, budget)
 	if err := r.env.Store.Apply(ctx, "reverse window: take the mappings offline", offChanges(r.p, l.serving)); err != nil {
 		return err
 	}
@@ -604,7 +597,7 @@ func (wr *windowRun) finishSwitch(ctx context.Context, start time.Time, idx int)
 		a := &r.p.Attempts[idx]
 		a.Phases["cutover"] = msSince(cut)
 		a.BlackoutM = msSince(start)
-		a.Result = "switched to the " + w.Serving
+		a.Result = "switched to the " + w.Serving + strings.TrimPrefix(a.Result, "switching to the "+w.Serving) // keeps readiness's note
 		sw.BlackoutMS = a.BlackoutM
 	}
 	w.Switches = append(w.Switches, sw)
@@ -760,7 +753,7 @@ func (r *runner) dropTargetCopy(ctx context.Context) error {
 	if err := GuardRemoval(ctx, r.env.Store, r.p.Target, nil); err != nil {
 		return fmt.Errorf("reverse window: %w", err)
 	}
-	if err := dropSchema(ctx, r.dst, r.p.Target.Schema); err != nil {
+	if err := dropSchema(ctx, r.dst, r.p.Target.Schema, copyNames(r.p)); err != nil {
 		return fmt.Errorf("drop the target copy %s on %s: %w", r.p.Target.Schema, r.p.Target.Addr(), err)
 	}
 	return nil

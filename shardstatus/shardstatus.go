@@ -66,7 +66,7 @@ func Read(ctx context.Context, m *shardmap.Map, l shardmap.Location, creds dbuti
 	}
 	defer conn.Close()
 	freshStatistics(ctx, conn)
-	rows, err := conn.QueryContext(ctx, "SELECT TABLE_NAME, COALESCE(TABLE_ROWS,0), COALESCE(DATA_LENGTH,0)+COALESCE(INDEX_LENGTH,0) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_TYPE = 'BASE TABLE'", l.Schema)
+	rows, err := conn.QueryContext(ctx, "SELECT TABLE_NAME, COALESCE(TABLE_ROWS,0), COALESCE(DATA_LENGTH,0)+COALESCE(INDEX_LENGTH,0) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_TYPE = 'BASE TABLE' AND TABLE_NAME <> ?", l.Schema, dbutil.FenceTable)
 	if err != nil {
 		st.Error = err.Error()
 		return st

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/tables/tabledef"
 )
 
@@ -22,7 +23,7 @@ func Find(ts []Table, name string) (Table, bool) { return tabledef.Find(ts, name
 // A table without a primary key is returned with an empty PK; callers refuse it.
 func Inspect(ctx context.Context, db *sql.DB, schema string) ([]Table, error) {
 	rows, err := db.QueryContext(ctx, `SELECT TABLE_NAME, COALESCE(TABLE_ROWS,0), COALESCE(DATA_LENGTH,0)+COALESCE(INDEX_LENGTH,0)
-		FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_TYPE = 'BASE TABLE' ORDER BY TABLE_NAME`, schema)
+		FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_TYPE = 'BASE TABLE' AND TABLE_NAME <> ? ORDER BY TABLE_NAME`, schema, dbutil.FenceTable)
 	if err != nil {
 		return nil, fmt.Errorf("list tables of %s: %w", schema, err)
 	}
