@@ -108,14 +108,7 @@ func setRow(ctx context.Context, db *sql.DB, schema string, fenced int, lockWait
 	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", schema, FenceTable).Scan(&n); err != nil || n == 0 {
 		return err
 	}
-	return session(ctx, db, lockWait, func(conn *sql.Conn) error {
-		f, err := dbutil.FlavorOf(ctx, db)
-		if err != nil {
-			return err
-		}
-		var id int64
-		return execBounded(ctx, db, f, conn, &id, fmt.Sprintf("UPDATE %s SET fenced = %d WHERE id = 1", dbutil.Table(schema, FenceTable), fenced), lockWait)
-	})
+	return execOnce(ctx, db, fmt.Sprintf("UPDATE %s SET fenced = %d WHERE id = 1", dbutil.Table(schema, FenceTable), fenced), lockWait)
 }
 
 // dropTable drops the fence table once no fence trigger is left in schema.
@@ -124,12 +117,17 @@ func dropTable(ctx context.Context, db *sql.DB, schema string, lockWait time.Dur
 	if err != nil || len(left) > 0 {
 		return err
 	}
+	return execOnce(ctx, db, "DROP TABLE IF EXISTS "+dbutil.Table(schema, FenceTable), lockWait)
+}
+
+// execOnce runs stmt on a fence session of its own, bounded by lockWait.
+func execOnce(ctx context.Context, db *sql.DB, stmt string, lockWait time.Duration) error {
 	return session(ctx, db, lockWait, func(conn *sql.Conn) error {
 		f, err := dbutil.FlavorOf(ctx, db)
 		if err != nil {
 			return err
 		}
 		var id int64
-		return execBounded(ctx, db, f, conn, &id, "DROP TABLE IF EXISTS "+dbutil.Table(schema, FenceTable), lockWait)
+		return execBounded(ctx, db, f, conn, &id, stmt, lockWait)
 	})
 }

@@ -121,11 +121,7 @@ func TestFenceDoesNotPileUpBehindOpenTransaction(t *testing.T) {
 func TestFenceOnSessionsOpenedAhead(t *testing.T) {
 	env := testenv.Get(t)
 	db := env.DB(t, 1, "")
-	exec(t, db, "DROP DATABASE IF EXISTS fence_s")
-	exec(t, db, "CREATE DATABASE fence_s")
-	t.Cleanup(func() { _, _ = db.Exec("DROP DATABASE IF EXISTS fence_s") })
-	exec(t, db, "CREATE TABLE fence_s.a (id INT PRIMARY KEY)")
-	exec(t, db, "CREATE TABLE fence_s.b (id INT PRIMARY KEY)")
+	tablesAB(t, db, "fence_s")
 	ts := []fence.Table{{Name: "a"}, {Name: "b"}}
 	s, err := fence.OpenSessions(ctx, db, len(ts), time.Second)
 	if err != nil {
@@ -158,11 +154,7 @@ func TestFenceOnSessionsOpenedAhead(t *testing.T) {
 func TestArmedFence(t *testing.T) {
 	env := testenv.Get(t)
 	db := env.DB(t, 1, "")
-	exec(t, db, "DROP DATABASE IF EXISTS fence_arm")
-	exec(t, db, "CREATE DATABASE fence_arm")
-	t.Cleanup(func() { _, _ = db.Exec("DROP DATABASE IF EXISTS fence_arm") })
-	exec(t, db, "CREATE TABLE fence_arm.a (id INT PRIMARY KEY)")
-	exec(t, db, "CREATE TABLE fence_arm.b (id INT PRIMARY KEY)")
+	tablesAB(t, db, "fence_arm")
 	lo, hi := keyspace.IntK(100), keyspace.IntK(200)
 	ts := []fence.Table{{Name: "a", Filter: keyspace.Filter{Column: "id", Ranges: []keyspace.Range{{Lo: &lo, Hi: &hi}}}}, {Name: "b"}}
 	s, err := fence.OpenSessions(ctx, db, len(ts), time.Second)
@@ -224,4 +216,14 @@ func TestArmedFence(t *testing.T) {
 		t.Fatalf("fence table left: %d %v", n, err)
 	}
 	exec(t, db, "INSERT INTO fence_arm.a VALUES (162)")
+}
+
+// tablesAB makes schema afresh with two tables, a and b, dropped at the end.
+func tablesAB(t *testing.T, db *sql.DB, schema string) {
+	t.Helper()
+	exec(t, db, "DROP DATABASE IF EXISTS "+schema)
+	exec(t, db, "CREATE DATABASE "+schema)
+	t.Cleanup(func() { _, _ = db.Exec("DROP DATABASE IF EXISTS " + schema) })
+	exec(t, db, "CREATE TABLE "+schema+".a (id INT PRIMARY KEY)")
+	exec(t, db, "CREATE TABLE "+schema+".b (id INT PRIMARY KEY)")
 }
