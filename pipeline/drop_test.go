@@ -33,6 +33,9 @@ func TestDropSchemaClearsTriggerBackups(t *testing.T) {
 	}
 	trg, err := os.ReadFile(filepath.Join(dir, "drop_trg", "t.TRG"))
 	if err != nil {
+		if os.Getenv("CI") != "" { // the sandbox runs on this machine in CI: this must not hide a failure
+			t.Fatalf("read the trigger file: %v", err)
+		}
 		t.Skipf("the server's data directory is not readable here: %v", err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "drop_trg", "t.TRG-"), trg, 0o660); err != nil {
