@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -28,19 +29,7 @@ func TestFailoverResumesByGTID(t *testing.T) {
 	c := newClusterAt(t, "e2e_failover", []dbutil.Addr{primary}, []int{300}, false)
 	waitReplicated(t, pdb, rdb)
 
-	postpone := filepath.Join(c.dir, "postpone")
-	if err := os.WriteFile(postpone, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	lp := c.startLoad(100, c.keys("before", 1, 300))
-	move := c.command(nil, "move", "--shard", "1", "--to", env.Addr(2).String(), "--yes", "--postpone-cutover-file", postpone)
-	if err := move.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = move.Process.Kill() })
-	path := waitPlanStep(t, c.planDir, plans.StepVerify)
-	time.Sleep(time.Second) // the tail applies some of the load's writes
-	lp.stop(t)
+	postpone, lp, move, path := heldMove(t, c, env.Addr(2).String())
 	waitReplicated(t, pdb, rdb) // writes acknowledged by the primary are on the replica
 	// Let the tail checkpoint what it applied, then the primary dies and the
 	// move with it (an operator's kill, or its own exit when the source is gone).
@@ -219,19 +208,7 @@ func TestFailoverRefusedWhenReplicaLacksApplied(t *testing.T) {
 	if _, err := rdb.Exec(stop); err != nil {
 		t.Fatal(err)
 	}
-	postpone := filepath.Join(c.dir, "postpone")
-	if err := os.WriteFile(postpone, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	lp := c.startLoad(100, c.keys("before", 1, 300))
-	move := c.command(nil, "move", "--shard", "1", "--to", env.Addr(2).String(), "--yes", "--postpone-cutover-file", postpone)
-	if err := move.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = move.Process.Kill() })
-	path := waitPlanStep(t, c.planDir, plans.StepVerify)
-	time.Sleep(time.Second) // the tail applies some of the load's writes
-	lp.stop(t)
+	_, _, move, path := heldMove(t, c, env.Addr(2).String())
 	time.Sleep(1500 * time.Millisecond) // and checkpoints them
 	if err := sandbox.Kill(fo, 1); err != nil {
 		t.Fatal(err)
@@ -248,4 +225,25 @@ func TestFailoverRefusedWhenReplicaLacksApplied(t *testing.T) {
 		t.Fatalf("resume on a replica that lacks applied transactions: exit %d, want 2 naming the GTID sets\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	t.Logf("refused: %s", lastLines(r.stderr, 1))
+}
+
+// heldMove starts a move of shard 1 to "to" that holds before its cutover
+// (postpone file) while the load writes 100 tx/s, and returns once the move
+// verified and the tail applied some of those writes (the load is stopped).
+func heldMove(t *testing.T, c *cluster, to string) (postpone string, lp *loadProc, move *exec.Cmd, path string) {
+	t.Helper()
+	postpone = filepath.Join(c.dir, "postpone")
+	if err := os.WriteFile(postpone, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lp = c.startLoad(100, c.keys("before", 1, 300))
+	move = c.command(nil, "move", "--shard", "1", "--to", to, "--yes", "--postpone-cutover-file", postpone)
+	if err := move.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = move.Process.Kill() })
+	path = waitPlanStep(t, c.planDir, plans.StepVerify)
+	time.Sleep(time.Second) // the tail applies some of the load's writes
+	lp.stop(t)
+	return postpone, lp, move, path
 }

@@ -48,12 +48,7 @@ func TestServerRestartsDuringTail(t *testing.T) {
 			if err := os.Remove(postpone); err != nil {
 				t.Fatal(err)
 			}
-			var code int
-			select {
-			case code = <-done:
-			case <-time.After(3 * time.Minute):
-				t.Fatal("the move neither finished nor stopped within 3 minutes of the restart")
-			}
+			code := exitWithin(t, done, 3*time.Minute)
 			t.Logf("the move ended with exit %d after the %s restarted", code, tc.name)
 			switch code {
 			case 0:
@@ -164,12 +159,7 @@ func TestServerRestartsDuringSteps(t *testing.T) {
 				if err := os.Remove(hold); err != nil {
 					t.Fatal(err)
 				}
-				var code int
-				select {
-				case code = <-done:
-				case <-time.After(3 * time.Minute):
-					t.Fatal("the move neither finished nor stopped within 3 minutes of the restart")
-				}
+				code := exitWithin(t, done, 3*time.Minute)
 				t.Logf("the move ended with exit %d after the %s restarted during the %s", code, sv.name, ph.name)
 				files, _ := filepath.Glob(filepath.Join(c.planDir, "*.json"))
 				if len(files) != 1 {
@@ -251,5 +241,18 @@ func fenceLifted(t *testing.T, c *cluster) {
 		if mp.Status == shardmap.Offline {
 			t.Errorf("the stopped move left a mapping of shard 1 offline: %+v", mp)
 		}
+	}
+}
+
+// exitWithin waits for the move's exit code on done, failing the test when
+// it neither finished nor stopped within d of the restart.
+func exitWithin(t *testing.T, done <-chan int, d time.Duration) int {
+	t.Helper()
+	select {
+	case code := <-done:
+		return code
+	case <-time.After(d):
+		t.Fatalf("the move neither finished nor stopped within %s of the restart", d)
+		return 0
 	}
 }
