@@ -29,7 +29,10 @@ import (
 // SHARDCTL_BENCH_ROUNDS the rounds (default 2); SHARDCTL_BENCH_INSERT=1
 // writes with INSERTs instead of LOAD DATA, SHARDCTL_BENCH_INDEXES_FIRST=1
 // creates the secondary indexes with the table, SHARDCTL_BENCH_READERS sets
-// the readers per table (default 1); SHARDCTL_BENCH_NO_TOOLS=1 leaves out
+// the readers per table (default 1), SHARDCTL_BENCH_CONCURRENT_AUTOINC=1 lets
+// the writers write at once (see hasAutoInc), SHARDCTL_BENCH_DURABLE=1 makes
+// the target durable (innodb_flush_log_at_trx_commit = 1, sync_binlog = 1,
+// for both tools); SHARDCTL_BENCH_NO_TOOLS=1 leaves out
 // mydumper and myloader.
 func BenchmarkCopySysbench1M(b *testing.B) {
 	t := b
@@ -44,6 +47,14 @@ func BenchmarkCopySysbench1M(b *testing.B) {
 		" SELECT seq, FLOOR(RAND(seq) * ?), SUBSTRING(REPEAT(CONCAT(LPAD(seq * 7919 % 99999999999, 11, '0'), '-'), 10), 1, 119),"+
 		" SUBSTRING(REPEAT(CONCAT(LPAD(seq * 104729 % 99999999999, 11, '0'), '-'), 5), 1, 59) FROM "+dbutil.Table(f.sname, "seq_1_to_"+strconv.Itoa(rows)), rows)
 	t.Logf("loaded %d rows in %s", rows, time.Since(start).Round(time.Millisecond))
+	if os.Getenv("SHARDCTL_BENCH_DURABLE") == "1" {
+		var flush, sync string
+		if err := f.dst.QueryRow("SELECT @@innodb_flush_log_at_trx_commit, @@sync_binlog").Scan(&flush, &sync); err != nil {
+			t.Fatal(err)
+		}
+		exec(t, f.dst, "SET GLOBAL innodb_flush_log_at_trx_commit = 1, sync_binlog = 1")
+		defer exec(t, f.dst, "SET GLOBAL innodb_flush_log_at_trx_commit = "+flush+", sync_binlog = "+sync)
+	}
 	ctx := context.Background()
 	ts := f.tables(t)
 	env := testenv.Get(t)
@@ -55,6 +66,7 @@ func BenchmarkCopySysbench1M(b *testing.B) {
 		c.Writers = writers
 		c.NoLoadData = os.Getenv("SHARDCTL_BENCH_INSERT") == "1"
 		c.IndexesFirst = os.Getenv("SHARDCTL_BENCH_INDEXES_FIRST") == "1"
+		c.ConcurrentAutoInc = os.Getenv("SHARDCTL_BENCH_CONCURRENT_AUTOINC") == "1"
 		c.Readers = envInt("SHARDCTL_BENCH_READERS", defaultReaders)
 		if err := c.CreateTables(ctx, ts); err != nil {
 			t.Fatal(err)
@@ -72,7 +84,7 @@ func BenchmarkCopySysbench1M(b *testing.B) {
 			t.Fatalf("copied %d rows", wm.Rows)
 		}
 		b.ReportMetric(float64(rows)/el.Seconds(), "rows/s")
-		t.Logf("round %d: shardctl copy (insert %v, indexes first %v, %d readers), chunk %d, %d writers: %s, %.0f rows/s; CPU s: %s", round, c.NoLoadData, c.IndexesFirst, c.Readers, defaultChunkRows, writers, el.Round(time.Millisecond), float64(rows)/el.Seconds(), cpu.stop(0))
+		t.Logf("round %d: shardctl copy (insert %v, indexes first %v, %d readers, writers at once %v), chunk %d, %d writers: %s, %.0f rows/s; CPU s: %s", round, c.NoLoadData, c.IndexesFirst, c.Readers, c.ConcurrentAutoInc, defaultChunkRows, writers, el.Round(time.Millisecond), float64(rows)/el.Seconds(), cpu.stop(0))
 
 		if errDump != nil || errLoad != nil || os.Getenv("SHARDCTL_BENCH_NO_TOOLS") == "1" {
 			continue

@@ -34,6 +34,7 @@ type Copier struct {
 	ChunkTime                  time.Duration                   // optional: a chunk whose read takes longer is followed by a smaller one
 	Progress                   func(table string, rows int64)  // optional, rows added by each chunk; called from several goroutines
 	NoLoadData                 bool                            // write with multi-row INSERTs even where the target allows LOAD DATA LOCAL
+	ConcurrentAutoInc          bool                            // let the writers of a table with an AUTO_INCREMENT column write at once on MariaDB too (see serialWrites; for benchmarks)
 	IndexesFirst               bool                            // create plain secondary indexes with the table instead of after its rows
 	Readers                    int                             // readers per large table, each on its own key range; default 1 (see defaultReaders)
 	SplitRows                  int64                           // a table with more rows left than this (estimated) is split among Readers; default 200000
@@ -253,6 +254,15 @@ func (c *Copier) CopyTable(ctx context.Context, t tables.Table, from watermark.M
 		close(ch)
 	})
 	w := &writer{ins: c.insertText(t.Name, cols[:written], key), ncols: written, stmtCap: stmtCap}
+	if !f.MySQL && !c.ConcurrentAutoInc && c.writers() > 1 {
+		serial, err := hasAutoInc(ctx, c.Target, c.TargetSchema, t.Name)
+		if err != nil {
+			return from, wrap("read the target's AUTO_INCREMENT column", err)
+		}
+		if serial {
+			w.turn = make(chan struct{}, 1)
+		}
+	}
 	if load {
 		w.load = func(name string, replace bool) string {
 			return c.loadText(t.Name, cols[:written], charset, name, replace)

@@ -55,6 +55,7 @@ type writer struct {
 	load    func(name string, replace bool) string // LOAD DATA LOCAL; nil: INSERT
 	ncols   int
 	stmtCap int64
+	turn    chan struct{} // when not nil, the writers take turns at writing and overlap only their commits (serialWrites)
 }
 
 // write is one writer: it takes chunks off ch and commits each on its own
@@ -79,11 +80,12 @@ func (c *Copier) write(ctx context.Context, ch <-chan batch, w *writer, tr *trac
 			return nil
 		}
 		for attempt := 0; ; attempt++ {
-			if w.load != nil {
-				err = loadChunk(ctx, conn, w.load, b)
-			} else {
-				err = writeChunk(ctx, conn, stmts, b, w.ncols, w.stmtCap)
-			}
+			err = inTurn(ctx, conn, w.turn, func(tx *sql.Tx) error {
+				if w.load != nil {
+					return loadChunk(ctx, tx, w.load, b)
+				}
+				return writeChunk(ctx, tx, stmts, b, w.ncols, w.stmtCap)
+			})
 			if err == nil || attempt >= lockRetries || !dbutil.IsRetryableLockErr(err) {
 				break
 			}
@@ -122,25 +124,12 @@ func rowsPerStmt(b batch, ncols int, stmtCap int64) int {
 }
 
 // writeChunk writes one chunk as one transaction: a single prepared multi-row
-// INSERT, or several in a transaction when the chunk is larger than a
-// statement may be. Prepared statements send values in the binary protocol:
-// no escaping on our side and no parsing of literals on the server (measured:
-// less CPU on both sides than interpolated text).
-func writeChunk(ctx context.Context, conn *sql.Conn, stmts *stmtCache, b batch, ncols int, stmtCap int64) error {
+// INSERT, or several when the chunk is larger than a statement may be, in
+// the chunk's transaction. Prepared statements send values in the binary
+// protocol: no escaping on our side and no parsing of literals on the server
+// (measured: less CPU on both sides than interpolated text).
+func writeChunk(ctx context.Context, tx *sql.Tx, stmts *stmtCache, b batch, ncols int, stmtCap int64) error {
 	per := rowsPerStmt(b, ncols, stmtCap)
-	if b.rows <= per {
-		st, err := stmts.get(ctx, b.rows)
-		if err != nil {
-			return err
-		}
-		_, err = st.ExecContext(ctx, b.args...)
-		return err
-	}
-	tx, err := conn.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tx.Rollback() }()
 	for done := 0; done < b.rows; done += per {
 		n := min(per, b.rows-done)
 		st, err := stmts.get(ctx, n)
@@ -150,6 +139,48 @@ func writeChunk(ctx context.Context, conn *sql.Conn, stmts *stmtCache, b batch, 
 		if _, err := tx.StmtContext(ctx, st).ExecContext(ctx, b.args[done*ncols:(done+n)*ncols]...); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// hasAutoInc reports whether the target table has an AUTO_INCREMENT column.
+// On MariaDB, the writers of such a table take turns (writer.turn): every
+// row written to it latches the primary key's root page, where InnoDB keeps
+// the persistent counter (MDEV-6076), so writers inserting at once only spin
+// on that latch. Measured with 1M sysbench rows through LOAD DATA, binlog on:
+// two sessions at once took 3.1 s and 5.5 target CPU-s, one took 3.4 s and
+// 3.3 CPU-s, and without AUTO_INCREMENT two took 2.3 s and 4.0 CPU-s.
+// MySQL keeps the counter elsewhere and showed no such difference.
+func hasAutoInc(ctx context.Context, db *sql.DB, schema, table string) (bool, error) {
+	var n int
+	err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.COLUMNS
+		WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND EXTRA LIKE '%auto_increment%'`, schema, table).Scan(&n)
+	return n > 0, err
+}
+
+// inTurn runs write in a transaction of its own on conn and commits it. With
+// a turn, write runs only while this writer holds it, and the commit (which
+// waits for the log flush on a durable target) after it gives the turn back,
+// so the next writer's rows go in meanwhile.
+func inTurn(ctx context.Context, conn *sql.Conn, turn chan struct{}, write func(*sql.Tx) error) error {
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if turn != nil {
+		select {
+		case turn <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		err = write(tx)
+		<-turn
+	} else {
+		err = write(tx)
+	}
+	if err != nil {
+		return err
 	}
 	return tx.Commit()
 }
