@@ -9,10 +9,11 @@
 #   5. peak memory of move                  1M vs 5M rows
 #   6. copy of 4 tables of mixed types, 1M rows in all  vs mydumper+myloader
 #   7. verify (chunked checksums) of a 1M-row shard and its copy  vs pt-table-checksum on one server
+#   8. the copy's floor: the copy row's rows loaded from a file by the mariadb client (info)
 #
 # scripts/bench.sh [--small]     (--small: 10x smaller data, 3 cutovers; about 1 minute)
 #
-# Environment: BENCH_ONLY=copy,copymixed,verify,memory,catchup,blackout,prune runs only those;
+# Environment: BENCH_ONLY=copy,copymixed,floor,verify,memory,catchup,blackout,prune runs only those;
 # BENCH_MAX_BLACKOUT=250ms passes --max-blackout to the cutover moves;
 # SHARDCTL_BENCH_DIR moves the sandbox, BENCH_PORT_BASE its ports (default 23406);
 # BENCH_KEEP_SANDBOX=1 leaves it running.
@@ -323,6 +324,50 @@ measure_copy() {
   # Free both servers for the next measurements.
   M 1 -e "DROP DATABASE sbcopy"
   M 2 -e "DROP DATABASE sbcopy"
+}
+
+# ---------------------------------------------------------------- 8. the copy's floor
+
+# measure_floor: what loading one sysbench table costs the target server by
+# itself, without shardctl or a source in the way: the copy row's rows, dumped
+# to a file, loaded with the mariadb client's LOAD DATA LOCAL (what shardctl's
+# writers send) into an empty table on server 3 (binlog on; no secondary
+# index, which the copy builds after the rows). One session, then two at once
+# on the file's halves; with the table's AUTO_INCREMENT and without it.
+# MariaDB latches the primary key's root page for every row written to a table
+# with AUTO_INCREMENT (the persistent counter, MDEV-6076): two sessions into
+# such a table mostly wait for each other, which is why shardctl's writers
+# take turns there (snapshot.hasAutoInc).
+measure_floor() {
+  local ai tag n t0 t1
+  prepare 1 sbfloor "$COPY_ROWS"
+  M 1 -N --quick -e "SELECT * FROM sbfloor.sbtest1" >"$WORK/floor.tsv"
+  split -n l/2 -d "$WORK/floor.tsv" "$WORK/floor-half."
+  M 1 -e "DROP DATABASE sbfloor"
+  for ai in AUTO_INCREMENT ""; do
+    tag=ai; [ -n "$ai" ] || tag=plain
+    for n in 1 2; do
+      M 3 -e "DROP DATABASE IF EXISTS floor; CREATE DATABASE floor; CREATE TABLE floor.sbtest1 (id INT NOT NULL $ai,
+        k INT NOT NULL DEFAULT 0, c CHAR(120) NOT NULL DEFAULT '', pad CHAR(60) NOT NULL DEFAULT '', PRIMARY KEY (id)) ENGINE=InnoDB"
+      settle 3
+      cpu_mark "floor_$tag$n"
+      t0=$(now)
+      if [ "$n" = 1 ]; then
+        M 3 --local-infile=1 -e "LOAD DATA LOCAL INFILE '$WORK/floor.tsv' INTO TABLE floor.sbtest1 CHARACTER SET binary" || fail "LOAD DATA failed"
+      else
+        M 3 --local-infile=1 -e "LOAD DATA LOCAL INFILE '$WORK/floor-half.00' INTO TABLE floor.sbtest1 CHARACTER SET binary" &
+        M 3 --local-infile=1 -e "LOAD DATA LOCAL INFILE '$WORK/floor-half.01' INTO TABLE floor.sbtest1 CHARACTER SET binary" || fail "LOAD DATA failed"
+        wait $! || fail "LOAD DATA failed"
+      fi
+      t1=$(now)
+      [ "$(count 3 floor)" = "$COPY_ROWS" ] || fail "LOAD DATA loaded $(count 3 floor) rows, not $COPY_ROWS"
+      put "floor_$tag${n}_s" "$(f "$t1 - $t0")"
+      put "floor_$tag${n}_cpu_s" "$(srv_cpu "floor_$tag$n")"
+      progress "floor: $n session(s), ${ai:-no AUTO_INCREMENT}: $(get "floor_$tag${n}_s") s, servers $(get "floor_$tag${n}_cpu_s") CPU-s"
+    done
+  done
+  M 3 -e "DROP DATABASE floor"
+  rm -f "$WORK/floor.tsv" "$WORK/floor-half."*
 }
 
 # ---------------------------------------------------------------- 6. copy of mixed types
@@ -675,6 +720,7 @@ LOADAVG_START=$(cut -d' ' -f1-3 /proc/loadavg)
 
 run_measure copy measure_copy
 run_measure copymixed measure_copymixed
+run_measure floor measure_floor
 run_measure verify measure_verify
 run_measure memory measure_memory
 run_measure catchup measure_catchup
@@ -727,6 +773,14 @@ table() {
     row "same, create + copy steps only (\`step_seconds\`)" "$(get copy_create_copy_s) s ($(rps "$COPY_ROWS" "$(get copy_create_copy_s)"))" "$(get mydumper_s) s (mydumper+myloader)" "${r}×" "≥ 1.5×" "$(met "$r" ">=" 1.5)"
     cpu_row "(all three servers + the client: \`/proc/<pid>/stat\`, \`/usr/bin/time\`; wall time swings on a loaded machine, CPU less)" \
       "$COPY_ROWS" copy mydumper mydumper+myloader 1.5
+  fi
+  if failed floor; then failrow "the copy's floor: LOAD DATA of the same rows from a file" floor "(info)"; else
+    r=$(div "$(get floor_ai1_s)" "$(get floor_ai2_s)")
+    row "the copy's floor: the copy row's $(K $COPY_ROWS) rows from a file, \`mariadb\` client's \`LOAD DATA LOCAL\` into an empty table on server 3 (binlog on, no secondary index), with the table's AUTO_INCREMENT: one session vs two at once" \
+      "1 session: $(get floor_ai1_s) s, $(get floor_ai1_cpu_s) server CPU-s" "2 sessions: $(get floor_ai2_s) s, $(get floor_ai2_cpu_s) server CPU-s" "${r}× (2 vs 1)" "(info)" "—"
+    r=$(div "$(get floor_plain1_s)" "$(get floor_plain2_s)")
+    row "same, the table without AUTO_INCREMENT" \
+      "1 session: $(get floor_plain1_s) s, $(get floor_plain1_cpu_s) server CPU-s" "2 sessions: $(get floor_plain2_s) s, $(get floor_plain2_cpu_s) server CPU-s" "${r}× (2 vs 1)" "(info)" "—"
   fi
   if failed copymixed; then failrow "copy of 4 tables of mixed types, $(K $MIXED_ROWS) rows" copymixed "≥ 1.5× mydumper"; else
     c=$(get mixed_move_s)
