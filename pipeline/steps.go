@@ -235,7 +235,12 @@ func (r *runner) copy(ctx context.Context) error {
 		pmu.Unlock()
 		r.env.Observer.Progress(plans.StepCopy, d, max(total, d), r.thr.Reason())
 	}
+	start := time.Now()
 	err := c.CopyAll(ctx, r.p.Copy, marks, r.p.Options.Parallel, func(table string, w watermark.Mark) error {
+		if w.Done {
+			// Which table ends when shows an operator where a copy's time goes.
+			r.env.Log.Info("table copied", "table", table, "rows", w.Rows, "after", time.Since(start).Round(time.Millisecond))
+		}
 		return r.checkpoint("during:copy", &saves, w.Done, func() {
 			r.p.Checkpoints.Copy[table] = w
 		})

@@ -162,9 +162,6 @@ func (c Config) startOne(ctx context.Context, mariadbd string, i int) error {
 		"--log-slave-updates",
 		"--innodb-log-file-size=256M",
 		"--skip-log-warnings",
-		// MySQL 8's default, safe with ROW binlogs: a LOAD DATA into a table
-		// with AUTO_INCREMENT holds no table lock, so chunks load in parallel.
-		"--innodb-autoinc-lock-mode=2",
 	)
 	return c.launch(ctx, i, "mariadbd", args, dir, filepath.Join(dir, "mariadbd.out"), filepath.Join(dir, "error.log"), 60*time.Second)
 }
