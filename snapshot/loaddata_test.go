@@ -131,6 +131,8 @@ func awkwardRows(n int) []string {
 		"(%d, '', 127, 0, 8388607, 0, 2155, '', '', '', '', 'null', 0x5c4e0000, '', '', '2000-02-29', '00:00:00', '2000-02-29 00:00:00', NULL, 0, 0, 0, b'0', 'a', '')",
 		"(%d, 0xff5c, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)",
 		"(%d, '\\\\N', 0, 1, 2, 3, 2000, '🌍', 'héllo 🌍 \\\\N', 'ÿ\\\\', 'line1\\nline2\\n', '[\"\\\\\\\\\"]', 'ab', 0x5c, 0x0a, '9999-12-31', '838:59:59.000', '9999-12-31 23:59:59.999999', '2038-01-19 03:14:07.999999', 0.000001, 1.17549435e-38, 1e300, b'1', 'c', 'x,y,z')",
+		// YEAR 0000: the driver reads its text as the number 0, and '0' as text is 2000.
+		"(%d, 0x01, 1, 2, 3, 4, 0, 'y', 'year', 'y', 'y', '{}', 'ab', 0x01, 0x01, '2000-01-01', '00:00:01', '2000-01-01 00:00:01', NULL, 1, 1, 1, b'1', 'a', 'x')",
 	}
 	var out []string
 	for i := range n {

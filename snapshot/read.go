@@ -122,6 +122,11 @@ func (r *reader) read(ctx context.Context, after, hi []string) (b batch, cut boo
 			return b, false, err
 		}
 		for i, v := range raw[:r.written] {
+			if len(v) == 1 && v[0] == '0' && r.cols[i].Type == "YEAR" {
+				// The driver reads YEAR's text "0000" as the number 0, which
+				// comes back as "0"; as text, a YEAR of '0' is 2000.
+				v = year0000
+			}
 			switch {
 			case r.load:
 				if i > 0 {
@@ -164,6 +169,8 @@ func (r *reader) read(ctx context.Context, after, hi []string) (b batch, cut boo
 	}
 	return b, cut, nil
 }
+
+var year0000 = []byte("0000")
 
 // arena copies a chunk's values into a few large blocks instead of one
 // allocation per value. Values are written as []byte through prepared
