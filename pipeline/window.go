@@ -608,6 +608,7 @@ func (wr *windowRun) finishSwitch(ctx context.Context, start time.Time, idx int)
 	if err := r.save(true); err != nil {
 		return err
 	}
+	lift := time.Now()
 	if err := fence.Remove(ctx, l.to, l.toEP.Schema, names(windowFence(r.p, other(l.serving))), wr.lockWait()); err != nil {
 		return fmt.Errorf("reverse window: lift the fence on the %s: %w", other(l.serving), err)
 	}
@@ -625,8 +626,9 @@ func (wr *windowRun) finishSwitch(ctx context.Context, start time.Time, idx int)
 	sw := plans.Switch{At: time.Now().UTC(), To: w.Serving}
 	if idx >= 0 {
 		a := &r.p.Attempts[idx]
-		// From the last phase to the switch: the plan saved, the other side's
-		// position read and its fence lifted (as the cutover's handoff).
+		a.Phases["lift"] = float64(cut.Sub(lift).Microseconds()) / 1000 // the other side's fence lifted
+		// The rest since the last phase: the plan saved, the other side's
+		// position read (as the cutover's handoff).
 		a.Phases["handoff"] = max(0, float64(cut.Sub(start).Microseconds())/1000-sumPhases(a.Phases))
 		a.Phases["cutover"] = msSince(cut)
 		a.BlackoutM = msSince(start)
