@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os/exec"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -121,6 +122,15 @@ func (c *cluster) fenced(server int, schema string, key int64) {
 	}
 }
 
+// fenceRow asserts the armed fence's row in schema on server: 0 armed, 1 fenced.
+func (c *cluster) fenceRow(server int, schema string, want int) {
+	c.t.Helper()
+	var got int
+	if err := c.db(server).QueryRow("SELECT fenced FROM " + dbutil.Table(schema, dbutil.FenceTable) + " WHERE id = 1").Scan(&got); err != nil || got != want {
+		c.t.Fatalf("the armed fence's row in %s on server %d: %d (%v), want %d", schema, server, got, err, want)
+	}
+}
+
 // phaseLoad is one switch's load on its own keys, so each ledger holds on its own.
 func (c *cluster) phaseLoad(k int) (*loadProc, []string) {
 	lo, lo2 := c.shards[0].Lower+1+int64(k)*150, c.shards[1].Lower+1+int64(k)*100
@@ -217,6 +227,7 @@ func TestMoveRevertWindow(t *testing.T) {
 			t.Errorf("switch %d has no blackout recorded", i+1)
 		}
 	}
+	logSwitchPhases(t, p)
 	if schemaExists(t, c.db(1), schema) {
 		t.Error("the source copy is still there after complete")
 	}
@@ -249,7 +260,24 @@ func TestMoveRevertCrashes(t *testing.T) {
 	c.stopCheck(lp1)
 	c.fenced(3, schema, c.shards[0].Lower+1)
 
-	// Behind the revert's fence.
+	// With the switch's fence armed on the serving source (ahead of the
+	// blackout), not set: the source stays writable and online.
+	res.kill9()
+	res = c.startBG([]string{"SHARDCTL_FAULT=during:revert:armed"}, "plan", "resume", id)
+	c.waitWin("the window", 60*time.Second, res, inWindow(plans.SideSource, time.Now()))
+	if r := c.run(nil, "plan", "revert", id, "--wait", "60s"); r.code != 3 {
+		t.Fatalf("revert whose process died with the fence armed: exit %d, want 3\n%s", r.code, r.stderr)
+	}
+	if p, _ = c.onlyPlan(); !p.Window.Final.IsZero() || p.Window.Serving != plans.SideSource {
+		t.Fatalf("the crash with the fence armed left a switch under way: %+v", p.Window)
+	}
+	c.fenceRow(1, schema, 0)
+	if _, err := c.db(1).Exec("UPDATE "+dbutil.Table(schema, "employees")+" SET last_name = last_name WHERE emp_no = ?", c.shards[0].Lower+1); err != nil {
+		t.Fatalf("the serving source, armed but not fenced, refuses a write: %v", err)
+	}
+
+	// Behind the revert's fence: the armed fence's row set (one UPDATE, no
+	// CREATE TRIGGER inside the blackout).
 	res.kill9()
 	lp2, _ := c.phaseLoad(1)
 	res = c.startBG([]string{"SHARDCTL_FAULT=during:revert"}, "plan", "resume", id)
@@ -260,6 +288,8 @@ func TestMoveRevertCrashes(t *testing.T) {
 	if p, _ = c.onlyPlan(); p.Window.Final.IsZero() {
 		t.Fatalf("the crash was not behind the fence: %+v", p.Window)
 	}
+	c.fenceRow(1, schema, 1)
+	c.fenced(1, schema, c.shards[0].Lower+1)
 	res = c.startBG(nil, "plan", "resume", id)
 	c.waitWin("the switch finished by resume", 60*time.Second, res, inWindow(plans.SideTarget, time.Now()))
 	c.stopCheck(lp2, lp1)
@@ -380,6 +410,7 @@ func TestSplitRevertWindow(t *testing.T) {
 	for i, s := range p.Window.Switches {
 		t.Logf("switch %d to the %s: blackout %.1f ms", i+1, s.To, s.BlackoutMS)
 	}
+	logSwitchPhases(t, p)
 	var n int
 	if err := c.db(1).QueryRow("SELECT COUNT(*) FROM "+dbutil.Table(schema, "employees")+" WHERE emp_no >= ?", at).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("the moved range is still on the source after complete: %d rows (%v)", n, err)
@@ -479,6 +510,7 @@ func TestMergeRevertWindow(t *testing.T) {
 	for i, s := range p.Window.Switches {
 		t.Logf("switch %d to the %s: blackout %.1f ms", i+1, s.To, s.BlackoutMS)
 	}
+	logSwitchPhases(t, p)
 	m, _ = c.store.Load(ctx)
 	if _, err := m.Location(2); err == nil || len(m.ShardMappings(1)) != 1 {
 		t.Fatalf("after a merge completed: locations %+v mappings %+v", m.Locations, m.Mappings)
@@ -652,6 +684,21 @@ func TestRevertWindowDoesNotFireTriggers(t *testing.T) {
 	}
 	if strings.Contains(body, "shardctl_skip_triggers") {
 		t.Fatalf("the owner's trigger is still guarded: %s", body)
+	}
+}
+
+// logSwitchPhases logs the phases of each switch's blackout (log only).
+func logSwitchPhases(t *testing.T, p *plans.Plan) {
+	t.Helper()
+	for _, a := range p.Attempts {
+		if strings.HasPrefix(a.Result, "switched to the") {
+			var ps []string
+			for name, ms := range a.Phases {
+				ps = append(ps, fmt.Sprintf("%s %.1f", name, ms))
+			}
+			sort.Strings(ps)
+			t.Logf("%s: blackout %.1f ms, phases (ms): %s", a.Result, a.BlackoutM, strings.Join(ps, ", "))
+		}
 	}
 }
 

@@ -131,3 +131,23 @@ func execOnce(ctx context.Context, db *sql.DB, stmt string, lockWait time.Durati
 		return execBounded(ctx, db, f, conn, &id, stmt, lockWait)
 	})
 }
+
+// Fences reports whether table in schema is fenced now: a plain fence
+// trigger fences; armed ones (their bodies read FenceTable) fence only
+// while the fence row is set, so an armed, unfenced table is not fenced.
+func Fences(ctx context.Context, db *sql.DB, schema, table string) (bool, error) {
+	var n, plain int
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(SUM(LOCATE(?, ACTION_STATEMENT) = 0), 0) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ? AND EVENT_OBJECT_TABLE = ? AND TRIGGER_NAME LIKE 'shardctl\\_fence\\_%'",
+		FenceTable, schema, table).Scan(&n, &plain); err != nil || n == 0 || plain > 0 {
+		return err == nil && n > 0, err
+	}
+	var fenced int
+	err := db.QueryRowContext(ctx, "SELECT fenced FROM "+dbutil.Table(schema, FenceTable)+" WHERE id = 1").Scan(&fenced)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil // no row: the triggers let every write through
+	case dbutil.ErrNumber(err) == 1146:
+		return true, nil // no table: covered writes fail (never left so: Arm creates it first, Remove drops it last)
+	}
+	return fenced == 1, err
+}

@@ -172,6 +172,7 @@ func TestArmedFence(t *testing.T) {
 		t.Fatalf("armed %v, want 6 triggers", got)
 	}
 	exec(t, db, "INSERT INTO fence_arm.a VALUES (150), (5)") // armed, not fenced
+	fences(t, db, "fence_arm", "a", false)
 	// A transaction that wrote a covered row holds the fence off.
 	tx, err := db.Begin()
 	if err != nil {
@@ -197,14 +198,28 @@ func TestArmedFence(t *testing.T) {
 	if _, err := db.Exec("INSERT INTO fence_arm.a VALUES (6)"); err != nil {
 		t.Errorf("a row outside the fence: %v", err)
 	}
+	fences(t, db, "fence_arm", "a", true)
 	// Arming again (the next attempt) clears the row: the fence is lifted.
 	if err := s.Arm(ctx, "fence_arm", ts, time.Second); err != nil {
 		t.Fatal(err)
 	}
 	exec(t, db, "INSERT INTO fence_arm.a VALUES (161)")
+	fences(t, db, "fence_arm", "a", false)
 	if err := s.Fence(ctx, "fence_arm", time.Second); err != nil {
 		t.Fatal(err)
 	}
+	// Removing b's triggers clears the row (a armed, unfenced); plain
+	// triggers (Install) on b fence, and Install sets the row for a's.
+	if err := fence.Remove(ctx, db, "fence_arm", []string{"b"}, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	fences(t, db, "fence_arm", "a", false)
+	fences(t, db, "fence_arm", "b", false)
+	if err := fence.Install(ctx, db, "fence_arm", ts[1:], time.Second); err != nil {
+		t.Fatal(err)
+	}
+	fences(t, db, "fence_arm", "a", true)
+	fences(t, db, "fence_arm", "b", true)
 	if err := fence.Remove(ctx, db, "fence_arm", []string{"a", "b"}, time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -216,6 +231,15 @@ func TestArmedFence(t *testing.T) {
 		t.Fatalf("fence table left: %d %v", n, err)
 	}
 	exec(t, db, "INSERT INTO fence_arm.a VALUES (162)")
+	fences(t, db, "fence_arm", "a", false)
+}
+
+// fences asserts what fence.Fences reports for schema.table.
+func fences(t *testing.T, db *sql.DB, schema, table string, want bool) {
+	t.Helper()
+	if got, err := fence.Fences(ctx, db, schema, table); err != nil || got != want {
+		t.Fatalf("fence.Fences(%s.%s) = %v (%v), want %v", schema, table, got, err, want)
+	}
 }
 
 // tablesAB makes schema afresh with two tables, a and b, dropped at the end.

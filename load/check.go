@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/fence"
 	"github.com/shardctl/shardctl/shardmap"
 )
 
@@ -184,11 +185,10 @@ func Check(ctx context.Context, store *shardmap.Store, creds dbutil.Creds, ledge
 	return rep, nil
 }
 
-// fencedCopy reports whether schema's ledger table carries shardctl's fence triggers.
+// fencedCopy reports whether schema's ledger table is fenced by shardctl
+// (an armed fence whose row is not set lets the application write: not fenced).
 func fencedCopy(ctx context.Context, db *sql.DB, schema string) (bool, error) {
-	var n int
-	err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ? AND EVENT_OBJECT_TABLE = ? AND TRIGGER_NAME LIKE 'shardctl\\_fence\\_%'", schema, Table).Scan(&n)
-	return n > 0, err
+	return fence.Fences(ctx, db, schema, Table)
 }
 
 // placesOf returns the shard map's distinct server+schema pairs.

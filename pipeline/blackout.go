@@ -53,22 +53,15 @@ func (r *runner) fence(ctx context.Context) error {
 		// readiness is checked, so the attempt follows a good reading at
 		// once and fencing is one UPDATE (fence/armed.go).
 		prepare: func(ctx context.Context) (func(), string, error) {
-			s, err := fence.OpenSessions(ctx, r.src, len(r.p.Fence), budget)
-			if err != nil {
-				return nil, "", fmt.Errorf("open fence sessions: %w", err)
-			}
 			ts := fenceTables(r.p)
 			if fault.On("during:fence:half") && len(ts) > 1 {
 				// A crash test's point: half the tables armed when the fence row
 				// is set, to prove resume copes with a partial arming.
 				ts = ts[:len(ts)/2]
 			}
-			if err := s.Arm(ctx, r.p.Source.Schema, ts, budget); err != nil {
-				s.Close()
-				if fence.IsTimeout(err) || dbutil.IsRetryableLockErr(err) {
-					return nil, fmt.Sprintf("arming the fence: a transaction held a table beyond the %s budget (%v)", budget, err), nil
-				}
-				return nil, "", err
+			s, why, err := armFence(ctx, r.src, r.p.Source.Schema, ts, budget)
+			if s == nil {
+				return nil, why, err
 			}
 			sessions = s
 			return s.Close, "", nil
@@ -78,6 +71,7 @@ func (r *runner) fence(ctx context.Context) error {
 		other:     "the target",
 		try:       func(ctx context.Context, note string) error { return r.tryFence(ctx, budget, note, sessions) },
 		postponed: "postponed: ",
+		backedOff: "backed off: ",
 	})
 	if err != nil || last == nil {
 		return err
@@ -99,6 +93,27 @@ type attemptLoop struct {
 	other     string                                                         // the side that catches up, for messages
 	try       func(ctx context.Context, note string) error                   // one attempt (note: how readiness ended); errBackedOff: undone, try again
 	postponed string                                                         // prefix of a postponed attempt's result
+	backedOff string                                                         // prefix of a backed-off attempt's result
+}
+
+// armFence opens a fence session per table of ts on db and arms their
+// fence in schema (fence/armed.go), ahead of an attempt's readiness check.
+// why is set when arming gave up within the budget (a transaction held a
+// table): the attempt backs off, with nothing fenced or offline. The
+// cutover and the window's switch arm alike.
+func armFence(ctx context.Context, db *sql.DB, schema string, ts []fence.Table, budget time.Duration) (s *fence.Sessions, why string, err error) {
+	s, err = fence.OpenSessions(ctx, db, len(ts), budget)
+	if err != nil {
+		return nil, "", fmt.Errorf("open fence sessions on %s: %w", schema, err)
+	}
+	if err := s.Arm(ctx, schema, ts, budget); err != nil {
+		s.Close()
+		if isFenceTimeout(err) {
+			return nil, fmt.Sprintf("arming the fence: a transaction held a table beyond the %s budget (%v)", budget, err), nil
+		}
+		return nil, "", err
+	}
+	return s, "", nil
 }
 
 // attempts runs up to FenceAttempts attempts with a doubling back-off
@@ -145,7 +160,7 @@ func (r *runner) attempts(ctx context.Context, l attemptLoop) (last error, err e
 				// Arming the fence gave up within the budget: an attempt that
 				// backed off, though nothing was offline.
 				postponed = 0
-				r.recordAttempt(plans.Attempt{Started: time.Now().UTC(), Result: "backed off: " + why})
+				r.recordAttempt(plans.Attempt{Started: time.Now().UTC(), Result: l.backedOff + why})
 				last = errors.New(why)
 				continue
 			}
@@ -356,17 +371,6 @@ func (r *runner) startAttempt(result string, budget time.Duration) (idx int, sta
 // ended) goes into the attempt's result.
 func (r *runner) tryFence(ctx context.Context, budget time.Duration, note string, sessions *fence.Sessions) error {
 	idx, start, phase, left := r.startAttempt(attemptFencing+note, budget)
-	// Marking the mappings offline (routers wait instead of failing) and the
-	// fence (no write goes through) are independent: both at once. The
-	// offline transaction must commit before the final position is read.
-	offline := make(chan error, 1)
-	go func() {
-		err := r.env.Store.Apply(ctx, "take the moving mappings offline", r.p.Offline)
-		if err == nil {
-			fault.Hit("during:fence:offline")
-		}
-		offline <- err
-	}()
 	var ended chan error // the step's end, saved alongside the final catch-up
 	undo := func(reason error) error {
 		if ended != nil {
@@ -398,34 +402,18 @@ func (r *runner) tryFence(ctx context.Context, budget time.Duration, note string
 		}
 		return fmt.Errorf("%w: %v", errBackedOff, reason)
 	}
-	ierr := sessions.Fence(ctx, r.p.Source.Schema, left())
-	phase("fence")
-	oerr := <-offline
-	if oerr == nil && ierr == nil {
-		fault.Hit("during:fence:half") // the fence row set, half the tables armed (prepare)
-	}
-	if err := oerr; err != nil {
-		// Nothing else fails the attempt: a sharding database that refuses
-		// the change stops the step (resumable), with the fence lifted.
-		if uerr := undo(fmt.Errorf("take the mappings offline: %w", err)); !errors.Is(uerr, errBackedOff) {
-			return uerr
+	offline := func(ctx context.Context) error {
+		err := r.env.Store.Apply(ctx, "take the moving mappings offline", r.p.Offline)
+		if err == nil {
+			fault.Hit("during:fence:offline")
 		}
 		return err
 	}
-	phase("offline") // what the offline transaction took beyond the fence (0 when it was done first)
-	if ierr != nil {
-		if fence.IsTimeout(ierr) || dbutil.IsRetryableLockErr(ierr) {
-			return undo(fmt.Errorf("a transaction held a fenced table beyond the budget: %w", ierr))
-		}
-		if dbutil.IsPrivilegeErr(ierr) {
-			// No later attempt would do better: stop now (resumable once granted).
-			if uerr := undo(ierr); !errors.Is(uerr, errBackedOff) {
-				return uerr
-			}
-			return fmt.Errorf("install the fence: %w (the shard is back online at the source; grant what is missing, see docs/servers.md, then resume)", ierr)
-		}
-		return undo(ierr)
+	fenceRow := func() error { return sessions.Fence(ctx, r.p.Source.Schema, left()) }
+	if err := offlineAndFence(ctx, offline, fenceRow, phase, undo, plans.SideSource); err != nil {
+		return err
 	}
+	fault.Hit("during:fence:half") // the fence row set, half the tables armed (prepare)
 	final, err := binlog.MasterStatus(ctx, r.src)
 	if err != nil {
 		return undo(err)
@@ -481,6 +469,48 @@ func (r *runner) tryFence(ctx context.Context, budget time.Duration, note string
 	// The tail keeps running into the cutover: stopping it is not part of the blackout.
 	return nil
 }
+
+// offlineAndFence takes the moving mappings offline (offline: routers
+// wait instead of failing) and fences (fenceRow: no write goes through) at
+// once: they are independent, so the blackout pays the longer of the two.
+// Both have ended when it returns, so the offline change has committed
+// before the caller reads the final position. phase records "fence", then
+// "offline" (what the offline change took beyond the fence, 0 when it was
+// done first). On a failure the attempt is undone: a timeout backs off
+// (errBackedOff); a sharding database that refuses the change or a missing
+// privilege stops the step (resumable), with the fence lifted and the
+// serving side's mappings online. The cutover and the window's switch
+// share it.
+func offlineAndFence(ctx context.Context, offline func(context.Context) error, fenceRow func() error, phase func(string), undo func(error) error, serving string) error {
+	done := make(chan error, 1)
+	go func() { done <- offline(ctx) }()
+	ferr := fenceRow()
+	phase("fence")
+	if oerr := <-done; oerr != nil {
+		if uerr := undo(fmt.Errorf("take the mappings offline: %w", oerr)); !errors.Is(uerr, errBackedOff) {
+			return uerr
+		}
+		return oerr
+	}
+	phase("offline")
+	switch {
+	case ferr == nil:
+		return nil
+	case isFenceTimeout(ferr):
+		return undo(fmt.Errorf("a transaction held a fenced table beyond the budget: %w", ferr))
+	case dbutil.IsPrivilegeErr(ferr):
+		// No later attempt would do better: stop now (resumable once granted).
+		if uerr := undo(ferr); !errors.Is(uerr, errBackedOff) {
+			return uerr
+		}
+		return fmt.Errorf("install the fence: %w (the shard is back online at the %s; grant what is missing, see docs/servers.md, then resume)", ferr, serving)
+	}
+	return undo(ferr)
+}
+
+// isFenceTimeout reports a fence statement that gave up waiting for a lock
+// within its budget: the attempt backs off.
+func isFenceTimeout(err error) bool { return fence.IsTimeout(err) || dbutil.IsRetryableLockErr(err) }
 
 // attemptFencing starts the result of a cutover attempt under way; the
 // cutover replaces it with "cut over", keeping what follows (readiness's note).

@@ -332,8 +332,15 @@ func (wr *windowRun) restore(ctx context.Context) error {
 	if err := fence.Remove(ctx, l.from, l.fromEP.Schema, names(windowFence(r.p, l.serving)), wr.lockWait()); err != nil {
 		return fmt.Errorf("reverse window: %w", err)
 	}
-	// One change at a time: a merged range's mapping no longer exists to be set online.
-	for _, c := range backChanges(r.p, l.serving) {
+	return wr.servingOnline(ctx, l.serving)
+}
+
+// servingOnline puts the serving side's mappings back online (backChanges),
+// whether a switch's offline change was applied or not: one change at a
+// time, as a merged range's mapping no longer exists to be set online.
+func (wr *windowRun) servingOnline(ctx context.Context, serving string) error {
+	r := wr.r
+	for _, c := range backChanges(r.p, serving) {
 		err := r.env.Store.Apply(ctx, "reverse window: serving side online", []shardmap.Change{c})
 		if err != nil && !(c.Op == shardmap.OpSetStatus && errors.Is(err, shardmap.ErrNotFound)) {
 			return err
@@ -450,25 +457,47 @@ func (wr *windowRun) complete(ctx context.Context, reason string) error {
 }
 
 // revert switches to the other side within the blackout budget, with the
-// forward cutover's back-off, readiness checks and postpone file.
+// forward cutover's back-off, readiness checks, postpone file and armed
+// fence: the serving side's fence triggers are armed ahead of each attempt,
+// so fencing inside the blackout is one UPDATE.
 func (wr *windowRun) revert(ctx context.Context) error {
 	r := wr.r
 	budget := r.p.Options.MaxBlackoutMS.D()
+	l := r.leg(r.p.Window.Serving)
+	ts := windowFence(r.p, l.serving)
+	var sessions *fence.Sessions
 	last, err := r.attempts(ctx, attemptLoop{
-		wait:     wr.waitPostpone,
+		wait: wr.waitPostpone,
+		prepare: func(ctx context.Context) (func(), string, error) {
+			s, why, err := armFence(ctx, l.from, l.fromEP.Schema, ts, budget)
+			if s == nil {
+				if err != nil {
+					err = fmt.Errorf("reverse window: arm the fence on the %s: %w", l.serving, err)
+				}
+				return nil, why, err
+			}
+			fault.Hit("during:revert:armed") // tests: crash with the serving side armed, not fenced
+			sessions = s
+			return s.Close, "", nil
+		},
 		caughtUp: func(ctx context.Context) (time.Duration, error) { return wr.caughtUp(ctx, 0) },
 		longTrx: func(ctx context.Context) (string, error) {
-			return longTransaction(ctx, r.leg(r.p.Window.Serving).from, budget, r.p.Window.Serving)
+			return longTransaction(ctx, l.from, budget, l.serving)
 		},
-		other:     "the " + other(r.p.Window.Serving) + " copy",
-		try:       func(ctx context.Context, note string) error { return wr.trySwitch(ctx, budget, note) },
+		other:     "the " + other(l.serving) + " copy",
+		try:       func(ctx context.Context, note string) error { return wr.trySwitch(ctx, budget, note, sessions) },
 		postponed: "switch postponed: ",
+		backedOff: "switch backed off: ",
 	})
 	if err != nil || last == nil {
 		return err
 	}
+	// No attempt went through and none holds a fence: the armed triggers go.
+	if rerr := fence.Remove(ctx, l.from, l.fromEP.Schema, names(ts), wr.lockWait()); rerr != nil {
+		r.env.Log.Warn("reverse window: removing the armed fence triggers", "side", l.serving, "err", rerr)
+	}
 	return fmt.Errorf("%w: no switch fitted the %s blackout budget in %d attempts (last: %v); the %s keeps serving and the window goes on",
-		ErrNotNow, budget, r.p.Options.FenceAttempts, last, r.p.Window.Serving)
+		ErrNotNow, budget, r.p.Options.FenceAttempts, last, l.serving)
 }
 
 func (wr *windowRun) waitPostpone(ctx context.Context) error {
@@ -486,15 +515,12 @@ func (wr *windowRun) waitPostpone(ctx context.Context) error {
 	return nil
 }
 
-// trySwitch is one switch attempt within the budget.
-func (wr *windowRun) trySwitch(ctx context.Context, budget time.Duration, note string) error {
+// trySwitch is one switch attempt within the budget; sessions hold the
+// serving side's armed fence (revert's prepare).
+func (wr *windowRun) trySwitch(ctx context.Context, budget time.Duration, note string, sessions *fence.Sessions) error {
 	r, w := wr.r, wr.r.p.Window
 	l := r.leg(w.Serving)
 	idx, start, phase, left := r.startAttempt("switching to the "+other(l.serving)+note, budget)
-	if err := r.env.Store.Apply(ctx, "reverse window: take the mappings offline", offChanges(r.p, l.serving)); err != nil {
-		return err
-	}
-	phase("offline")
 	undo := func(reason error) error {
 		bg := context.WithoutCancel(ctx)
 		// Forget the switch before the serving side is writable again: a
@@ -506,7 +532,8 @@ func (wr *windowRun) trySwitch(ctx context.Context, budget time.Duration, note s
 		if ferr := fence.Remove(bg, l.from, l.fromEP.Schema, names(windowFence(r.p, l.serving)), wr.lockWait()); ferr != nil {
 			err = errors.Join(err, ferr)
 		}
-		if aerr := r.env.Store.Apply(bg, "reverse window: put the mappings back online", backChanges(r.p, l.serving)); aerr != nil {
+		// The offline change may not have gone in (it ran beside the fence).
+		if aerr := wr.servingOnline(bg, l.serving); aerr != nil {
 			err = errors.Join(err, aerr)
 		}
 		r.mu.Lock()
@@ -519,10 +546,13 @@ func (wr *windowRun) trySwitch(ctx context.Context, budget time.Duration, note s
 		}
 		return fmt.Errorf("%w: %v", errBackedOff, reason)
 	}
-	if err := fence.Install(ctx, l.from, l.fromEP.Schema, windowFence(r.p, l.serving), left()); err != nil {
-		return undo(fmt.Errorf("fence the %s: %w", l.serving, err))
+	offline := func(ctx context.Context) error {
+		return r.env.Store.Apply(ctx, "reverse window: take the mappings offline", offChanges(r.p, l.serving))
 	}
-	phase("fence")
+	fenceRow := func() error { return sessions.Fence(ctx, l.fromEP.Schema, left()) }
+	if err := offlineAndFence(ctx, offline, fenceRow, phase, undo, l.serving); err != nil {
+		return err
+	}
 	final, err := binlog.MasterStatus(ctx, l.from)
 	if err != nil {
 		return undo(err)
@@ -578,6 +608,7 @@ func (wr *windowRun) finishSwitch(ctx context.Context, start time.Time, idx int)
 	if err := r.save(true); err != nil {
 		return err
 	}
+	lift := time.Now()
 	if err := fence.Remove(ctx, l.to, l.toEP.Schema, names(windowFence(r.p, other(l.serving))), wr.lockWait()); err != nil {
 		return fmt.Errorf("reverse window: lift the fence on the %s: %w", other(l.serving), err)
 	}
@@ -595,6 +626,10 @@ func (wr *windowRun) finishSwitch(ctx context.Context, start time.Time, idx int)
 	sw := plans.Switch{At: time.Now().UTC(), To: w.Serving}
 	if idx >= 0 {
 		a := &r.p.Attempts[idx]
+		a.Phases["lift"] = float64(cut.Sub(lift).Microseconds()) / 1000 // the other side's fence lifted
+		// The rest since the last phase: the plan saved, the other side's
+		// position read (as the cutover's handoff).
+		a.Phases["handoff"] = max(0, float64(cut.Sub(start).Microseconds())/1000-sumPhases(a.Phases))
 		a.Phases["cutover"] = msSince(cut)
 		a.BlackoutM = msSince(start)
 		a.Result = "switched to the " + w.Serving + strings.TrimPrefix(a.Result, "switching to the "+w.Serving) // keeps readiness's note
