@@ -217,3 +217,30 @@ func TestMoveUnderFullRateWriters(t *testing.T) {
 	}
 	c.checkLedger(lp)
 }
+
+// A fence step that stops with its triggers armed (here readiness fails, as
+// when the binlog tail loses the target) lifts them: the shard stays online
+// and writable at the source, and a resume cuts over.
+func TestStoppedFenceStepLiftsTheArmedFence(t *testing.T) {
+	c := newCluster(t, "e2e_fencestop", []int{1}, []int{300})
+	r := c.run([]string{"SHARDCTL_FAULT=fail:fence:ready"}, "move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "-o", "json")
+	if r.code == 0 || r.killed {
+		t.Fatalf("the move exited %d (killed %v) with its readiness check failing; want a stopped plan\n%s", r.code, r.killed, r.stderr)
+	}
+	fenceLifted(t, c, 1)
+	if _, err := c.db(1).Exec("UPDATE "+dbutil.Table(c.shards[0].Schema, "employees")+" SET last_name = last_name WHERE emp_no = ?", c.shards[0].Lower+1); err != nil {
+		t.Fatalf("a write to the shard at the source after the stopped fence step: %v", err)
+	}
+	p := c.currentPlan()
+	if p == nil || p.Done(plans.StepFence) {
+		t.Fatalf("want the plan stopped before the end of its fence step: %+v", p)
+	}
+	c.mustRun("plan", "resume", p.ID)
+	m, err := c.store.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, _ := m.Location(1); l.Addr() != c.env.Addr(3) {
+		t.Errorf("shard 1 is at %s after the resume, want %s", l.Addr(), c.env.Addr(3))
+	}
+}

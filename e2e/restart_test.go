@@ -170,7 +170,7 @@ func TestServerRestartsDuringSteps(t *testing.T) {
 				case 3:
 					t.Logf("the move's output:\n%s", lastLines(out.String(), 4))
 					if ph.name == "fence" {
-						fenceLifted(t, c)
+						fenceLifted(t, c, 2)
 					}
 					p, err := plans.Load(files[0])
 					if err != nil {
@@ -223,15 +223,22 @@ func lastLines(s string, n int) string {
 
 // fenceLifted fails the test unless the stopped move left shard 1 writable at
 // its source: no fence trigger there, no mapping offline.
-func fenceLifted(t *testing.T, c *cluster) {
+func fenceLifted(t *testing.T, c *cluster, server int) {
 	t.Helper()
-	var n int
-	if err := c.db(2).QueryRow("SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ? AND TRIGGER_NAME LIKE ?",
+	var n, armed int
+	if err := c.db(server).QueryRow("SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ? AND TRIGGER_NAME LIKE ?",
 		c.shards[0].Schema, fence.TriggerPrefix+"%").Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	if n > 0 {
 		t.Errorf("the stopped move left %d fence triggers on the source", n)
+	}
+	if err := c.db(server).QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
+		c.shards[0].Schema, fence.FenceTable).Scan(&armed); err != nil {
+		t.Fatal(err)
+	}
+	if armed > 0 {
+		t.Errorf("the stopped move left the armed fence's table %s on the source", fence.FenceTable)
 	}
 	m, err := c.store.Load(ctx)
 	if err != nil {

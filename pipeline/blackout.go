@@ -66,19 +66,34 @@ func (r *runner) fence(ctx context.Context) error {
 			sessions = s
 			return s.Close, "", nil
 		},
-		caughtUp:  func(ctx context.Context) (time.Duration, error) { return r.waitCaughtUp(ctx, 0) },
+		caughtUp: func(ctx context.Context) (time.Duration, error) {
+			if fault.On("fail:fence:ready") { // tests: readiness fails with the fence armed (the tail lost the target)
+				return 0, errors.New("injected: the readiness check failed")
+			}
+			return r.waitCaughtUp(ctx, 0)
+		},
 		longTrx:   func(ctx context.Context) (string, error) { return longTransaction(ctx, r.src, budget, "source") },
 		other:     "the target",
 		try:       func(ctx context.Context, note string) error { return r.tryFence(ctx, budget, note, sessions) },
 		postponed: "postponed: ",
 		backedOff: "backed off: ",
 	})
-	if err != nil || last == nil {
-		return err
+	if last == nil && err == nil {
+		return nil
 	}
-	// No attempt went through and none holds a fence: the armed triggers go.
-	if rerr := fence.Remove(ctx, r.src, r.p.Source.Schema, fenceNames(r.p), r.p.Options.LockWaitMS.D()); rerr != nil {
-		r.env.Log.Warn("removing the armed fence triggers", "err", rerr)
+	// No attempt went through, or the step stopped (the tail failed, a
+	// signal): unless an attempt's end was saved, which a resume cuts over
+	// behind, no fence holds and the armed triggers go.
+	r.mu.Lock()
+	held := r.p.Step(plans.StepFence).State == plans.Done
+	r.mu.Unlock()
+	if !held {
+		if rerr := fence.Remove(context.WithoutCancel(ctx), r.src, r.p.Source.Schema, fenceNames(r.p), r.p.Options.LockWaitMS.D()); rerr != nil {
+			r.env.Log.Warn("removing the armed fence triggers", "err", rerr)
+		}
+	}
+	if err != nil {
+		return err
 	}
 	return fmt.Errorf("%w (%s) in %d attempts (last: %v); the shard stays online at the source; resume to try again, or raise --max-blackout", ErrBudget, budget, r.p.Options.FenceAttempts, last)
 }

@@ -489,12 +489,22 @@ func (wr *windowRun) revert(ctx context.Context) error {
 		postponed: "switch postponed: ",
 		backedOff: "switch backed off: ",
 	})
-	if err != nil || last == nil {
-		return err
+	if last == nil && err == nil {
+		return nil
 	}
-	// No attempt went through and none holds a fence: the armed triggers go.
-	if rerr := fence.Remove(ctx, l.from, l.fromEP.Schema, names(ts), wr.lockWait()); rerr != nil {
-		r.env.Log.Warn("reverse window: removing the armed fence triggers", "side", l.serving, "err", rerr)
+	// No attempt went through, or the switch stopped: unless a switch's final
+	// position was saved, which a resume finishes behind the fence, no fence
+	// holds and the armed triggers go.
+	r.mu.Lock()
+	held := !r.p.Window.Final.IsZero()
+	r.mu.Unlock()
+	if !held {
+		if rerr := fence.Remove(context.WithoutCancel(ctx), l.from, l.fromEP.Schema, names(ts), wr.lockWait()); rerr != nil {
+			r.env.Log.Warn("reverse window: removing the armed fence triggers", "side", l.serving, "err", rerr)
+		}
+	}
+	if err != nil {
+		return err
 	}
 	return fmt.Errorf("%w: no switch fitted the %s blackout budget in %d attempts (last: %v); the %s keeps serving and the window goes on",
 		ErrNotNow, budget, r.p.Options.FenceAttempts, last, l.serving)
