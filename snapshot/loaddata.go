@@ -140,11 +140,11 @@ var readerSeq atomic.Int64
 // short count means the target already held some of the chunk's rows (after
 // a resume), and the chunk is loaded again with REPLACE so those rows take
 // the source's values, as the upsert does.
-func loadChunk(ctx context.Context, tx *sql.Tx, text func(name string, replace bool) string, b batch) error {
+func loadChunk(ctx context.Context, conn *sql.Conn, text func(name string, replace bool) string, b batch) error {
 	name := "shardctl-" + strconv.FormatInt(readerSeq.Add(1), 10)
 	mysql.RegisterReaderHandler(name, func() io.Reader { return bytes.NewReader(*b.data) })
 	defer mysql.DeregisterReaderHandler(name)
-	res, err := tx.ExecContext(ctx, text(name, false))
+	res, err := conn.ExecContext(ctx, text(name, false))
 	if refusedLocal(err) {
 		return fmt.Errorf("the target refused LOAD DATA LOCAL (local_infile switched off during the copy?); a resume copies with INSERT: %w", err)
 	}
@@ -158,7 +158,7 @@ func loadChunk(ctx context.Context, tx *sql.Tx, text func(name string, replace b
 	if n == int64(b.rows) {
 		return nil
 	}
-	if _, err := tx.ExecContext(ctx, text(name, true)); err != nil {
+	if _, err := conn.ExecContext(ctx, text(name, true)); err != nil {
 		return fmt.Errorf("reload with REPLACE after %d of %d rows went in: %w", n, b.rows, err)
 	}
 	return nil

@@ -34,7 +34,7 @@ type Copier struct {
 	ChunkTime                  time.Duration                   // optional: a chunk whose read takes longer is followed by a smaller one
 	Progress                   func(table string, rows int64)  // optional, rows added by each chunk; called from several goroutines
 	NoLoadData                 bool                            // write with multi-row INSERTs even where the target allows LOAD DATA LOCAL
-	ConcurrentAutoInc          bool                            // let the writers of a table with an AUTO_INCREMENT column write at once on MariaDB too (see serialWrites; for benchmarks)
+	ConcurrentAutoInc          bool                            // let the writers of a table with an AUTO_INCREMENT column write at once on MariaDB too (see hasAutoInc; for benchmarks)
 	IndexesFirst               bool                            // create plain secondary indexes with the table instead of after its rows
 	Readers                    int                             // readers per large table, each on its own key range; default 1 (see defaultReaders)
 	SplitRows                  int64                           // a table with more rows left than this (estimated) is split among Readers; default 200000

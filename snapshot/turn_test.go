@@ -2,7 +2,6 @@ package snapshot
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"sync"
@@ -52,13 +51,13 @@ func TestInTurn(t *testing.T) {
 			}
 			defer conn.Close()
 			for c := range chunks {
-				err := inTurn(ctx, conn, turn, func(tx *sql.Tx) error {
+				err := inTurn(ctx, conn, turn, func() error {
 					n := inside.Add(1)
 					defer inside.Add(-1)
 					for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 					}
 					time.Sleep(2 * time.Millisecond) // gives the other writers a chance to overlap, were the turn not held
-					_, err := tx.ExecContext(ctx, "INSERT INTO "+tbl+" VALUES (?, ?)", w*100+c, w)
+					_, err := conn.ExecContext(ctx, "INSERT INTO "+tbl+" VALUES (?, ?)", w*100+c, w)
 					return err
 				})
 				if err != nil {
@@ -86,8 +85,8 @@ func TestInTurn(t *testing.T) {
 	}
 	defer conn.Close()
 	boom := errors.New("boom")
-	err = inTurn(ctx, conn, turn, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, "INSERT INTO "+tbl+" VALUES (999, 9)"); err != nil {
+	err = inTurn(ctx, conn, turn, func() error {
+		if _, err := conn.ExecContext(ctx, "INSERT INTO "+tbl+" VALUES (999, 9)"); err != nil {
 			return err
 		}
 		return boom
@@ -100,8 +99,8 @@ func TestInTurn(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		done <- inTurn(ctx, conn, turn, func(tx *sql.Tx) error {
-			_, err := tx.ExecContext(ctx, "INSERT INTO "+tbl+" VALUES (998, 9)")
+		done <- inTurn(ctx, conn, turn, func() error {
+			_, err := conn.ExecContext(ctx, "INSERT INTO "+tbl+" VALUES (998, 9)")
 			return err
 		})
 	}()
