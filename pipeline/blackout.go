@@ -564,13 +564,7 @@ func fenceTables(p *plans.Plan) []fence.Table {
 	return out
 }
 
-func fenceNames(p *plans.Plan) []string {
-	out := make([]string, len(p.Fence))
-	for i, f := range p.Fence {
-		out[i] = f.Name
-	}
-	return out
-}
+func fenceNames(p *plans.Plan) []string { return names(fenceTables(p)) }
 
 // onlineAgain turns "mark offline" changes into "mark online" ones.
 func onlineAgain(cs []shardmap.Change) []shardmap.Change {
