@@ -52,6 +52,16 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
+// logTail is the end of server i's error log.
+func logTail(c sandbox.Config, i int) string {
+	b, _ := os.ReadFile(filepath.Join(c.Dir, fmt.Sprintf("s%d", i), "error.log"))
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > 40 {
+		lines = lines[len(lines)-40:]
+	}
+	return strings.Join(lines, "\n")
+}
+
 // reportCrashes prints the end of the error log of every server that is not running.
 func reportCrashes(c sandbox.Config) {
 	st, err := sandbox.Status(context.Background(), c)
@@ -62,12 +72,7 @@ func reportCrashes(c sandbox.Config) {
 		if s.Running {
 			continue
 		}
-		b, _ := os.ReadFile(filepath.Join(c.Dir, fmt.Sprintf("s%d", s.Index), "error.log"))
-		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-		if len(lines) > 40 {
-			lines = lines[len(lines)-40:]
-		}
-		fmt.Fprintf(os.Stderr, "testenv: server %d (port %d) died; the end of its error log:\n%s\n", s.Index, s.Port, strings.Join(lines, "\n"))
+		fmt.Fprintf(os.Stderr, "testenv: server %d (port %d) died; the end of its error log:\n%s\n", s.Index, s.Port, logTail(c, s.Index))
 	}
 }
 
@@ -102,6 +107,11 @@ func Get(t testing.TB) *Env {
 		defer cancel()
 		srv, err := sandbox.Up(ctx, cfg)
 		if err != nil {
+			// The data directories go with the failed start: their logs are
+			// printed first, so CI shows why a server did not come up.
+			for i := 1; i <= servers; i++ {
+				fmt.Fprintf(os.Stderr, "testenv: the sandbox did not start; the end of server %d's error log:\n%s\n", i, logTail(cfg, i))
+			}
 			_ = sandbox.Down(context.Background(), cfg, true)
 			envErr = err
 			return
