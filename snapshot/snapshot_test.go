@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/internal/testenv"
@@ -264,6 +265,7 @@ func TestCopyResumesFromSavedWatermark(t *testing.T) {
 	}
 	// Rows past the watermark already on the target are overwritten, not duplicated;
 	// a target row changed since is put back to the source's value.
+	idleTarget(t, f.dst)
 	exec(t, f.dst, "UPDATE `"+f.tname+"`.m SET v = 'stale' ORDER BY a DESC, b DESC LIMIT 1")
 	c2 := f.copier()
 	c2.ChunkRows = 64
@@ -488,4 +490,22 @@ func typedColumns() string {
 		return strings.Replace(typedList, "HEX(CAST(f AS DOUBLE)), ", "", 1)
 	}
 	return typedList
+}
+
+// idleTarget waits (at most 10 s) until no other transaction runs on db: a
+// crashed copy's writers were cut off mid-chunk, and the server finishes or
+// rolls back what it had already read of their chunks on its own time (seen:
+// the next statement deadlocked with such a chunk).
+func idleTarget(t *testing.T, db *sql.DB) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		var n int
+		if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id <> CONNECTION_ID()").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+	}
+	t.Log("other transactions still running on the target after 10 s")
 }
