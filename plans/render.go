@@ -57,6 +57,13 @@ func Print(w io.Writer, p *Plan) {
 		}
 	}
 
+	if len(p.KeyChecks) > 0 {
+		fmt.Fprintln(w, "\nforeign keys without the shard key, checked on the rows (docs/schemas.md):")
+		for _, k := range p.KeyChecks {
+			fmt.Fprintf(w, "  %s: %d child rows read at %s, %d would leave their parent, %d would lose it\n", k.Key, k.Rows, k.When, k.Leaving, k.Orphaned)
+		}
+	}
+
 	fmt.Fprintln(w, "\nsteps:")
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for i, s := range p.Steps {
