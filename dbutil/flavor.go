@@ -192,6 +192,19 @@ func (f Flavor) ServerIdentitySQL() string {
 	return "SELECT CONCAT(@@server_id, '@', @@hostname, ':', @@port)"
 }
 
+// IsMissingFunction reports the errors of a call to a built-in function the
+// server does not have (MD5() on MySQL 9.6+ as installed): 1305 and 1630
+// (FUNCTION x does not exist), and 1046 (no database selected), which is what
+// MySQL answers when it takes an unknown function for a stored function and
+// the session has no default schema.
+func IsMissingFunction(err error) bool {
+	switch ErrNumber(err) {
+	case 1046, 1305, 1630:
+		return true
+	}
+	return false
+}
+
 // IsPrivilegeErr reports an error that no retry cures: the account lacks a
 // privilege (or, for triggers on a server with a binlog, SUPER or
 // log_bin_trust_function_creators).

@@ -85,6 +85,9 @@ func uniqueKeys(ctx context.Context, db *sql.DB, schema, table string) (map[stri
 func overlap(ctx context.Context, sdb, tdb *sql.DB, p *plans.Plan, t tables.Table, cols []string) ([]string, error) {
 	where, args := t.Filter.SQL(dbutil.QuoteIdent)
 	rows, err := sdb.QueryContext(ctx, "SELECT "+dbutil.QuoteIdents(cols)+" FROM "+dbutil.Table(p.Source.Schema, t.Name)+" WHERE "+where, args...)
+	if dbutil.IsMissingFunction(err) && len(t.Filter.Arcs) > 0 {
+		return nil, fmt.Errorf("%w: the source %s cannot compute the hash ranges (%v)%s", ErrRefused, p.Source.Addr(), err, classicHashingHint)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("merge preflight: read %s.%s: %w", p.Source.Schema, t.Name, err)
 	}

@@ -49,10 +49,10 @@ func flavorProblems(ctx context.Context, src, dst *sql.DB, p *plans.Plan) ([]str
 		for _, n := range needs {
 			var h sql.NullString
 			if err := s.db.QueryRowContext(ctx, n.sql).Scan(&h); err != nil {
-				if missingFunction(err) {
+				if dbutil.IsMissingFunction(err) {
 					hint := "; the server lacks a built-in function: use a server that has it"
 					if s.f.MySQL {
-						hint = "; MySQL 9.6 and later ship MD5() only in a legacy component: run INSTALL COMPONENT 'file://component_classic_hashing' on it (or split and merge RANGE or LIST maps, which need nothing)"
+						hint = classicHashingHint
 					}
 					problems = append(problems, fmt.Sprintf("the %s %s lacks a function that %s use (%v)%s", s.role, s.addr, n.what, err, hint))
 					break
@@ -64,17 +64,8 @@ func flavorProblems(ctx context.Context, src, dst *sql.DB, p *plans.Plan) ([]str
 	return problems, nil
 }
 
-// missingFunction reports the errors of a call to a function the server does
-// not have: 1305 and 1630 (FUNCTION x does not exist), and 1046 (no database
-// selected), which is what MySQL answers when an unknown function is taken for
-// a stored function and the session has no default schema.
-func missingFunction(err error) bool {
-	switch dbutil.ErrNumber(err) {
-	case 1046, 1305, 1630:
-		return true
-	}
-	return false
-}
+// classicHashingHint is what to do on a MySQL 9.6+ server that has no MD5().
+const classicHashingHint = "; MySQL 9.6 and later ship MD5() only in a legacy component: run INSTALL COMPONENT 'file://component_classic_hashing' on it (or split and merge RANGE or LIST maps, which need nothing)"
 
 // probeError says which preflight probe failed on which server, and what to
 // do where the error says it; err stays wrapped, so a lost connection is still
@@ -84,7 +75,7 @@ func probeError(probe, role string, addr string, err error) error {
 	switch {
 	case dbutil.IsPrivilegeErr(err):
 		hint = ": grant the account the privileges in docs/servers.md"
-	case missingFunction(err):
+	case dbutil.IsMissingFunction(err):
 		hint = ": the server lacks a function shardctl expected every server to have; report this with the server's version"
 	case Transient(err):
 		hint = ": the server did not answer; run it again (or 'shardctl plan resume') once it does"
