@@ -10,10 +10,12 @@
 #   6. copy of 4 tables of mixed types, 1M rows in all  vs mydumper+myloader
 #   7. verify (chunked checksums) of a 1M-row shard and its copy  vs pt-table-checksum on one server
 #   8. the copy's floor: the copy row's rows loaded from a file by the mariadb client (info)
+#   9. a split's planning with its foreign-key check on the rows (a child referencing its parent by id, 1M child rows)
+#      vs the same planning without the key, and the same join as one statement
 #
 # scripts/bench.sh [--small]     (--small: 10x smaller data, 3 cutovers; about 1 minute)
 #
-# Environment: BENCH_ONLY=copy,copymixed,floor,verify,memory,catchup,blackout,prune runs only those;
+# Environment: BENCH_ONLY=copy,copymixed,floor,verify,memory,catchup,blackout,prune,fkcheck runs only those;
 # BENCH_MAX_BLACKOUT=250ms passes --max-blackout to the cutover moves;
 # SHARDCTL_BENCH_DIR moves the sandbox, BENCH_PORT_BASE its ports (default 23406);
 # BENCH_FLAVOR=mysql runs every row on Oracle MySQL sandbox servers instead of
@@ -46,10 +48,10 @@ done
 
 if [ -n "$SMALL" ]; then
   COPY_ROWS=100000; CATCHUP_ROWS=20000; CATCHUP_T=5; CUTOVERS=3; EMPLOYEES=2000
-  PRUNE_ROWS=50000; MEM_ROWS_A=100000; MEM_ROWS_B=300000; MIXED_ROWS=100000; VERIFY_ROWS=100000; MODE=small
+  PRUNE_ROWS=50000; MEM_ROWS_A=100000; MEM_ROWS_B=300000; MIXED_ROWS=100000; VERIFY_ROWS=100000; FK_ROWS=100000; MODE=small
 else
   COPY_ROWS=1000000; CATCHUP_ROWS=200000; CATCHUP_T=30; CUTOVERS=10; EMPLOYEES=5000
-  PRUNE_ROWS=500000; MEM_ROWS_A=1000000; MEM_ROWS_B=5000000; MIXED_ROWS=1000000; VERIFY_ROWS=1000000; MODE=full
+  PRUNE_ROWS=500000; MEM_ROWS_A=1000000; MEM_ROWS_B=5000000; MIXED_ROWS=1000000; VERIFY_ROWS=1000000; FK_ROWS=1000000; MODE=full
 fi
 STEP_TIMEOUT=${BENCH_STEP_TIMEOUT:-$([ -n "$SMALL" ] && echo 300 || echo 1800)}
 RUN_TIMEOUT=${BENCH_TIMEOUT:-$([ -n "$SMALL" ] && echo 900 || echo 7200)}
@@ -742,6 +744,52 @@ measure_prune() {
   M 1 -e "DROP DATABASE prune_src"
 }
 
+# measure_fkcheck: the planning cost of a split's check of a foreign key
+# without the shard key on the rows (docs/schemas.md), on Sakila's shape:
+# FK_ROWS payments reference FK_ROWS/2 rentals by the rental's own id, ten
+# payments per employee (the shard key). Timed: \`split --dry-run\` (every
+# planning check, the rows' one included), the same dry run once the key is
+# dropped (the difference is the check), and the check's join as one
+# unchunked statement (what an operator would run by hand).
+measure_fkcheck() {
+  local id at t0 t1 mf="$WORK/map-fk.json"
+  use_map bench_fk
+  sc "$mf" shardmap init
+  sc "$mf" shardmap add-function cust --type RANGE
+  sc "$mf" shardmap add-column rentals emp_no --function cust
+  sc "$mf" shardmap add-column payments emp_no --function cust
+  id=$(add_shard 1 fkshard)
+  sc "$mf" shardmap add-range --function cust --lower 0 --shard "$id"
+  at=$((FK_ROWS / 20))
+  progress "fkcheck: $FK_ROWS payments -> $((FK_ROWS / 2)) rentals"
+  M 1 fkshard -e "CREATE TABLE rentals (rental_id INT NOT NULL PRIMARY KEY, emp_no INT NOT NULL, item_id INT NOT NULL, rented DATETIME NOT NULL, KEY emp (emp_no));
+    CREATE TABLE payments (payment_id INT NOT NULL PRIMARY KEY, emp_no INT NOT NULL, rental_id INT NULL, amount DECIMAL(5,2) NOT NULL, paid DATETIME NOT NULL,
+      KEY emp (emp_no), KEY rental (rental_id), CONSTRAINT fk_payment_rental FOREIGN KEY (rental_id) REFERENCES rentals (rental_id) ON DELETE SET NULL);
+    $(echo "INSERT INTO rentals SELECT seq, seq DIV 5, seq % 1000, '2005-05-24 22:53:30' FROM seq_1_to_$((FK_ROWS / 2));
+    SET foreign_key_checks = 0;
+    INSERT INTO payments SELECT seq, ((seq + 1) DIV 2) DIV 5, (seq + 1) DIV 2, 2.99, '2005-05-25 11:30:37' FROM seq_1_to_$FK_ROWS;" | seq_sql)
+    ANALYZE TABLE rentals, payments;" >/dev/null
+  settle 1
+  progress "fkcheck: split --shard $id --at $at --dry-run"
+  t0=$(now)
+  sc "$WORK/fk-dry.json" split --shard "$id" --at "$at" --to "$(addr 2)" --dry-run
+  t1=$(now)
+  put fk_plan_s "$(f "$t1 - $t0")"
+  put fk_rows "$(jq -r '.key_checks[0].rows' "$WORK/fk-dry.json")"
+  [ "$(get fk_rows)" = "$FK_ROWS" ] || fail "the dry run read $(get fk_rows) child rows, not $FK_ROWS" "$WORK/fk-dry.json"
+  t0=$(now)
+  M 1 -N -e "SELECT COUNT(*) FROM fkshard.payments c JOIN fkshard.rentals p ON p.rental_id = c.rental_id WHERE (c.emp_no >= $at) <> (p.emp_no >= $at)" >"$WORK/fk-join.txt"
+  t1=$(now)
+  put fk_join_s "$(f "$t1 - $t0")"
+  M 1 -e "ALTER TABLE fkshard.payments DROP FOREIGN KEY fk_payment_rental"
+  t0=$(now)
+  sc "$WORK/fk-dry-nokey.json" split --shard "$id" --at "$at" --to "$(addr 2)" --dry-run
+  t1=$(now)
+  put fk_nokey_s "$(f "$t1 - $t0")"
+  progress "fkcheck: dry run $(get fk_plan_s) s with the key, $(get fk_nokey_s) s without; one-statement join $(get fk_join_s) s"
+  M 1 -e "DROP DATABASE fkshard"
+}
+
 # ---------------------------------------------------------------- run
 
 mkdir -p "$(dirname "$DIR")"
@@ -762,6 +810,7 @@ run_measure memory measure_memory
 run_measure catchup measure_catchup
 run_measure blackout measure_blackout
 run_measure prune measure_prune
+run_measure fkcheck measure_fkcheck
 
 # ---------------------------------------------------------------- report
 
@@ -858,6 +907,12 @@ table() {
       "$c s ($(rps "$(get prune_deleted)" "$c"))" "$(get pt_bulk_s) s ($(rps "$(get pt_bulk_deleted)" "$(get pt_bulk_s)"))" "${r}×" "≥ 1.0×" "$(met "$r" ">=" 1.0)"
     r=$(div "$(get pt_row_s)" "$c")
     row "same vs pt-archiver without \`--bulk-delete\`" "$c s" "$(get pt_row_s) s ($(rps "$(get pt_row_deleted)" "$(get pt_row_s)"))" "${r}×" "≥ 3×" "$(met "$r" ">=" 3)"
+  fi
+  if failed fkcheck; then failrow "a split's foreign-key check on the rows" fkcheck "(info)"; else
+    c=$(f "$(get fk_plan_s) - $(get fk_nokey_s)")
+    r=$(div "$(get fk_join_s)" "$c")
+    row "a split's planning (\`split --dry-run\`) with a foreign key without the shard key checked on the rows, $(K $FK_ROWS) child rows (Sakila's payment -> rental): the check's cost (dry run with the key minus without it) vs the same join as one statement" \
+      "$c s ($(get fk_plan_s) s with the key, $(get fk_nokey_s) s without; $(rps "$FK_ROWS" "$c"))" "$(get fk_join_s) s" "${r}×" "(info; planning ≤ 5 s)" "$(met "$(get fk_plan_s)" "<=" 5)"
   fi
   if failed memory; then failrow "peak memory of move" memory "flat, ≤ 150 MB"; else
     m1=$(get mem1_rss_mb); m2=$(get mem2_rss_mb)
