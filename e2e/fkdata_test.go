@@ -48,6 +48,7 @@ func TestSplitChecksForeignKeysOnTheRows(t *testing.T) {
 	if after := catState(t, c); after != before {
 		t.Fatalf("a refused split changed something:\n%s", lineDiff(before, after))
 	}
+	t.Logf("the refusal: %s", c.run(nil, split...).stderr)
 
 	// Fixed: the dry run shows the key it checked and what it found.
 	point(stay, stay)
@@ -74,6 +75,7 @@ func TestSplitChecksForeignKeysOnTheRows(t *testing.T) {
 		!strings.Contains(out, "moves while its parent stays") || !strings.Contains(out, "plan resume "+id) {
 		t.Fatalf("resume with a crossing row: exit %d\n%s", r.code, out)
 	}
+	t.Logf("the stop before the fence: %s", r.stderr)
 	m, err := c.store.Load(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -93,6 +95,7 @@ func TestSplitChecksForeignKeysOnTheRows(t *testing.T) {
 	c.ownership()
 	c.checkCorpus(sharded, objects, src.Schema, checks)
 	show := c.mustRun("plan", "show", id)
+	t.Logf("plan show: %s", show.stdout)
 	if !strings.Contains(show.stdout, "fk_payment_rental") || !strings.Contains(show.stdout, "read at verify") {
 		t.Fatalf("plan show does not record the check before the fence:\n%s", show.stdout)
 	}
