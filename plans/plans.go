@@ -209,6 +209,21 @@ type KeyCheck struct {
 	Orphaned int64     `json:"orphaned,omitempty"` // children that stay while their parent moves
 }
 
+// CollisionScan is a merge's scan of its keys for rows both shards hold:
+// the binlog positions of both servers just before it read a row (a scan
+// at apply or resume is skipped while both servers are still there: nothing
+// was written since), and the keys it scanned or skipped.
+type CollisionScan struct {
+	At      time.Time `json:"at"`
+	Source  string    `json:"source_position,omitempty"`
+	Target  string    `json:"target_position,omitempty"`
+	Scanned []string  `json:"scanned,omitempty"`
+	Skipped []string  `json:"skipped,omitempty"` // keys carrying the shard column: two shards' rows can never share them
+	// Here is set by the process that scanned: a run that follows its own
+	// planning (merge --yes) does not scan again moments later.
+	Here bool `json:"-"`
+}
+
 // Attempt is one cutover attempt: the fence and how long writes were blocked.
 type Attempt struct {
 	Started   time.Time          `json:"started"`
@@ -288,6 +303,8 @@ type Plan struct {
 	// KeyChecks are the foreign keys without the shard key a split read the
 	// rows of, at planning and again before the fence (docs/schemas.md).
 	KeyChecks []KeyCheck `json:"key_checks,omitempty"`
+	// Collisions is a merge's last scan for rows both shards hold.
+	Collisions *CollisionScan `json:"collision_scan,omitempty"`
 
 	Steps       []StepRecord `json:"steps"`
 	Checkpoints Checkpoints  `json:"checkpoints"`

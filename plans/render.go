@@ -64,6 +64,18 @@ func Print(w io.Writer, p *Plan) {
 		}
 	}
 
+	if c := p.Collisions; c != nil {
+		scanned := strings.Join(c.Scanned, ", ")
+		if scanned == "" {
+			scanned = "no key to scan"
+		}
+		fmt.Fprintf(w, "\nkey collisions with the target's rows (scanned %s): none on %s", c.At.Format(time.RFC3339), scanned)
+		if len(c.Skipped) > 0 {
+			fmt.Fprintf(w, "; not scanned, they carry the shard column: %s", strings.Join(c.Skipped, ", "))
+		}
+		fmt.Fprintln(w)
+	}
+
 	fmt.Fprintln(w, "\nsteps:")
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for i, s := range p.Steps {
