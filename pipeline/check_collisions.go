@@ -36,8 +36,8 @@ const collisionChunk = 20000
 // collisions refuses the merge when a row to copy would collide with a row T
 // already has on its primary key or any unique key (vitess #14296): the upsert
 // would silently overwrite T's row. A key that carries the table's shard
-// column is skipped: the rows of two shards never share a shard key. The
-// others are scanned in key order on both servers (sequential index reads,
+// column is skipped unless T holds a row in the merged range: the rows of
+// two shards never share a shard key. The others are scanned in key order on both servers (sequential index reads,
 // one chunk of the source's keys in memory at a time).
 func collisions(ctx context.Context, sdb, tdb *sql.DB, p *plans.Plan) error {
 	spos, serr := binlog.MasterStatus(ctx, sdb)
@@ -64,10 +64,18 @@ func collisions(ctx context.Context, sdb, tdb *sql.DB, p *plans.Plan) error {
 			names = append(names, name)
 		}
 		sort.Strings(names)
+		// A row of T can share a key carrying the shard column with a row
+		// to copy only if its shard key is in the merged range, which a
+		// shard's rows are not, unless T keeps a stray row there: one probe
+		// tells, and only then are those keys scanned too.
+		strays, err := rowsInRange(ctx, tdb, p, t)
+		if err != nil {
+			return err
+		}
 		for _, name := range names {
 			cols := keys[name]
 			label := fmt.Sprintf("%s.%s (%s)", t.Name, name, strings.Join(cols, ","))
-			if t.Sharded && slices.Contains(cols, t.ShardColumn) {
+			if t.Sharded && slices.Contains(cols, t.ShardColumn) && !strays {
 				scan.Skipped = append(scan.Skipped, label)
 				continue
 			}
@@ -87,6 +95,26 @@ func collisions(ctx context.Context, sdb, tdb *sql.DB, p *plans.Plan) error {
 	}
 	p.Collisions = scan
 	return nil
+}
+
+// rowsInRange reports whether T's table holds a row in the range the merge
+// copies (a stray a prune never removed).
+func rowsInRange(ctx context.Context, tdb *sql.DB, p *plans.Plan, t tables.Table) (bool, error) {
+	if !t.Sharded || t.Filter.All() {
+		return true, nil
+	}
+	where, args := t.Filter.SQL(dbutil.QuoteIdent)
+	var one int
+	err := tdb.QueryRowContext(ctx, "SELECT 1 FROM "+dbutil.Table(p.Target.Schema, t.Name)+" WHERE "+where+" LIMIT 1", args...).Scan(&one)
+	switch {
+	case err == sql.ErrNoRows:
+		return false, nil
+	case dbutil.IsMissingFunction(err) && len(t.Filter.Arcs) > 0:
+		return false, fmt.Errorf("%w: the target %s cannot compute the hash ranges (%v)%s", ErrRefused, p.Target.Addr(), err, classicHashingHint)
+	case err != nil:
+		return false, fmt.Errorf("merge preflight: look for rows of %s.%s in the merged range: %w", p.Target.Schema, t.Name, err)
+	}
+	return true, nil
 }
 
 // uniqueKeys returns the primary and unique keys of a table (nil if the table does not exist).

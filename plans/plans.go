@@ -218,7 +218,7 @@ type CollisionScan struct {
 	Source  string    `json:"source_position,omitempty"`
 	Target  string    `json:"target_position,omitempty"`
 	Scanned []string  `json:"scanned,omitempty"`
-	Skipped []string  `json:"skipped,omitempty"` // keys carrying the shard column: two shards' rows can never share them
+	Skipped []string  `json:"skipped,omitempty"` // keys carrying the shard column, with no row of the target in the merged range: none can collide
 	// Here is set by the process that scanned: a run that follows its own
 	// planning (merge --yes) does not scan again moments later.
 	Here bool `json:"-"`

@@ -71,7 +71,7 @@ func Print(w io.Writer, p *Plan) {
 		}
 		fmt.Fprintf(w, "\nkey collisions with the target's rows (scanned %s): none on %s", c.At.Format(time.RFC3339), scanned)
 		if len(c.Skipped) > 0 {
-			fmt.Fprintf(w, "; not scanned, they carry the shard column: %s", strings.Join(c.Skipped, ", "))
+			fmt.Fprintf(w, "; not scanned, they carry the shard column and the target has no row in the merged range: %s", strings.Join(c.Skipped, ", "))
 		}
 		fmt.Fprintln(w)
 	}
