@@ -384,7 +384,7 @@ func (r *runner) cleanup(ctx context.Context) error {
 		if err := GuardRemoval(ctx, r.env.Store, r.p.Source, nil); err != nil {
 			return err
 		}
-		if err := dropSchema(ctx, r.src, r.p.Source.Schema, copyNames(r.p)); err != nil {
+		if err := dropSchema(ctx, r.src, r.p.Source.Schema, schemaTables(r.p)); err != nil {
 			return fmt.Errorf("drop source schema %s: %w", r.p.Source.Schema, err)
 		}
 	} else if err := schemaobj.Replace(ctx, r.src, r.p.Source.Schema, r.p.Source.Schema, r.p.SourceTriggers, false); err != nil {
