@@ -762,9 +762,10 @@ measure_fkcheck() {
   sc "$mf" shardmap add-range --function cust --lower 0 --shard "$id"
   at=$((FK_ROWS / 20))
   progress "fkcheck: $FK_ROWS payments -> $((FK_ROWS / 2)) rentals"
-  M 1 fkshard -e "CREATE TABLE rentals (rental_id INT NOT NULL PRIMARY KEY, emp_no INT NOT NULL, item_id INT NOT NULL, rented DATETIME NOT NULL, KEY emp (emp_no));
+  local ddl="CREATE TABLE rentals (rental_id INT NOT NULL PRIMARY KEY, emp_no INT NOT NULL, item_id INT NOT NULL, rented DATETIME NOT NULL, KEY emp (emp_no));
     CREATE TABLE payments (payment_id INT NOT NULL PRIMARY KEY, emp_no INT NOT NULL, rental_id INT NULL, amount DECIMAL(5,2) NOT NULL, paid DATETIME NOT NULL,
-      KEY emp (emp_no), KEY rental (rental_id), CONSTRAINT fk_payment_rental FOREIGN KEY (rental_id) REFERENCES rentals (rental_id) ON DELETE SET NULL);
+      KEY emp (emp_no), KEY rental (rental_id), CONSTRAINT fk_payment_rental FOREIGN KEY (rental_id) REFERENCES rentals (rental_id) ON DELETE SET NULL);"
+  M 1 fkshard -e "$ddl
     $(echo "INSERT INTO rentals SELECT seq, seq DIV 5, seq % 1000, '2005-05-24 22:53:30' FROM seq_1_to_$((FK_ROWS / 2));
     SET foreign_key_checks = 0;
     INSERT INTO payments SELECT seq, ((seq + 1) DIV 2) DIV 5, (seq + 1) DIV 2, 2.99, '2005-05-25 11:30:37' FROM seq_1_to_$FK_ROWS;" | seq_sql)
@@ -787,7 +788,33 @@ measure_fkcheck() {
   t1=$(now)
   put fk_nokey_s "$(f "$t1 - $t0")"
   progress "fkcheck: dry run $(get fk_plan_s) s with the key, $(get fk_nokey_s) s without; one-statement join $(get fk_join_s) s"
+  # The merge's planning: a second shard of the same shape on server 2 (the
+  # next employees, ids after the first shard's), merged into the first: its
+  # collision scan walks both servers' primary and unique keys.
+  local id2 t2=$((FK_ROWS / 2))
+  id2=$(add_shard 2 fkshard2)
+  M 2 fkshard2 -e "$ddl
+    SET foreign_key_checks = 0;
+    $(echo "INSERT INTO rentals SELECT $FK_ROWS + seq, ($FK_ROWS + seq) DIV 5, seq % 1000, '2005-05-24 22:53:30' FROM seq_1_to_$t2;
+    INSERT INTO payments SELECT 2 * $FK_ROWS + seq, ($FK_ROWS + (seq + 1) DIV 2) DIV 5, $FK_ROWS + (seq + 1) DIV 2, 2.99, '2005-05-25 11:30:37' FROM seq_1_to_$FK_ROWS;" | seq_sql)
+    ANALYZE TABLE rentals, payments;" >/dev/null
+  sc "$mf" shardmap add-range --function cust --lower $((FK_ROWS / 5)) --shard "$id2"
+  settle 1
+  settle 2
+  progress "fkcheck: merge --shard $id2 --into $id --dry-run"
+  t0=$(now)
+  sc "$WORK/fk-merge-dry.json" merge --shard "$id2" --into "$id" --dry-run
+  t1=$(now)
+  put fk_merge_s "$(f "$t1 - $t0")"
+  put fk_merge_scanned "$(jq -r '.collision_scan.scanned | join(", ")' "$WORK/fk-merge-dry.json")"
+  t0=$(now)
+  M 1 -N -e "SELECT COUNT(*) FROM fkshard.payments; SELECT COUNT(*) FROM fkshard.rentals" >/dev/null
+  M 2 -N -e "SELECT COUNT(*) FROM fkshard2.payments; SELECT COUNT(*) FROM fkshard2.rentals" >/dev/null
+  t1=$(now)
+  put fk_count_s "$(f "$t1 - $t0")"
+  progress "fkcheck: merge dry run $(get fk_merge_s) s (scanned $(get fk_merge_scanned)); counting both shards' rows $(get fk_count_s) s"
   M 1 -e "DROP DATABASE fkshard"
+  M 2 -e "DROP DATABASE fkshard2"
 }
 
 # ---------------------------------------------------------------- run
@@ -913,6 +940,11 @@ table() {
     r=$(div "$(get fk_join_s)" "$c")
     row "a split's planning (\`split --dry-run\`) with a foreign key without the shard key checked on the rows, $(K $FK_ROWS) child rows (Sakila's payment -> rental): the check's cost (dry run with the key minus without it) vs the same join as one statement" \
       "$c s ($(get fk_plan_s) s with the key, $(get fk_nokey_s) s without; $(rps "$FK_ROWS" "$c"))" "$(get fk_join_s) s" "${r}×" "(info; planning ≤ 5 s)" "$(met "$(get fk_plan_s)" "<=" 5)"
+  fi
+  if ! failed fkcheck; then
+    r=$(div "$(get fk_count_s)" "$(get fk_merge_s)")
+    row "a merge's planning (\`merge --dry-run\`) of two such shards ($(K $((FK_ROWS * 3 / 2))) rows each, on two servers): the collision scan of every unique key without the shard column ($(get fk_merge_scanned)) vs counting both shards' rows" \
+      "$(get fk_merge_s) s" "$(get fk_count_s) s" "${r}×" "(info; planning ≤ 5 s)" "$(met "$(get fk_merge_s)" "<=" 5)"
   fi
   if failed memory; then failrow "peak memory of move" memory "flat, ≤ 150 MB"; else
     m1=$(get mem1_rss_mb); m2=$(get mem2_rss_mb)
