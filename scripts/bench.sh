@@ -11,11 +11,12 @@
 #   7. verify (chunked checksums) of a 1M-row shard and its copy  vs pt-table-checksum on one server
 #   8. the copy's floor: the copy row's rows loaded from a file by the mariadb client (info)
 #   9. a split's planning with its foreign-key check on the rows (a child referencing its parent by id, 1M child rows)
-#      vs the same planning without the key, and the same join as one statement
+#      vs the same planning without the key, and the same join as one statement; a merge's planning (collision scan)
+#  10. a fleet of 1,000 small shards on the 3 servers: status, status --exact, rebalance --dry-run, plan list
 #
 # scripts/bench.sh [--small]     (--small: 10x smaller data, 3 cutovers; about 1 minute)
 #
-# Environment: BENCH_ONLY=copy,copymixed,floor,verify,memory,catchup,blackout,prune,fkcheck runs only those;
+# Environment: BENCH_ONLY=copy,copymixed,floor,verify,memory,catchup,blackout,prune,fkcheck,fleet runs only those;
 # BENCH_MAX_BLACKOUT=250ms passes --max-blackout to the cutover moves;
 # SHARDCTL_BENCH_DIR moves the sandbox, BENCH_PORT_BASE its ports (default 23406);
 # BENCH_FLAVOR=mysql runs every row on Oracle MySQL sandbox servers instead of
@@ -48,10 +49,10 @@ done
 
 if [ -n "$SMALL" ]; then
   COPY_ROWS=100000; CATCHUP_ROWS=20000; CATCHUP_T=5; CUTOVERS=3; EMPLOYEES=2000
-  PRUNE_ROWS=50000; MEM_ROWS_A=100000; MEM_ROWS_B=300000; MIXED_ROWS=100000; VERIFY_ROWS=100000; FK_ROWS=100000; MODE=small
+  PRUNE_ROWS=50000; MEM_ROWS_A=100000; MEM_ROWS_B=300000; MIXED_ROWS=100000; VERIFY_ROWS=100000; FK_ROWS=100000; FLEET=300; MODE=small
 else
   COPY_ROWS=1000000; CATCHUP_ROWS=200000; CATCHUP_T=30; CUTOVERS=10; EMPLOYEES=5000
-  PRUNE_ROWS=500000; MEM_ROWS_A=1000000; MEM_ROWS_B=5000000; MIXED_ROWS=1000000; VERIFY_ROWS=1000000; FK_ROWS=1000000; MODE=full
+  PRUNE_ROWS=500000; MEM_ROWS_A=1000000; MEM_ROWS_B=5000000; MIXED_ROWS=1000000; VERIFY_ROWS=1000000; FK_ROWS=1000000; FLEET=1000; MODE=full
 fi
 STEP_TIMEOUT=${BENCH_STEP_TIMEOUT:-$([ -n "$SMALL" ] && echo 300 || echo 1800)}
 RUN_TIMEOUT=${BENCH_TIMEOUT:-$([ -n "$SMALL" ] && echo 900 || echo 7200)}
@@ -817,6 +818,49 @@ measure_fkcheck() {
   M 2 -e "DROP DATABASE fkshard2"
 }
 
+# measure_fleet: FLEET small shards (one sharded table of 20 rows each),
+# round-robin on the 3 servers, registered in one shard map; timed: the
+# commands cron runs over a whole fleet.
+measure_fleet() {
+  local s i sql reg sep t0 t1 cmd name
+  use_map bench_fleet
+  sc "$WORK/map-fleet.json" shardmap init
+  sc "$WORK/map-fleet.json" shardmap add-function fl --type RANGE
+  sc "$WORK/map-fleet.json" shardmap add-column ft k --function fl
+  progress "fleet: $FLEET shards of 20 rows on 3 servers"
+  for s in 1 2 3; do
+    sql=""
+    for ((i = s; i <= FLEET; i += 3)); do
+      sql+="CREATE DATABASE fl_$i; CREATE TABLE fl_$i.ft (k INT NOT NULL PRIMARY KEY, v INT NOT NULL); USE fl_$i; INSERT INTO ft SELECT $i * 1000 + seq, seq FROM seq_1_to_20;"$'\n'
+    done
+    echo "$sql" | seq_sql | M "$s" >/dev/null &
+  done
+  wait
+  reg="INSERT INTO locations (shard_id, host, port, schema_name) VALUES "
+  sep=""
+  for ((i = 1; i <= FLEET; i++)); do
+    reg+="$sep($i, '127.0.0.1', $(port $(((i - 1) % 3 + 1))), 'fl_$i')"
+    sep=", "
+  done
+  reg+="; INSERT INTO ranges (func_id, lower_bound, shard_id) SELECT f.func_id, l.shard_id * 1000, l.shard_id FROM locations l JOIN partition_functions f ON f.name = 'fl';
+    UPDATE version SET version = version + 1 WHERE id = 1;"
+  M 1 bench_fleet -e "$reg"
+  for cmd in "status" "status --exact" "rebalance --dry-run --max-shard-rows 1000000" "plan list"; do
+    name=$(echo "$cmd" | tr ' -' '__' | tr -s _)
+    t0=$(now)
+    # shellcheck disable=SC2086
+    sc "$WORK/fleet-$name.json" $cmd
+    t1=$(now)
+    put "fleet_$name" "$(f "$t1 - $t0")"
+  done
+  [ "$(jq '.shards | length' "$WORK/fleet-status_exact.json")" = "$FLEET" ] || fail "status --exact lists $(jq '.shards | length' "$WORK/fleet-status_exact.json") shards, not $FLEET" "$WORK/fleet-status_exact.json"
+  [ "$(jq '[.shards[].rows] | add' "$WORK/fleet-status_exact.json")" = "$((FLEET * 20))" ] || fail "status --exact counts the wrong rows" "$WORK/fleet-status_exact.json"
+  progress "fleet: status $(get fleet_status) s, --exact $(get fleet_status_exact) s, rebalance --dry-run $(get fleet_rebalance_dry_run_max_shard_rows_1000000) s, plan list $(get fleet_plan_list) s"
+  for ((i = 1; i <= FLEET; i++)); do echo "DROP DATABASE fl_$i;"; done | awk -v s=3 '{ print > "'"$WORK"'/fleet-drop-" ((NR - 1) % s + 1) ".sql" }'
+  for s in 1 2 3; do M "$s" <"$WORK/fleet-drop-$s.sql" >/dev/null & done
+  wait
+}
+
 # ---------------------------------------------------------------- run
 
 mkdir -p "$(dirname "$DIR")"
@@ -838,6 +882,7 @@ run_measure catchup measure_catchup
 run_measure blackout measure_blackout
 run_measure prune measure_prune
 run_measure fkcheck measure_fkcheck
+run_measure fleet measure_fleet
 
 # ---------------------------------------------------------------- report
 
@@ -945,6 +990,11 @@ table() {
     r=$(div "$(get fk_count_s)" "$(get fk_merge_s)")
     row "a merge's planning (\`merge --dry-run\`) of two such shards ($(K $((FK_ROWS * 3 / 2))) rows each, on two servers): the collision scan of every unique key without the shard column ($(get fk_merge_scanned)) vs counting both shards' rows" \
       "$(get fk_merge_s) s" "$(get fk_count_s) s" "${r}×" "(info; planning ≤ 5 s)" "$(met "$(get fk_merge_s)" "<=" 5)"
+  fi
+  if failed fleet; then failrow "a fleet of $FLEET shards" fleet "seconds"; else
+    row "a fleet of $FLEET small shards on 3 servers: \`status\` / \`status --exact\` / \`rebalance --dry-run\` / \`plan list\`" \
+      "$(get fleet_status) s / $(get fleet_status_exact) s / $(get fleet_rebalance_dry_run_max_shard_rows_1000000) s / $(get fleet_plan_list) s" "—" "—" "seconds each" \
+      "$(met "$(get fleet_status_exact)" "<=" 10)"
   fi
   if failed memory; then failrow "peak memory of move" memory "flat, ≤ 150 MB"; else
     m1=$(get mem1_rss_mb); m2=$(get mem2_rss_mb)
