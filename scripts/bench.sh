@@ -440,8 +440,8 @@ INSERT INTO typed SELECT seq, CAST(seq AS SIGNED) * 1000003 - 500000000000, 1844
   CASE WHEN seq MOD 5 = 0 THEN NULL WHEN seq MOD 11 = 0 THEN '' ELSE CONCAT('label ', seq, ' tab\there "q" \'s \\\\ 😀') END,
   IF(seq MOD 13 = 0, NULL, seq / 3e0), DATE'2000-01-01' + INTERVAL seq MOD 9000 DAY
   FROM seq_1_to_$((n / 5));
-INSERT INTO docs SELECT seq, CONCAT('doc ', seq, ' ', REPEAT(MD5(CAST(seq AS CHAR)), 8), '\n\tline two \\\\ é 😀'),
-  JSON_OBJECT('id', seq, 'tags', JSON_ARRAY('a', 'b', seq MOD 17), 'name', CONCAT('n', MD5(CAST(seq AS CHAR))), 'nested', JSON_OBJECT('x', seq * 0.5, 'ok', seq MOD 2 = 0)),
+INSERT INTO docs SELECT seq, CONCAT('doc ', seq, ' ', REPEAT(SUBSTRING(SHA2(CAST(seq AS CHAR), 256), 1, 32), 8), '\n\tline two \\\\ é 😀'),
+  JSON_OBJECT('id', seq, 'tags', JSON_ARRAY('a', 'b', seq MOD 17), 'name', CONCAT('n', SUBSTRING(SHA2(CAST(seq AS CHAR), 256), 1, 32)), 'nested', JSON_OBJECT('x', seq * 0.5, 'ok', seq MOD 2 = 0)),
   CONCAT(UNHEX(SHA2(CAST(seq AS CHAR), 512)), UNHEX(SHA2(CAST(seq + 1 AS CHAR), 512)), UNHEX(SHA2(CAST(seq + 2 AS CHAR), 512)), X'00090A0D5C27221A')
   FROM seq_1_to_$((n / 10));
 INSERT INTO events (ts, kind, val) SELECT FROM_UNIXTIME(1600000000 + seq * 7), seq MOD 250, CAST(seq * 31 MOD 1000003 AS SIGNED) - 500000
