@@ -35,6 +35,11 @@ type Chunk struct {
 	// differed because writes kept landing on it, not necessarily because the
 	// copy is wrong. Callers re-check such chunks where the source is still.
 	Changing bool `json:"changing,omitempty"`
+	// With Verifier.Narrow, the rows that differ (at most MaxRows of them;
+	// MoreRows counts the rest) and the names of the key's columns.
+	KeyColumns []string  `json:"key_columns,omitempty"`
+	Rows       []RowDiff `json:"rows,omitempty"`
+	MoreRows   int64     `json:"more_rows,omitempty"`
 }
 
 // Result sums up a verification. Rows counts source rows.
@@ -53,6 +58,10 @@ type Verifier struct {
 	Settle                     func(ctx context.Context) error // optional: on a mismatch, called (e.g. to let the binlog tail catch up) before the chunk is checked again
 	Retries                    int                             // re-checks after Settle, default 5 when Settle is set; none without Settle
 	Progress                   func(table string, rows int64)  // optional, source rows of each chunk
+	// Narrow: each chunk that still differs (and did not keep changing) is
+	// read again row by row to name the rows that differ (rows.go).
+	Narrow  bool
+	MaxRows int // rows listed per differing chunk, default 100
 }
 
 const (
@@ -73,10 +82,7 @@ func (v *Verifier) Table(ctx context.Context, t tables.Table) (Result, error) {
 	}
 	defer sc.close()
 	src, dst, key, where, whereArgs, sum := sc.src, sc.dst, sc.key, sc.where, sc.whereArgs, sc.sum
-	n := v.ChunkRows
-	if n <= 0 {
-		n = defaultChunkRows
-	}
+	n := v.chunkRows()
 	retries := 0
 	if v.Settle != nil {
 		retries = v.Retries
@@ -117,6 +123,11 @@ func (v *Verifier) Table(ctx context.Context, t tables.Table) (Result, error) {
 			}
 		}
 		if c.SourceRows != c.TargetRows || c.SourceSum != c.TargetSum {
+			if v.Narrow && !c.Changing {
+				if err := v.list(ctx, sc, &c); err != nil {
+					return res, wrap(fmt.Sprintf("name the rows of chunk (%q, %q]", lo, hi), err)
+				}
+			}
 			res.Mismatches = append(res.Mismatches, c)
 		}
 		res.Chunks++
@@ -212,7 +223,9 @@ type scope struct {
 	where     string
 	whereArgs []any
 	sum       string
-	step      string // what failed, when open returns an error
+	cols      []chunk.Column // every column, as compared
+	keyPos    []int          // where each key column stands among cols
+	step      string         // what failed, when open returns an error
 }
 
 func (sc *scope) close() {
@@ -254,7 +267,8 @@ func (v *Verifier) open(ctx context.Context, t tables.Table) (sc *scope, err err
 		cols[i].Null = cols[i].Null || dcols[i].Null
 	}
 	sc.step = "primary key"
-	if sc.key, _, err = chunk.KeyAmong(v.SourceSchema, t.Name, t.PK, cols); err != nil {
+	sc.cols = cols
+	if sc.key, sc.keyPos, err = chunk.KeyAmong(v.SourceSchema, t.Name, t.PK, cols); err != nil {
 		return sc, err
 	}
 	sc.step = "server flavors"
