@@ -298,6 +298,7 @@ func (r *runner) verify(ctx context.Context) error {
 			_, err := r.waitCaughtUp(ctx, 0)
 			return err
 		},
+		Narrow: true, // a stop at verify names the rows
 	}
 	var done int64
 	v.Progress = func(_ string, rows int64) {
@@ -330,8 +331,11 @@ func (r *runner) verify(ctx context.Context) error {
 				break
 			}
 			fmt.Fprintf(&b, "; %s rows (%s]..(%s]: source %d rows, target %d rows", c.Table, strings.Join(c.Lo, ","), strings.Join(c.Hi, ","), c.SourceRows, c.TargetRows)
+			if len(c.Rows) > 0 || c.MoreRows > 0 {
+				fmt.Fprintf(&b, " (%s)", c.RowsText(5))
+			}
 		}
-		return fmt.Errorf("%w in %d chunks%s", ErrMismatch, len(res.Mismatches), b.String())
+		return fmt.Errorf("%w in %d chunks%s; 'shardctl verify --plan %s' lists the rows, --repair makes the target match", ErrMismatch, len(res.Mismatches), b.String(), r.p.ID)
 	}
 	return nil
 }

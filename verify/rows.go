@@ -194,3 +194,39 @@ func (v *Verifier) scanRows(ctx context.Context, sc *scope, q *sql.Conn, schema 
 	}
 	return rows.Err()
 }
+
+// Describe renders a row for people: its key as column=value pairs and what
+// differs, with the source and target called src and dst.
+func (d RowDiff) Describe(keyCols []string, src, dst string) string {
+	kv := make([]string, len(d.Key))
+	for i, k := range d.Key {
+		if i < len(keyCols) {
+			kv[i] = keyCols[i] + "=" + k
+		} else {
+			kv[i] = k
+		}
+	}
+	key := strings.Join(kv, ",")
+	switch d.Kind {
+	case SourceOnly:
+		return key + " only on the " + src
+	case TargetOnly:
+		return key + " only on the " + dst
+	}
+	return key + " differs in " + strings.Join(d.Columns, ", ")
+}
+
+// RowsText lists up to n of the chunk's named rows on one line, for messages.
+func (c Chunk) RowsText(n int) string {
+	var parts []string
+	for i, r := range c.Rows {
+		if i == n {
+			break
+		}
+		parts = append(parts, r.Describe(c.KeyColumns, "source", "target"))
+	}
+	if more := int64(len(c.Rows)-len(parts)) + c.MoreRows; more > 0 {
+		parts = append(parts, fmt.Sprintf("and %d more rows", more))
+	}
+	return strings.Join(parts, "; ")
+}
