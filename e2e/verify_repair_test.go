@@ -10,6 +10,7 @@ import (
 
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/fence"
+	"github.com/shardctl/shardctl/plans"
 )
 
 // verifyJSON is the part of 'verify -o json' the tests read.
@@ -131,5 +132,48 @@ func TestVerifyNamesAndRepairsRows(t *testing.T) {
 	r = c.mustRun("verify", "--shard", "1", "--against", old, "--chunk-rows", "100")
 	if !strings.Contains(r.stdout, "OK: every chunk matches") {
 		t.Fatalf("after repair: %s", r.stdout)
+	}
+}
+
+// Inside an operation: rows changed on the target behind the tail's back
+// stop the move at verify with the rows named (exit 5); 'verify --plan
+// --repair' fixes the target (the source serves until cutover) and the
+// resumed move finishes.
+func TestVerifyStepNamesRowsAndRepairLetsTheMoveFinish(t *testing.T) {
+	c := newCluster(t, "e2e_vstep", []int{2}, []int{300})
+	r := c.run([]string{"SHARDCTL_FAULT=after:catchup"}, "move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes")
+	if !r.killed {
+		t.Fatalf("the move was not killed after catch-up: exit %d\n%s", r.code, r.stderr)
+	}
+	files := planFiles(t, c.planDir)
+	if len(files) != 1 {
+		t.Fatalf("plan files: %q", files)
+	}
+	p, err := plans.Load(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c.shards[0].Schema
+	changed := c.shards[0].Lower + 123
+	if _, err := c.db(3).Exec(fmt.Sprintf("UPDATE %s SET first_name = 'Drifted' WHERE emp_no = %d", dbutil.Table(s, "employees"), changed)); err != nil {
+		t.Fatal(err)
+	}
+	r = c.run(nil, "plan", "resume", p.ID)
+	if r.code != 5 || !strings.Contains(r.stderr, fmt.Sprintf("emp_no=%d differs in first_name", changed)) {
+		t.Fatalf("resume with a drifted target row: exit %d, want 5 naming the row\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	t.Logf("resume stopped at verify:\n%s", r.stderr)
+	r = c.mustRun("verify", "--plan", p.ID, "--repair")
+	t.Logf("verify --plan --repair:\n%s", r.stdout)
+	if !strings.Contains(r.stdout, "1 rows written, 0 deleted") || !strings.Contains(r.stdout, "copy "+c.env.Addr(3).String()) {
+		t.Fatalf("verify --plan --repair: %s", r.stdout)
+	}
+	c.mustRun("plan", "resume", p.ID)
+	m, err := c.store.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, _ := m.Location(1); l.Addr() != c.env.Addr(3) {
+		t.Fatalf("shard 1 is at %s after the move, want %s", l.Addr(), c.env.Addr(3))
 	}
 }
