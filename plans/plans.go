@@ -159,6 +159,7 @@ type Options struct {
 	PostponeFile      string   `json:"postpone_file,omitempty"`       // the cutover waits while this file exists
 	ControlFile       string   `json:"control_file,omitempty"`        // re-read every 2 s: max-rate, max-threads-running, pause
 	ReverseWindowS    int64    `json:"reverse_window_s,omitempty"`    // after cutover keep the source fenced and in sync this long (0: no window)
+	KillBlockersMS    Millis   `json:"kill_blockers_ms,omitempty"`    // before an attempt, kill sessions holding a fenced table's lock longer than this (0: never)
 }
 
 // DefaultOptions are the settings a plan starts with.
@@ -203,6 +204,9 @@ type Attempt struct {
 	BlackoutM float64            `json:"blackout_ms"`
 	Phases    map[string]float64 `json:"phases_ms,omitempty"` // where the blackout went: offline, fence, final, cutover
 	Result    string             `json:"result"`
+	// Blockers are the sessions that held locks on fenced tables when the
+	// attempt could not take its own within the budget (blockers.go).
+	Blockers []Blocker `json:"blockers,omitempty"`
 }
 
 // Checkpoints are the durable progress marks a resume starts from.

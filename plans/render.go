@@ -81,6 +81,7 @@ func Print(w io.Writer, p *Plan) {
 		fmt.Fprintln(w, "\ncutover attempts:")
 		for i, a := range p.Attempts {
 			fmt.Fprintf(w, "  %d. %s  blackout %.1f ms  %s\n", i+1, a.Started.Format(time.RFC3339), a.BlackoutM, a.Result)
+			printBlockers(w, a)
 		}
 	}
 	PrintWindow(w, p)
