@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -305,7 +306,10 @@ func (r *runner) verify(ctx context.Context) error {
 		done += rows
 		r.env.Observer.Progress(plans.StepVerify, done, done, "")
 	}
-	res, err := v.All(ctx, r.p.Copy)
+	r.mu.Lock()
+	ts := slices.Clone(r.p.Copy) // a carried schema change may replace a table's columns meanwhile
+	r.mu.Unlock()
+	res, err := v.All(ctx, ts)
 	if err != nil {
 		return err
 	}

@@ -160,6 +160,7 @@ type Options struct {
 	ControlFile       string   `json:"control_file,omitempty"`        // re-read every 2 s: max-rate, max-threads-running, pause
 	ReverseWindowS    int64    `json:"reverse_window_s,omitempty"`    // after cutover keep the source fenced and in sync this long (0: no window)
 	KillBlockersMS    Millis   `json:"kill_blockers_ms,omitempty"`    // before an attempt, kill sessions holding a fenced table's lock longer than this (0: never)
+	OnDDL             string   `json:"on_ddl,omitempty"`              // a schema change of a copied table during the tail: stop (""), apply or ignore
 }
 
 // DefaultOptions are the settings a plan starts with.
@@ -283,6 +284,19 @@ type Plan struct {
 	Attempts    []Attempt    `json:"cutover_attempts,omitempty"`
 	Result      Result       `json:"result"`
 	Window      *Window      `json:"window,omitempty"` // reverse-replication window after cutover (window.go)
+	DDL         []DDL        `json:"ddl_carried,omitempty"`
+}
+
+// DDL is a schema change of a copied table that the tail carried past
+// (--on-ddl apply or ignore).
+type DDL struct {
+	At        time.Time `json:"at"`
+	Position  Position  `json:"position"` // the source's binlog boundary before it
+	Table     string    `json:"table"`
+	Statement string    `json:"statement"`     // as the source ran it
+	Ran       string    `json:"ran,omitempty"` // as run on the target (apply)
+	Mode      string    `json:"mode"`
+	Note      string    `json:"note,omitempty"`
 }
 
 // New starts a plan with every step pending.

@@ -84,6 +84,15 @@ func Print(w io.Writer, p *Plan) {
 			printBlockers(w, a)
 		}
 	}
+	if len(p.DDL) > 0 {
+		fmt.Fprintln(w, "\nschema changes carried (--on-ddl):")
+		for i, d := range p.DDL {
+			fmt.Fprintf(w, "  %d. %s  %s  %s at %s: %s\n", i+1, d.At.Format(time.RFC3339), d.Mode, d.Table, d.Position, d.Statement)
+			if d.Note != "" {
+				fmt.Fprintf(w, "       %s\n", d.Note)
+			}
+		}
+	}
 	PrintWindow(w, p)
 	c := p.Checkpoints
 	if !c.Start.IsZero() {
