@@ -226,7 +226,7 @@ func (h *handler) carry(query, defaultDB, at, mode string) error {
 	s := h.schema()
 	t, why := carry(h.parser, query, s, defaultDB, h.t.tables)
 	if why != "" {
-		return h.fail(fmt.Errorf("binlog tail of %s: %w %s: --on-ddl %s does not carry %s: %q; the tail stopped safely before it (the target has every change before it): undo the change on the source, or abort and re-plan the operation",
+		return h.fail(fmt.Errorf("binlog tail of %s: %w %s: --on-ddl %s does not carry %s: %q; the tail stopped safely before it (the target has every change before it)",
 			s, ErrDDL, at, mode, why, shorten(query, 300)))
 	}
 	ct, err := h.t.canal.GetTable(s, t.Name)
