@@ -2,16 +2,20 @@ package cmd
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/internal/fault"
 	"github.com/shardctl/shardctl/lock"
 	"github.com/shardctl/shardctl/pipeline"
 	"github.com/shardctl/shardctl/plans"
@@ -49,9 +53,9 @@ func (a *app) ownedTables(ctx context.Context, s *shardmap.Store, id int) (*shar
 func (a *app) verifyCmd() *cobra.Command {
 	var shard, chunkRows, maxRows int
 	var against, schema, planRef string
-	var repair bool
+	var repair, resume bool
 	c := &cobra.Command{
-		Use:   "verify (--shard ID --against HOST:PORT [--schema NAME] | --plan PLAN) [--repair]",
+		Use:   "verify (--shard ID --against HOST:PORT [--schema NAME] | --plan PLAN) [--repair] [--resume]",
 		Short: "Chunked checksums of a shard's rows against a copy on another server; names and repairs the rows that differ",
 		Long: `verify compares, chunk by chunk, the rows shard ID owns (per the shard map;
 global tables whole) at its location with the same schema (or --schema) on
@@ -68,7 +72,11 @@ which side serves: the shard's location (--shard), or for --plan the source
 until cutover and the target after it. The copy's triggers do not fire on
 the repair's writes, foreign keys are not checked (rows arrive as the serving
 side has them), and it holds the shard's (or the plan's) operation lock, so
-it waits for no running operation: a plan that is running refuses it (exit 4).`,
+it waits for no running operation: a plan that is running refuses it (exit 4).
+
+A verify saves its progress after every chunk (a checkpoint file beside the
+plans); --resume continues an interrupted one from there instead of
+starting over. A verify that ran to its end removes its checkpoint.`,
 		Args: argsUsage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -145,12 +153,37 @@ it waits for no running operation: a plan that is running refuses it (exit 4).`,
 				v := &verify.Verifier{Source: sdb, Target: tdb, SourceSchema: src.Schema, TargetSchema: dst.Schema, ChunkRows: chunkRows,
 					Narrow: maxRows > 0, MaxRows: maxRows,
 					Progress: func(_ string, n int64) { p.Set(p.done+n, p.done+n, "") }}
+				// The checkpoint is named by what is compared, so another
+				// comparison never continues it.
+				key := fmt.Sprintf("%s/%s against %s/%s, shard %d, plan %q, chunk rows %d", src.Addr(), src.Schema, dst.Addr(), dst.Schema, shard, planRef, chunkRows)
+				sum := sha256.Sum256([]byte(key))
+				ckpt := filepath.Join(a.planDir(), "verify-"+hex.EncodeToString(sum[:6])+".checkpoint")
+				var out verifyReport
+				if resume {
+					from, ok, err := verify.LoadCheckpoint(ckpt, key)
+					if err != nil {
+						return withCode(ExitBadInput, err)
+					}
+					if ok {
+						v.From = from
+						out.Resumed = fmt.Sprintf("%d tables done, %s from key %s", len(from.Done), from.Table, strings.Join(from.After, ","))
+					}
+				}
+				v.Checkpoint = func(cp verify.Checkpoint) error {
+					cp.Key = key
+					if err := verify.SaveCheckpoint(ckpt, cp); err != nil {
+						return err
+					}
+					fault.Hit("verify:chunk") // tests: a verify killed part-way
+					return nil
+				}
 				res, err := v.All(ctx, ts)
 				p.Finish()
 				if err != nil {
 					return err
 				}
-				out := verifyReport{Result: res}
+				_ = os.Remove(ckpt) // the comparison ran to its end
+				out.Result = res
 				if repair && len(res.Mismatches) > 0 {
 					done, again, err := pipeline.Repair(ctx, v, ts, res)
 					if err != nil {
@@ -174,6 +207,7 @@ it waits for no running operation: a plan that is running refuses it (exit 4).`,
 	c.Flags().StringVar(&planRef, "plan", "", "verify a plan's source against its target")
 	c.Flags().IntVar(&chunkRows, "chunk-rows", 5000, "rows per chunk")
 	c.Flags().IntVar(&maxRows, "max-rows", 100, "differing rows listed per chunk (0: name chunks only)")
+	c.Flags().BoolVar(&resume, "resume", false, "continue an interrupted verify of the same comparison from its last checkpoint")
 	c.Flags().BoolVar(&repair, "repair", false, "make the copy match the serving side for the rows that differ, then verify again")
 	return c
 }
@@ -182,6 +216,7 @@ it waits for no running operation: a plan that is running refuses it (exit 4).`,
 // what was repaired and the comparison after it.
 type verifyReport struct {
 	verify.Result
+	Resumed  string           `json:"resumed,omitempty"` // where a --resume continued from
 	Repaired *verify.Repaired `json:"repaired,omitempty"`
 	After    *verify.Result   `json:"after_repair,omitempty"`
 }
@@ -198,7 +233,7 @@ func (r verifyReport) text(w io.Writer, src, dst plans.Endpoint) {
 	here, there := "source "+src.Addr()+"/"+src.Schema, "copy "+dst.Addr()+"/"+dst.Schema
 	result := func(res verify.Result) {
 		for _, m := range res.Mismatches {
-			fmt.Fprintf(w, "  DIFFERS: %s rows %s: %d rows here, %d there\n", m.Table, bounds(m.Lo, m.Hi), m.SourceRows, m.TargetRows)
+			fmt.Fprintf(w, "  DIFFERS: %s rows %s: %d rows here, %d there\n", m.Table, m.Bounds(), m.SourceRows, m.TargetRows)
 			for _, d := range m.Rows {
 				fmt.Fprintf(w, "    %s\n", d.Describe(m.KeyColumns, "source", "copy"))
 			}
@@ -209,6 +244,9 @@ func (r verifyReport) text(w io.Writer, src, dst plans.Endpoint) {
 		if len(res.Mismatches) == 0 {
 			fmt.Fprintln(w, "  OK: every chunk matches")
 		}
+	}
+	if r.Resumed != "" {
+		fmt.Fprintf(w, "resumed from the checkpoint (%s)\n", r.Resumed)
 	}
 	fmt.Fprintf(w, "verified %s against %s: %d tables, %d chunks, %d rows\n", here, there, r.Tables, r.Chunks, r.Rows)
 	result(r.Result)
@@ -350,16 +388,4 @@ table and changes nothing.`,
 	c.Flags().IntVar(&sleepMS, "sleep-ms", 0, "pause between chunks")
 	c.Flags().IntVar(&maxThreads, "max-threads-running", 0, "pause while the server's Threads_running is above this (0: off)")
 	return c
-}
-
-// bounds renders a chunk's primary-key range (lo, hi] for people.
-func bounds(lo, hi []string) string {
-	l, h := "start", "end"
-	if lo != nil {
-		l = strings.Join(lo, ",")
-	}
-	if hi != nil {
-		h = strings.Join(hi, ",")
-	}
-	return "(" + l + " .. " + h + "]"
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -101,7 +102,31 @@ func TestVerifyNamesAndRepairsRows(t *testing.T) {
 	if rows := rowsNamed(got.Mismatches); !reflect.DeepEqual(rows, want) {
 		t.Fatalf("rows named:\n got %q\nwant %q", rows, want)
 	}
+	// Killed after its first chunk, a verify continues with --resume and
+	// names the same rows; a verify that ran to its end leaves no checkpoint.
+	if k := c.run([]string{"SHARDCTL_FAULT=verify:chunk"}, "verify", "--shard", "1", "--against", old, "--chunk-rows", "100"); !k.killed {
+		t.Fatalf("the verify was not killed at its first checkpoint: exit %d\n%s", k.code, k.stderr)
+	}
+	if ck, _ := filepath.Glob(filepath.Join(c.planDir, "verify-*.checkpoint")); len(ck) != 1 {
+		t.Fatalf("checkpoints after the kill: %q", ck)
+	}
+	r = c.run(nil, "verify", "--shard", "1", "--against", old, "--chunk-rows", "100", "--resume", "-o", "json")
+	var resumed struct {
+		verifyJSON
+		Resumed string
+		Chunks  int
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &resumed); r.code != 5 || err != nil || resumed.Resumed == "" {
+		t.Fatalf("verify --resume: exit %d (%v)\n%s\n%s", r.code, err, r.stdout, r.stderr)
+	}
+	if rows := rowsNamed(resumed.Mismatches); !reflect.DeepEqual(rows, want) {
+		t.Fatalf("rows named after --resume:\n got %q\nwant %q", rows, want)
+	}
+	if ck, _ := filepath.Glob(filepath.Join(c.planDir, "verify-*.checkpoint")); len(ck) != 0 {
+		t.Fatalf("checkpoints left after a verify ran to its end: %q", ck)
+	}
 	text := c.run(nil, "verify", "--shard", "1", "--against", old, "--chunk-rows", "100")
+	t.Logf("verify:\n%s", text.stdout)
 	for _, line := range []string{fmt.Sprintf("emp_no=%d differs in last_name, hire_date", changed), fmt.Sprintf("emp_no=%d only on the source", gone)} {
 		if !strings.Contains(text.stdout, line) {
 			t.Fatalf("text report lacks %q:\n%s", line, text.stdout)
@@ -130,6 +155,7 @@ func TestVerifyNamesAndRepairsRows(t *testing.T) {
 		t.Fatalf("the copy's trigger was not put back as it was: %q %v", body, err)
 	}
 	r = c.mustRun("verify", "--shard", "1", "--against", old, "--chunk-rows", "100")
+	t.Logf("verify after the repair:\n%s", r.stdout)
 	if !strings.Contains(r.stdout, "OK: every chunk matches") {
 		t.Fatalf("after repair: %s", r.stdout)
 	}

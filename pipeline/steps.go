@@ -334,7 +334,7 @@ func (r *runner) verify(ctx context.Context) error {
 				fmt.Fprintf(&b, "; and %d more", len(res.Mismatches)-5)
 				break
 			}
-			fmt.Fprintf(&b, "; %s rows (%s]..(%s]: source %d rows, target %d rows", c.Table, strings.Join(c.Lo, ","), strings.Join(c.Hi, ","), c.SourceRows, c.TargetRows)
+			fmt.Fprintf(&b, "; %s rows %s: source %d rows, target %d rows", c.Table, c.Bounds(), c.SourceRows, c.TargetRows)
 			if len(c.Rows) > 0 || c.MoreRows > 0 {
 				fmt.Fprintf(&b, " (%s)", c.RowsText(5))
 			}

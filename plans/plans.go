@@ -399,13 +399,23 @@ func Save(path string, p *Plan) error {
 	if err != nil {
 		return err
 	}
+	if err := WriteAtomic(path, b); err != nil {
+		return fmt.Errorf("save plan: %w", err)
+	}
+	return nil
+}
+
+// WriteAtomic writes b to path (mode 0600) so that a crash leaves either
+// the old file or the new one: a temporary file, fsync, rename, fsync of the
+// directory.
+func WriteAtomic(path string, b []byte) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("plan dir %s: %w", dir, err)
+		return fmt.Errorf("directory %s: %w", dir, err)
 	}
 	f, err := os.CreateTemp(dir, ".plan-*.tmp")
 	if err != nil {
-		return fmt.Errorf("save plan: %w", err)
+		return err
 	}
 	tmp := f.Name()
 	defer os.Remove(tmp) // no-op after a successful rename
@@ -415,17 +425,17 @@ func Save(path string, p *Plan) error {
 	}
 	if _, err := f.Write(b); err != nil {
 		f.Close()
-		return fmt.Errorf("save plan: %w", err)
+		return err
 	}
 	if err := f.Sync(); err != nil {
 		f.Close()
-		return fmt.Errorf("save plan: %w", err)
+		return err
 	}
 	if err := f.Close(); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("save plan: %w", err)
+		return err
 	}
 	if d, err := os.Open(dir); err == nil {
 		_ = d.Sync()

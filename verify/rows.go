@@ -230,3 +230,15 @@ func (c Chunk) RowsText(n int) string {
 	}
 	return strings.Join(parts, "; ")
 }
+
+// Bounds renders the chunk's primary-key range (lo, hi] for people.
+func (c Chunk) Bounds() string {
+	l, h := "start", "end"
+	if c.Lo != nil {
+		l = strings.Join(c.Lo, ",")
+	}
+	if c.Hi != nil {
+		h = strings.Join(c.Hi, ",")
+	}
+	return "(" + l + " .. " + h + "]"
+}
