@@ -134,8 +134,11 @@ func blockerSource(ctx context.Context, db *sql.DB) (string, error) {
 
 // reportBlockers lists what held the fenced tables for an attempt's record;
 // a failure to list is logged, not fatal: the attempt's own result stands.
+// Only sessions older than most of the budget are listed: one that began
+// while the attempt waited cannot have held it up (in the processlist
+// fallback, those are writers queued behind the fence's own lock request).
 func (r *runner) reportBlockers(ctx context.Context, db *sql.DB, schema string, tables []string) []plans.Blocker {
-	bs, err := findBlockers(ctx, db, schema, tables, 0)
+	bs, err := findBlockers(ctx, db, schema, tables, r.p.Options.MaxBlackoutMS.D()*9/10)
 	if err != nil {
 		r.env.Log.Warn("naming the blocking sessions", "err", err)
 		return nil
