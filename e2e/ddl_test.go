@@ -13,16 +13,16 @@ import (
 	"github.com/shardctl/shardctl/plans"
 )
 
-// startHeldMove starts a move with --on-ddl apply that holds before its
+// startHeldMove starts a move with --on-ddl MODE that holds before its
 // cutover (postpone file) and returns once its verify step is done, so the
 // binlog tail is running; the returned channel gets its exit code.
-func startHeldMove(t *testing.T, c *cluster) (postpone string, done chan int, pid int) {
+func startHeldMove(t *testing.T, c *cluster, mode string) (postpone string, done chan int, pid int) {
 	t.Helper()
 	postpone = filepath.Join(c.dir, "postpone")
 	if err := os.WriteFile(postpone, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	move := c.command(nil, "move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "--on-ddl", "apply", "--postpone-cutover-file", postpone)
+	move := c.command(nil, "move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "--on-ddl", mode, "--postpone-cutover-file", postpone)
 	var errb strings.Builder
 	move.Stderr = &errb
 	if err := move.Start(); err != nil {
@@ -49,7 +49,7 @@ func startHeldMove(t *testing.T, c *cluster) (postpone string, done chan int, pi
 func TestDDLDuringMoveIsCarried(t *testing.T) {
 	c := newCluster(t, "e2e_ddl", []int{2}, []int{300})
 	lp := c.startLoad(100, c.keys("moving", 1, 300))
-	postpone, done, pid := startHeldMove(t, c)
+	postpone, done, pid := startHeldMove(t, c, "apply")
 	s := c.shards[0].Schema
 	src := c.db(2)
 	key := c.shards[0].Lower + 10 // below the load's keys
@@ -118,7 +118,7 @@ func TestDDLDuringMoveIsCarried(t *testing.T) {
 func TestDDLThatCannotBeCarriedStops(t *testing.T) {
 	c := newCluster(t, "e2e_ddlrefuse", []int{2}, []int{300})
 	lp := c.startLoad(100, c.keys("moving", 1, 300))
-	_, done, _ := startHeldMove(t, c)
+	_, done, _ := startHeldMove(t, c, "apply")
 	s := c.shards[0].Schema
 	q := "RENAME TABLE " + dbutil.Table(s, "titles") + " TO " + dbutil.Table(s, "titles_old")
 	if _, err := c.db(2).Exec(q); err != nil {
@@ -143,4 +143,47 @@ func TestDDLThatCannotBeCarriedStops(t *testing.T) {
 	lp.stop(t)
 	c.mustRun("plan", "abort", p.ID)
 	c.checkLedger(lp)
+}
+
+// --on-ddl ignore: the operator changes the target; the tail records the
+// source's statement without running it and goes on with the new columns.
+func TestDDLIgnoredWhenTheOperatorChangesTheTarget(t *testing.T) {
+	c := newCluster(t, "e2e_ddlignore", []int{2}, []int{300})
+	lp := c.startLoad(100, c.keys("moving", 1, 300))
+	postpone, done, _ := startHeldMove(t, c, "ignore")
+	s := c.shards[0].Schema
+	add := "ALTER TABLE " + dbutil.Table(s, "employees") + " ADD COLUMN nickname VARCHAR(20) NULL"
+	for _, db := range []int{3, 2} { // the target first, as the operator does
+		if _, err := c.db(db).Exec(add); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := c.shards[0].Lower + 10
+	if _, err := c.db(2).Exec(fmt.Sprintf("UPDATE %s SET nickname = 'Kept' WHERE emp_no = %d", dbutil.Table(s, "employees"), key)); err != nil {
+		t.Fatal(err)
+	}
+	file := planFiles(t, c.planDir)[0]
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		if p, err := plans.Load(file); err == nil && len(p.DDL) == 1 {
+			if p.DDL[0].Mode != "ignore" || p.DDL[0].Ran != "" {
+				t.Fatalf("recorded: %+v", p.DDL[0])
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the plan did not record the change:\n%s", readAll(t, file))
+		}
+	}
+	if err := os.Remove(postpone); err != nil {
+		t.Fatal(err)
+	}
+	if code := <-done; code != 0 {
+		t.Fatalf("move with --on-ddl ignore: exit %d", code)
+	}
+	lp.stop(t)
+	c.checkLedger(lp)
+	var nick string
+	if err := c.db(3).QueryRow(fmt.Sprintf("SELECT nickname FROM %s WHERE emp_no = %d", dbutil.Table(s, "employees"), key)).Scan(&nick); err != nil || nick != "Kept" {
+		t.Fatalf("the row written after the change: %q %v", nick, err)
+	}
 }
