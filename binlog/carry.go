@@ -10,6 +10,7 @@ import (
 	"github.com/pingcap/tidb/pkg/parser/ast"
 
 	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/internal/fault"
 	"github.com/shardctl/shardctl/tables"
 )
 
@@ -178,22 +179,34 @@ func (t *Tailer) execDDL(d *CarriedDDL) error {
 }
 
 // carried runs (apply) or skips (ignore) a schema change at its place in
-// the stream, after everything before it is committed and checkpointed, and
-// reports it; the boundary after it is checkpointed at once.
+// the stream. Everything before it is committed and checkpointed first, and
+// it is reported (the caller records the table's new columns) before it
+// runs, so a crash at any point resumes at the statement with the new
+// columns on record: the statement runs again, or meets what it did
+// (alreadyThere). The boundary after it is checkpointed at once.
 func (t *Tailer) carried(d *CarriedDDL) error {
 	if err := t.checkpoint(t.Applied()); err != nil {
 		return err
 	}
+	report := func() error {
+		if t.cfg.OnCarried == nil {
+			return nil
+		}
+		return t.cfg.OnCarried(context.WithoutCancel(t.ctx), *d)
+	}
+	if err := report(); err != nil {
+		return err
+	}
+	fault.Hit("ddl:recorded") // tests: a crash between the record and the statement
 	if d.Mode == DDLApply {
 		if err := t.execDDL(d); err != nil {
 			return fmt.Errorf("binlog tail of %s: run the schema change %q on %s: %w", t.cfg.Schema, shorten(d.Ran, 300), t.cfg.TargetSchema, err)
 		}
+		fault.Hit("ddl:ran") // tests: a crash between the statement and the checkpoint after it
 	}
 	t.log.Info("schema change carried", "table", d.Table, "mode", d.Mode, "statement", shorten(d.Statement, 300), "note", d.Note)
-	if t.cfg.OnCarried != nil {
-		if err := t.cfg.OnCarried(context.WithoutCancel(t.ctx), *d); err != nil {
-			return err
-		}
+	if d.Note != "" {
+		return report()
 	}
 	return nil
 }

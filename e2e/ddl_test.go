@@ -16,13 +16,13 @@ import (
 // startHeldMove starts a move with --on-ddl MODE that holds before its
 // cutover (postpone file) and returns once its verify step is done, so the
 // binlog tail is running; the returned channel gets its exit code.
-func startHeldMove(t *testing.T, c *cluster, mode string) (postpone string, done chan int, pid int) {
+func startHeldMove(t *testing.T, c *cluster, mode string, env ...string) (postpone string, done chan int, pid int) {
 	t.Helper()
 	postpone = filepath.Join(c.dir, "postpone")
 	if err := os.WriteFile(postpone, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	move := c.command(nil, "move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "--on-ddl", mode, "--postpone-cutover-file", postpone)
+	move := c.command(env, "move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "--on-ddl", mode, "--postpone-cutover-file", postpone)
 	var errb strings.Builder
 	move.Stderr = &errb
 	if err := move.Start(); err != nil {
@@ -185,5 +185,50 @@ func TestDDLIgnoredWhenTheOperatorChangesTheTarget(t *testing.T) {
 	var nick string
 	if err := c.db(3).QueryRow(fmt.Sprintf("SELECT nickname FROM %s WHERE emp_no = %d", dbutil.Table(s, "employees"), key)).Scan(&nick); err != nil || nick != "Kept" {
 		t.Fatalf("the row written after the change: %q %v", nick, err)
+	}
+}
+
+// A crash right after the change is recorded, or right after it ran on the
+// target, resumes at the statement: it runs (or meets what it did), and the
+// move finishes with the target in the new shape.
+func TestDDLCarriedAcrossACrashAtTheStatement(t *testing.T) {
+	for _, point := range []string{"ddl:recorded", "ddl:ran"} {
+		t.Run(point, func(t *testing.T) {
+			c := newCluster(t, "e2e_ddlcrash", []int{2}, []int{300})
+			lp := c.startLoad(100, c.keys("moving", 1, 300))
+			postpone, done, _ := startHeldMove(t, c, "apply", "SHARDCTL_FAULT="+point)
+			s := c.shards[0].Schema
+			if _, err := c.db(2).Exec("ALTER TABLE " + dbutil.Table(s, "employees") + " ADD COLUMN nickname VARCHAR(20) NULL DEFAULT 'none'"); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case code := <-done:
+				if code != -1 {
+					t.Fatalf("the move was not killed at %s: exit %d", point, code)
+				}
+			case <-time.After(time.Minute):
+				t.Fatalf("the move did not reach %s within a minute", point)
+			}
+			if err := os.Remove(postpone); err != nil {
+				t.Fatal(err)
+			}
+			p, err := plans.Load(planFiles(t, c.planDir)[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.mustRun("plan", "resume", p.ID)
+			lp.stop(t)
+			c.checkLedger(lp)
+			if p, err = plans.Load(planFiles(t, c.planDir)[0]); err != nil {
+				t.Fatal(err)
+			}
+			if len(p.DDL) != 1 || (point == "ddl:ran") != strings.Contains(p.DDL[0].Note, "had it already") {
+				t.Fatalf("carried changes on record: %+v", p.DDL)
+			}
+			var n int
+			if err := c.db(3).QueryRow("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'employees' AND COLUMN_NAME = 'nickname'", s).Scan(&n); err != nil || n != 1 {
+				t.Fatalf("nickname on the target: %d %v", n, err)
+			}
+		})
 	}
 }

@@ -8,15 +8,21 @@ import (
 	"github.com/shardctl/shardctl/plans"
 )
 
-// carriedDDL records a schema change the tail carried (--on-ddl apply or
+// carriedDDL records a schema change the tail carries (--on-ddl apply or
 // ignore) and gives the copied table its new columns, so verify and a
 // resumed tail work with the table's new shape. A change met again after a
-// crash (the tail replays from the boundary before it) is recorded once.
+// crash (the tail replays from the boundary before it) is recorded once; a
+// note (the target had it already) is added to its record.
 func (r *runner) carriedDDL(_ context.Context, d binlog.CarriedDDL) error {
 	r.mu.Lock()
 	seen := false
-	for _, old := range r.p.DDL {
-		seen = seen || old.Position == plans.Position(d.At) && old.Statement == d.Statement
+	for i, old := range r.p.DDL {
+		if old.Position == plans.Position(d.At) && old.Statement == d.Statement {
+			seen = true
+			if d.Note != "" {
+				r.p.DDL[i].Note = d.Note
+			}
+		}
 	}
 	if !seen {
 		r.p.DDL = append(r.p.DDL, plans.DDL{At: time.Now().UTC(), Position: plans.Position(d.At), Table: d.Table,
