@@ -19,7 +19,7 @@ import (
 func TestCutoverNamesAndKillsLockBlockers(t *testing.T) {
 	c := newCluster(t, "e2e_blockers", []int{2}, []int{300})
 	lp := c.startLoad(50, c.keys("moving", 1, 300))
-	app, err := dbutil.Open(ctx, c.env.Addr(2), dbutil.Creds{User: sandbox.AppUser, Password: sandbox.AppPassword}, "")
+	app, err := dbutil.Open(ctx, c.env.Addr(2), dbutil.Creds{User: sandbox.AppUser, Password: sandbox.AppPassword}, c.shards[0].Schema) // an application works in its shard's schema
 	if err != nil {
 		t.Fatal(err)
 	}

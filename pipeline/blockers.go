@@ -27,30 +27,31 @@ import (
 // holding) a lock on a fenced table.
 type blocker struct {
 	plans.Blocker
-	writes bool // it modified rows or holds row locks (the fallback kills only these)
+	writes bool   // it modified rows or holds row locks
+	db     string // the session's default schema
 }
 
 // blockerQueries are the sources, most exact first; each selects id,
 // user@host, age in milliseconds (of its transaction, else of its statement),
-// statement, table, lock type and whether it writes, for the schema and the
+// statement, table, lock type, whether it writes and its default schema, for the schema and the
 // tables given as its arguments.
 const (
 	fromMetadataLocks = `SELECT t.PROCESSLIST_ID, CONCAT(COALESCE(t.PROCESSLIST_USER, ''), '@', COALESCE(t.PROCESSLIST_HOST, '')),
 		COALESCE(TIMESTAMPDIFF(MICROSECOND, x.trx_started, NOW(6)) DIV 1000, t.PROCESSLIST_TIME * 1000, 0), COALESCE(t.PROCESSLIST_INFO, ''),
-		m.OBJECT_NAME, m.LOCK_TYPE, COALESCE(x.trx_rows_modified > 0 OR x.trx_lock_structs > 0, 0)
+		m.OBJECT_NAME, m.LOCK_TYPE, COALESCE(x.trx_rows_modified > 0 OR x.trx_lock_structs > 0, 0), COALESCE(t.PROCESSLIST_DB, '')
 		FROM performance_schema.metadata_locks m
 		JOIN performance_schema.threads t ON t.THREAD_ID = m.OWNER_THREAD_ID
 		LEFT JOIN information_schema.INNODB_TRX x ON x.trx_mysql_thread_id = t.PROCESSLIST_ID
 		WHERE m.OBJECT_TYPE = 'TABLE' AND m.LOCK_STATUS = 'GRANTED' AND t.PROCESSLIST_ID IS NOT NULL
 		AND t.PROCESSLIST_ID <> CONNECTION_ID() AND m.OBJECT_SCHEMA = ? AND m.OBJECT_NAME IN `
 	fromLockInfo = `SELECT p.ID, CONCAT(p.USER, '@', p.HOST), COALESCE(TIMESTAMPDIFF(MICROSECOND, x.trx_started, NOW(6)) DIV 1000, p.TIME * 1000, 0),
-		COALESCE(p.INFO, ''), m.TABLE_NAME, m.LOCK_MODE, COALESCE(x.trx_rows_modified > 0 OR x.trx_lock_structs > 0, 0)
+		COALESCE(p.INFO, ''), m.TABLE_NAME, m.LOCK_MODE, COALESCE(x.trx_rows_modified > 0 OR x.trx_lock_structs > 0, 0), COALESCE(p.DB, '')
 		FROM information_schema.METADATA_LOCK_INFO m
 		JOIN information_schema.PROCESSLIST p ON p.ID = m.THREAD_ID
 		LEFT JOIN information_schema.INNODB_TRX x ON x.trx_mysql_thread_id = p.ID
 		WHERE p.ID <> CONNECTION_ID() AND m.TABLE_SCHEMA = ? AND m.TABLE_NAME IN `
 	fromOpenTransactions = `SELECT p.ID, CONCAT(p.USER, '@', p.HOST), TIMESTAMPDIFF(MICROSECOND, x.trx_started, NOW(6)) DIV 1000,
-		COALESCE(p.INFO, ''), '', '', x.trx_rows_modified > 0 OR x.trx_lock_structs > 0
+		COALESCE(p.INFO, ''), '', '', x.trx_rows_modified > 0 OR x.trx_lock_structs > 0, COALESCE(p.DB, '')
 		FROM information_schema.INNODB_TRX x
 		JOIN information_schema.PROCESSLIST p ON p.ID = x.trx_mysql_thread_id
 		WHERE p.ID <> CONNECTION_ID() ORDER BY x.trx_started`
@@ -91,7 +92,7 @@ func findBlockers(ctx context.Context, db *sql.DB, schema string, tables []strin
 	at := map[int64]int{}
 	var b blocker
 	var writes int64
-	err = dbutil.ScanEach(ctx, db, q, args, []any{&b.ID, &b.User, &b.AgeMS, &b.Statement, &b.Table, &b.Lock, &writes}, func() error {
+	err = dbutil.ScanEach(ctx, db, q, args, []any{&b.ID, &b.User, &b.AgeMS, &b.Statement, &b.Table, &b.Lock, &writes, &b.db}, func() error {
 		if time.Duration(b.AgeMS)*time.Millisecond < minAge {
 			return nil
 		}
@@ -153,8 +154,10 @@ func (r *runner) reportBlockers(ctx context.Context, db *sql.DB, schema string, 
 // killBlockers ends the sessions that have held a lock on a fenced table
 // for at least age (--kill-blockers), before an attempt, and returns them
 // as killed (or why not). Where the server cannot say which tables a
-// session holds (the processlist fallback), only transactions that wrote
-// or hold row locks are ended: a reader's snapshot is left alone.
+// session holds (the processlist fallback), only transactions that wrote or
+// hold row locks from a session whose default schema is the fenced one are
+// ended: never a reader, never a session working in another schema (another
+// shard on the same server).
 func killBlockers(ctx context.Context, db *sql.DB, schema string, tables []string, age time.Duration) ([]plans.Blocker, error) {
 	bs, err := findBlockers(ctx, db, schema, tables, age)
 	if err != nil {
@@ -162,7 +165,7 @@ func killBlockers(ctx context.Context, db *sql.DB, schema string, tables []strin
 	}
 	var out []plans.Blocker
 	for _, b := range bs {
-		if b.Source == srcOpenTrx && !b.writes {
+		if b.Source == srcOpenTrx && (!b.writes || b.db != schema) {
 			continue
 		}
 		// The id is the server's own number, not input: KILL takes no placeholder.
