@@ -104,6 +104,15 @@ starting over. A verify that ran to its end removes its checkpoint.`,
 					if pipeline.Serving(p) == plans.SideTarget {
 						src, dst = dst, src
 					}
+					if repair {
+						m, err := s.Load(ctx)
+						if err != nil {
+							return err
+						}
+						if err := pipeline.CheckServing(m, src); err != nil {
+							return withCode(ExitBadInput, err)
+						}
+					}
 					locks, holder = p.Locks, p.ID+" (verify --repair)"
 				case shard > 0 && against != "":
 					addr, err := dbutil.ParseAddr(against)

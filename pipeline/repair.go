@@ -26,6 +26,18 @@ func Serving(p *plans.Plan) string {
 	return plans.SideSource
 }
 
+// CheckServing refuses (ErrRefused) a repair from `serving` (the side a
+// plan says serves) unless the shard map locates that side's shard there:
+// the map, not the plan file, decides which copy is the source.
+func CheckServing(m *shardmap.Map, serving plans.Endpoint) error {
+	l, err := m.Location(serving.ShardID)
+	if err != nil || !sameEndpoint(l, serving) {
+		return fmt.Errorf("%w: the shard map does not locate shard %d at %s/%s, the side the plan says serves: --repair needs the map and the plan to agree on which copy is the source (see 'shardctl shardmap show')",
+			ErrRefused, serving.ShardID, serving.Addr(), serving.Schema)
+	}
+	return nil
+}
+
 // CheckRepairable refuses (ErrLive) to repair `at` when the shard map
 // locates a shard there: a shard's schema is served, never overwritten from
 // another copy.
