@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -313,6 +314,7 @@ func (r *runner) noteAttempt(idx int) {
 	r.mu.Lock()
 	a := r.p.Attempts[idx]
 	a.Phases = nil // the observer gets a copy; the map stays the runner's
+	a.Blockers = slices.Clone(a.Blockers)
 	r.mu.Unlock()
 	ao.Attempt(idx+1, a)
 }
