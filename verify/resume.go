@@ -9,7 +9,7 @@ import (
 	"github.com/shardctl/shardctl/plans"
 )
 
-// Checkpoint is how far a verification got, saved after every chunk so a
+// Checkpoint is how far a verification got, saved as chunks finish so a
 // long one interrupted (Ctrl-C, a crash, a lost connection) continues with
 // --resume instead of starting over. Key names what was compared; a
 // checkpoint of another comparison is never continued.
