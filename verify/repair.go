@@ -63,7 +63,7 @@ func (v *Verifier) Repair(ctx context.Context, t tables.Table, cs []Chunk) (Repa
 			cols = append(cols, c)
 		}
 	}
-	rw := &rowWriter{v: v, sc: sc, w: w, cols: cols, ins: upsertSQL(dbutil.Table(v.TargetSchema, t.Name), cols, sc.key)}
+	rw := &rowWriter{v: v, sc: sc, w: w, cols: cols, ins: replaceSQL(dbutil.Table(v.TargetSchema, t.Name), cols)}
 	for _, c := range cs {
 		err := v.narrow(ctx, sc, c, func(ds []RowDiff) error { return rw.fix(ctx, ds, &done) })
 		if err != nil {
@@ -73,28 +73,15 @@ func (v *Verifier) Repair(ctx context.Context, t tables.Table, cs []Chunk) (Repa
 	return done, nil
 }
 
-// upsertSQL writes one row, replacing the values of a row with its key.
-func upsertSQL(table string, cols []chunk.Column, key chunk.Key) string {
-	inKey := map[string]bool{}
-	for _, n := range key.Names() {
-		inKey[n] = true
-	}
+// replaceSQL writes one row as the binlog apply does: REPLACE, so a row
+// of the target that holds one of its unique values under another key goes
+// (that row differs too, and is repaired from the source in its turn).
+func replaceSQL(table string, cols []chunk.Column) string {
 	names := make([]string, len(cols))
-	ph := make([]string, len(cols))
-	var upd []string
 	for i, c := range cols {
-		names[i], ph[i] = c.Name, "?"
-		if !inKey[c.Name] {
-			q := dbutil.QuoteIdent(c.Name)
-			upd = append(upd, q+" = VALUES("+q+")")
-		}
+		names[i] = c.Name
 	}
-	if len(upd) == 0 { // every column is in the key: the row either is there or is not
-		q := dbutil.QuoteIdent(names[0])
-		upd = []string{q + " = " + q}
-	}
-	return "INSERT INTO " + table + " (" + dbutil.QuoteIdents(names) + ") VALUES (" + strings.Join(ph, ", ") +
-		") ON DUPLICATE KEY UPDATE " + strings.Join(upd, ", ")
+	return "REPLACE INTO " + table + " (" + dbutil.QuoteIdents(names) + ") VALUES (" + dbutil.Placeholders(len(cols)) + ")"
 }
 
 // rowWriter carries the source's rows over to the target by key.
