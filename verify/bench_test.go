@@ -15,15 +15,7 @@ import (
 // VerifySysbench1M -benchtime 1x (SHARDCTL_BENCH_ROWS changes the size).
 func BenchmarkVerifySysbench1M(b *testing.B) {
 	t := b
-	rows := 1000000
-	if n, err := strconv.Atoi(os.Getenv("SHARDCTL_BENCH_ROWS")); err == nil && n > 0 {
-		rows = n
-	}
-	p := newPair(t,
-		"CREATE TABLE sbtest1 (id INT NOT NULL, k INT NOT NULL DEFAULT 0, c CHAR(120) NOT NULL DEFAULT '', pad CHAR(60) NOT NULL DEFAULT '', PRIMARY KEY (id), KEY k_1 (k)) ENGINE=InnoDB",
-		"INSERT INTO sbtest1 SELECT seq, FLOOR(RAND(seq) * "+strconv.Itoa(rows)+"), SUBSTRING(REPEAT(CONCAT(LPAD(seq * 7919 % 99999999999, 11, '0'), '-'), 10), 1, 119),"+
-			" SUBSTRING(REPEAT(CONCAT(LPAD(seq * 104729 % 99999999999, 11, '0'), '-'), 5), 1, 59) FROM seq_1_to_"+strconv.Itoa(rows),
-	)
+	rows, p := sysbenchPair(b, 1000000)
 	run(t, p.dst, "UPDATE "+dbutil.Table(p.tname, "sbtest1")+" SET pad = 'x' WHERE id = ?", rows/2)
 	v := p.verifier(0)
 	start := time.Now()
@@ -46,15 +38,7 @@ func BenchmarkVerifySysbench1M(b *testing.B) {
 // -bench NarrowAndRepair -benchtime 1x.
 func BenchmarkNarrowAndRepair(b *testing.B) {
 	t := b
-	rows := 200000
-	if n, err := strconv.Atoi(os.Getenv("SHARDCTL_BENCH_ROWS")); err == nil && n > 0 {
-		rows = n
-	}
-	p := newPair(t,
-		"CREATE TABLE sbtest1 (id INT NOT NULL, k INT NOT NULL DEFAULT 0, c CHAR(120) NOT NULL DEFAULT '', pad CHAR(60) NOT NULL DEFAULT '', PRIMARY KEY (id), KEY k_1 (k)) ENGINE=InnoDB",
-		"INSERT INTO sbtest1 SELECT seq, FLOOR(RAND(seq) * "+strconv.Itoa(rows)+"), SUBSTRING(REPEAT(CONCAT(LPAD(seq * 7919 % 99999999999, 11, '0'), '-'), 10), 1, 119),"+
-			" SUBSTRING(REPEAT(CONCAT(LPAD(seq * 104729 % 99999999999, 11, '0'), '-'), 5), 1, 59) FROM seq_1_to_"+strconv.Itoa(rows),
-	)
+	rows, p := sysbenchPair(b, 200000)
 	run(t, p.dst, "UPDATE "+dbutil.Table(p.tname, "sbtest1")+" SET pad = 'x' WHERE id % 200 = 0")
 	ctx := context.Background()
 	tb := p.table(t, "sbtest1")
@@ -80,4 +64,18 @@ func BenchmarkNarrowAndRepair(b *testing.B) {
 	if again := timed("after the repair", true); len(again.Mismatches) != 0 {
 		t.Fatalf("after the repair: %+v", again.Mismatches)
 	}
+}
+
+// sysbenchPair is a sysbench-like table of SHARDCTL_BENCH_ROWS rows (else
+// rows) on servers 1 and 2.
+func sysbenchPair(b *testing.B, rows int) (int, pair) {
+	if n, err := strconv.Atoi(os.Getenv("SHARDCTL_BENCH_ROWS")); err == nil && n > 0 {
+		rows = n
+	}
+	p := newPair(b,
+		"CREATE TABLE sbtest1 (id INT NOT NULL, k INT NOT NULL DEFAULT 0, c CHAR(120) NOT NULL DEFAULT '', pad CHAR(60) NOT NULL DEFAULT '', PRIMARY KEY (id), KEY k_1 (k)) ENGINE=InnoDB",
+		"INSERT INTO sbtest1 SELECT seq, FLOOR(RAND(seq) * "+strconv.Itoa(rows)+"), SUBSTRING(REPEAT(CONCAT(LPAD(seq * 7919 % 99999999999, 11, '0'), '-'), 10), 1, 119),"+
+			" SUBSTRING(REPEAT(CONCAT(LPAD(seq * 104729 % 99999999999, 11, '0'), '-'), 5), 1, 59) FROM seq_1_to_"+strconv.Itoa(rows),
+	)
+	return rows, p
 }
