@@ -43,7 +43,8 @@ type opFlags struct {
 	planOut                                 string
 	opts                                    plans.Options
 	maxBlackout, backoff, maxLag, chunkTime time.Duration
-	reverseWindow                           time.Duration
+	reverseWindow, killBlockers             time.Duration
+	onDDL                                   string
 }
 
 func (f *opFlags) register(c *cobra.Command) {
@@ -68,6 +69,8 @@ func (f *opFlags) register(c *cobra.Command) {
 	fl.DurationVar(&f.chunkTime, "chunk-time", 0, "copy: shrink chunks whose read takes longer than this (0: fixed --chunk-rows)")
 	fl.StringVar(&f.opts.PostponeFile, "postpone-cutover-file", "", "hold the cutover while this file exists (create it before starting; delete it to cut over)")
 	fl.DurationVar(&f.reverseWindow, "reverse-window", 0, "after cutover keep the source copy fenced and in sync this long, so 'plan revert' can switch back (0: no window, the source is cleaned up at once)")
+	fl.StringVar(&f.onDDL, "on-ddl", "stop", "a schema change of a copied table on the source while the binlog tail runs: stop (the tail stops before it), apply (run it on the target at the same point and go on), ignore (record it and go on)")
+	fl.DurationVar(&f.killBlockers, "kill-blockers", 0, "before each cutover attempt after the first, kill the sessions that have held a lock on a fenced table longer than this (0: never; the attempt record names them either way)")
 	fl.StringVar(&f.opts.ControlFile, "control-file", "", "re-read every 2 s while running: 'max-rate = N', 'max-threads-running = N', 'pause = true'")
 }
 
@@ -79,6 +82,11 @@ func (f *opFlags) options() plans.Options {
 	o.MaxLagMS = plans.MillisOf(f.maxLag)
 	o.ChunkTimeMS = plans.MillisOf(f.chunkTime)
 	o.ReverseWindowS = int64(f.reverseWindow.Seconds())
+	o.KillBlockersMS = plans.MillisOf(f.killBlockers)
+	o.OnDDL = f.onDDL
+	if o.OnDDL == "stop" {
+		o.OnDDL = "" // the default, as plans made before the flag have it
+	}
 	return o
 }
 

@@ -42,10 +42,16 @@ func (f *opFlags) validate(c *cobra.Command) error {
 		durIn("cutover-backoff", f.backoff, 0, time.Hour),
 		durIn("max-lag", f.maxLag, 0, 24*time.Hour),
 		durIn("chunk-time", f.chunkTime, 0, time.Hour),
+		durIn("kill-blockers", f.killBlockers, 0, 24*time.Hour),
 	} {
 		if err != nil {
 			return err
 		}
+	}
+	switch f.onDDL {
+	case "stop", "apply", "ignore":
+	default:
+		return badInput("--on-ddl %q: give stop, apply or ignore", f.onDDL)
 	}
 	if o.MaxRate < 0 {
 		return badInput("--max-rate %d: allowed 0 (no limit) or more rows per second", o.MaxRate)
@@ -142,7 +148,7 @@ func noPasswordInDSN(raw string) error {
 
 // settings are the flags 'plan apply' and 'plan resume' take to change a
 // plan's budget and throttles without editing the file.
-var settings = []string{"chunk-rows", "prune-chunk-rows", "parallel", "max-rate", "prune-sleep-ms", "max-blackout", "cutover-attempts", "cutover-backoff", "max-threads-running", "max-lag", "replica"}
+var settings = []string{"chunk-rows", "prune-chunk-rows", "parallel", "max-rate", "prune-sleep-ms", "max-blackout", "cutover-attempts", "cutover-backoff", "max-threads-running", "max-lag", "replica", "kill-blockers", "on-ddl"}
 
 // registerSettings registers the settings flags (with the defaults of a new plan).
 func (f *opFlags) registerSettings(c *cobra.Command) {
@@ -176,6 +182,8 @@ func (f *opFlags) override(c *cobra.Command, p *plans.Plan) error {
 	set("max-threads-running", func() { p.Options.MaxThreadsRunning = o.MaxThreadsRunning })
 	set("max-lag", func() { p.Options.MaxLagMS = o.MaxLagMS })
 	set("replica", func() { p.Options.Replicas = o.Replicas })
+	set("kill-blockers", func() { p.Options.KillBlockersMS = o.KillBlockersMS })
+	set("on-ddl", func() { p.Options.OnDDL = o.OnDDL })
 	if p.Options.MaxLagMS > 0 && len(p.Options.Replicas) == 0 {
 		return badInput("--max-lag needs at least one --replica HOST:PORT whose lag it watches")
 	}

@@ -138,6 +138,8 @@ func TestBadInputCatalogue(t *testing.T) {
 		{args: []string{"move", "--shard", "1", "--to", s1}, code: 2, hint: "choose another server"},
 		{args: []string{"move", "--shard", "1", "--to", "127.0.0.1:1"}, code: 2, hint: "is it running"},
 		{args: []string{"move", "--shard", "1", "--to", s3, "--max-rate", "-1"}, code: 2, hint: "allowed"},
+		{args: []string{"move", "--shard", "1", "--to", s3, "--on-ddl", "exec"}, code: 2, hint: "stop, apply or ignore"},
+		{args: []string{"move", "--shard", "1", "--to", s3, "--kill-blockers", "-1s"}, code: 2, hint: "allowed"},
 		{args: []string{"move", "--shard", "1", "--to", s3, "--chunk-rows", "0"}, code: 2, hint: "allowed 1"},
 		{args: []string{"move", "--shard", "1", "--to", s3, "--parallel", "0"}, code: 2, hint: "allowed 1"},
 		{args: []string{"move", "--shard", "1", "--to", s3, "--cutover-attempts", "-3"}, code: 2, hint: "allowed 1"},
@@ -173,6 +175,7 @@ func TestBadInputCatalogue(t *testing.T) {
 		{args: []string{"verify", "--shard", "1", "--against", "nohost"}, code: 2, hint: "is the address right"},
 		{args: []string{"verify", "--shard", "1", "--against", "a:b:c"}, code: 2, hint: "--against"},
 		{args: []string{"verify", "--plan", "/nonexistent/plan.json"}, code: 2, hint: "plan list"},
+		{args: []string{"verify", "--shard", "1", "--against", s3, "--max-rows", "-1"}, code: 2, hint: "allowed"},
 		{args: []string{"verify", "--shard", "1", "--against", s3, "--chunk-rows", "0"}, code: 2, hint: "allowed 1"},
 		// prune
 		{args: []string{"prune"}, code: 2, hint: "--shard"},

@@ -364,6 +364,8 @@ func (r *runner) ensureTail(ctx context.Context) error {
 		Logger:    r.env.Log,
 		Throttle:  func(ctx context.Context) error { return r.thr.Wait(ctx, 0) },
 		Cascading: tables.CascadingParents(fks, r.p.Source.Schema),
+		OnDDL:     r.p.Options.OnDDL,
+		OnCarried: r.carriedDDL,
 	})
 	if err != nil {
 		return fmt.Errorf("start binlog tail from %s: %w", from, err)

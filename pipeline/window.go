@@ -488,6 +488,10 @@ func (wr *windowRun) revert(ctx context.Context) error {
 		try:       func(ctx context.Context, note string) error { return wr.trySwitch(ctx, budget, note, sessions) },
 		postponed: "switch postponed: ",
 		backedOff: "switch backed off: ",
+		blockers: func(ctx context.Context) []plans.Blocker {
+			return r.reportBlockers(ctx, l.from, l.fromEP.Schema, names(ts))
+		},
+		kill: r.killBefore(l.from, l.fromEP.Schema, names(ts)),
 	})
 	if last == nil && err == nil {
 		return nil
