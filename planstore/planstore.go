@@ -54,6 +54,17 @@ const errNoTable = 1146
 // Put stores p unless the stored copy has a higher revision. The caller
 // holds the shard's lock (pipeline.Run and Abort call it through Env.Saved).
 func (s *Store) Put(ctx context.Context, p *plans.Plan) error {
+	return s.PutIn(ctx, s.DB, p)
+}
+
+// execer is a pool or a transaction.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// PutIn is Put through db, a transaction of the sharding database when the
+// plan must change together with the shard map (pipeline.Repoint).
+func (s *Store) PutIn(ctx context.Context, db execer, p *plans.Plan) error {
 	if fault.On("planstore:put") {
 		return errors.New("injected plan store failure")
 	}
@@ -64,7 +75,7 @@ func (s *Store) Put(ctx context.Context, p *plans.Plan) error {
 	host, _ := os.Hostname()
 	put := func() error {
 		args := []any{p.Revision, p.Operation, p.Source.ShardID, p.State, host, p.UpdatedAt, doc}
-		res, err := s.DB.ExecContext(ctx, "UPDATE "+s.table()+" SET revision = ?, operation = ?, shard_id = ?, state = ?, host = ?, updated_at = ?, document = ? WHERE id = ? AND revision < ?",
+		res, err := db.ExecContext(ctx, "UPDATE "+s.table()+" SET revision = ?, operation = ?, shard_id = ?, state = ?, host = ?, updated_at = ?, document = ? WHERE id = ? AND revision < ?",
 			append(args, p.ID, p.Revision)...)
 		if err != nil {
 			return err
@@ -73,7 +84,7 @@ func (s *Store) Put(ctx context.Context, p *plans.Plan) error {
 			return nil
 		}
 		// New, or the stored copy is as late or later: INSERT IGNORE leaves that one.
-		_, err = s.DB.ExecContext(ctx, "INSERT IGNORE INTO "+s.table()+" (revision, operation, shard_id, state, host, updated_at, document, id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+		_, err = db.ExecContext(ctx, "INSERT IGNORE INTO "+s.table()+" (revision, operation, shard_id, state, host, updated_at, document, id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
 			append(args, p.ID)...)
 		return err
 	}
