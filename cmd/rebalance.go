@@ -84,8 +84,8 @@ there is nothing to do.`,
 			if f.apply && f.op.dryRun {
 				return badInput("give --apply or --dry-run, not both")
 			}
-			if f.concurrency < 1 {
-				return badInput("--concurrency must be at least 1")
+			if err := f.op.validate(cmd); err != nil {
+				return err
 			}
 			for _, list := range []struct {
 				name string

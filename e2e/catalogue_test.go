@@ -220,7 +220,7 @@ func TestBadInputCatalogue(t *testing.T) {
 		{args: []string{"load"}, code: 2, hint: "--keys"},
 		{args: []string{"load", "--keys", "bad"}, code: 2, hint: "--keys"},
 		{args: []string{"load", "--keys", "a=1-10", "--mix", "50/50/50"}, code: 2, hint: "add up to 100"},
-		{args: []string{"load", "--keys", "a=1-10", "--concurrency", "0"}, code: 2, hint: "--concurrency 1"},
+		{args: []string{"load", "--keys", "a=1-10", "--concurrency", "0"}, code: 2, hint: "--concurrency 0: allowed 1"},
 	}
 	before := catState(t, c, h)
 	status := c.mustRun("status", "-o", "json").stdout
