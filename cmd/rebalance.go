@@ -136,6 +136,10 @@ func rebalanceLock(schema string) string {
 }
 
 func (a *app) rebalance(ctx context.Context, s *shardmap.Store, f *rebalanceFlags) error {
+	// Outputs that can refuse the run are opened before anything is planned or saved.
+	if _, err := a.metricsSink(); err != nil {
+		return err
+	}
 	rep := &rebalanceReport{DryRun: !f.apply, Proposed: []rebalance.Op{}, Continued: []rebalanceItem{}, Started: []rebalanceItem{}, Finished: []rebalanceItem{}, Left: []rebalanceItem{}}
 	ps := planstore.New(s.DB, s.Schema)
 	if !f.apply {
@@ -327,6 +331,9 @@ func (a *app) runJob(ctx context.Context, s *shardmap.Store, f *rebalanceFlags, 
 		recorded()
 	}
 	it.State = p.State
+	if !j.continued && a.discardRefused(s, p, path, err) {
+		it.PlanID, it.State = "", "refused" // nothing changed, nothing kept
+	}
 	if err != nil {
 		it.Error = dbutil.Redact(err, a.v.GetString("password")).Error()
 		if errors.Is(err, lock.ErrBusy) {

@@ -311,6 +311,18 @@ func (p *Plan) Done(name string) bool {
 	return s != nil && (s.State == Done || s.State == Skipped)
 }
 
+// Untouched reports whether no step that changes anything has started: at
+// most the preflight, which only reads, has run. A refused run of such a plan
+// leaves nothing behind worth resuming or aborting.
+func (p *Plan) Untouched() bool {
+	for _, s := range p.Steps {
+		if s.Name != StepPreflight && (s.State != Pending || s.Attempts > 0) {
+			return false
+		}
+	}
+	return true
+}
+
 // CutOver reports whether the shard map already points at the target.
 func (p *Plan) CutOver() bool { return p.Done(StepCutover) }
 

@@ -100,6 +100,15 @@ func (s *Store) PutIn(ctx context.Context, db execer, p *plans.Plan) error {
 	return nil
 }
 
+// Delete removes plan id's copy (a refused run's, that changed nothing).
+func (s *Store) Delete(ctx context.Context, id string) error {
+	_, err := s.DB.ExecContext(ctx, "DELETE FROM "+s.table()+" WHERE id = ?", id)
+	if err != nil && dbutil.ErrNumber(err) != errNoTable {
+		return fmt.Errorf("remove plan %s from %s.plans: %w", id, s.Schema, err)
+	}
+	return nil
+}
+
 // ErrNotFound is a plan id the store does not hold.
 var ErrNotFound = errors.New("no such plan in the sharding database")
 
