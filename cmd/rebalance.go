@@ -34,6 +34,10 @@ type rebalanceFlags struct {
 	apply, exact, share bool
 	concurrency, rounds int
 	drain, servers      []string
+	// override applies this run's settings flags (those 'plan resume' takes)
+	// to a stopped plan it continues; overrides names them for the report.
+	override  func(*plans.Plan) error
+	overrides []string
 }
 
 // rebalanceItem is one plan in the report.
@@ -56,6 +60,41 @@ type rebalanceReport struct {
 	Started   []rebalanceItem   `json:"started"`
 	Finished  []rebalanceItem   `json:"finished"`
 	Left      []rebalanceItem   `json:"left"`
+	// Unmet are the limits still violated after the last proposal, each with
+	// why nothing was proposed for it (busy with a plan, no receiver, …).
+	Unmet []rebalance.Unmet `json:"unmet"`
+}
+
+// progressed reports whether the run did anything: continued, started or
+// finished a plan.
+func (r *rebalanceReport) progressed() bool {
+	for _, it := range append(append(r.Continued, r.Started...), r.Finished...) {
+		if it.PlanID != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// stuck is the exit-2 error of a run that could do nothing while the fleet
+// is outside the policy (a cron loop must not take that for "done").
+func (r *rebalanceReport) stuck() error {
+	if r.progressed() || r.DryRun && len(r.Proposed) > 0 {
+		return nil
+	}
+	var why []string
+	for _, u := range r.Unmet {
+		why = append(why, u.String())
+	}
+	for _, it := range r.Left {
+		if it.State == "refused" {
+			why = append(why, fmt.Sprintf("shard %d: %s refused: %s", it.ShardID, it.Operation, it.Error))
+		}
+	}
+	if len(why) == 0 {
+		return nil
+	}
+	return withCode(ExitBadInput, fmt.Errorf("rebalance: the fleet is outside the policy and nothing could be done: %s", strings.Join(why, "; ")))
 }
 
 func (a *app) rebalanceCmd() *cobra.Command {
@@ -86,6 +125,12 @@ there is nothing to do.`,
 			}
 			if err := f.op.validate(cmd); err != nil {
 				return err
+			}
+			f.override = func(p *plans.Plan) error { return f.op.override(cmd, p) }
+			for _, name := range settings {
+				if fl := cmd.Flags().Lookup(name); fl != nil && fl.Changed {
+					f.overrides = append(f.overrides, "--"+name+"="+fl.Value.String())
+				}
 			}
 			for _, list := range []struct {
 				name string
@@ -148,7 +193,8 @@ func (a *app) rebalance(ctx context.Context, s *shardmap.Store, f *rebalanceFlag
 			return err
 		}
 		rep.setFleet(fleet)
-		rep.Proposed = append(rep.Proposed, rebalance.Propose(fleet, f.policy)...)
+		ops, unmet := rebalance.Assess(fleet, f.policy)
+		rep.Proposed, rep.Unmet = append(rep.Proposed, ops...), unmet
 		for _, op := range rep.Proposed {
 			it := rebalanceItem{Operation: op.Kind, ShardID: op.Shard, Summary: op.String()}
 			if p, err := a.planOp(ctx, s, op, f); err != nil {
@@ -158,7 +204,10 @@ func (a *app) rebalance(ctx context.Context, s *shardmap.Store, f *rebalanceFlag
 			}
 			rep.Planned = append(rep.Planned, it)
 		}
-		return a.emit(rep, func(w io.Writer) { printRebalance(w, rep) })
+		if err := a.emit(rep, func(w io.Writer) { printRebalance(w, rep) }); err != nil {
+			return err
+		}
+		return rep.stuck()
 	}
 	l, err := lock.Acquire(ctx, s.DB, s.Schema, []string{rebalanceLock(s.Schema)}, lock.Holder("rebalance"))
 	if err != nil {
@@ -190,8 +239,8 @@ func (a *app) rebalance(ctx context.Context, s *shardmap.Store, f *rebalanceFlag
 				return err
 			}
 			rep.setFleet(fleet)
-			ops := rebalance.Propose(fleet, f.policy)
-			rep.Proposed = append(rep.Proposed, ops...)
+			ops, unmet := rebalance.Assess(fleet, f.policy)
+			rep.Proposed, rep.Unmet = append(rep.Proposed, ops...), unmet
 			for _, op := range ops {
 				jobs = append(jobs, rebalanceJob{op: op})
 			}
@@ -218,7 +267,7 @@ func (a *app) rebalance(ctx context.Context, s *shardmap.Store, f *rebalanceFlag
 		}
 		return withCode(ExitResumable, fmt.Errorf("rebalance: %d operations left (%v); the next run continues them", len(rep.Left), cause))
 	}
-	return nil
+	return rep.stuck()
 }
 
 func (r *rebalanceReport) setFleet(fleet []rebalance.Shard) {
@@ -284,7 +333,7 @@ func (a *app) runJobs(ctx context.Context, s *shardmap.Store, f *rebalanceFlags,
 					rep.Finished = append(rep.Finished, it)
 				} else {
 					rep.Left = append(rep.Left, it)
-					failed = failed || it.State != "in flight"
+					failed = failed || it.State != "in flight" && it.State != "refused"
 				}
 				cond.Broadcast()
 			}()
@@ -309,12 +358,24 @@ func (a *app) runJob(ctx context.Context, s *shardmap.Store, f *rebalanceFlags, 
 	if p == nil {
 		var err error
 		if p, err = a.planOp(ctx, s, j.op, f); err != nil {
-			it.Error = err.Error()
+			it.Error = dbutil.Redact(err, a.v.GetString("password")).Error()
+			if exitCode(a.opError(err, nil)) == ExitBadInput {
+				it.State = "refused" // planning said no: the next run would too
+			}
 			return it, false
 		}
 		p.Args[byRebalance] = j.op.Reason
 	}
-	it.PlanID, it.Summary = p.ID, p.Summary
+	note := ""
+	if j.continued && len(f.overrides) > 0 {
+		// This run's settings apply to the plan it continues, as with 'plan resume'.
+		if err := f.override(p); err != nil {
+			it.Error = err.Error()
+			return it, false
+		}
+		note = " (with this run's " + strings.Join(f.overrides, " ") + ")"
+	}
+	it.PlanID, it.Summary = p.ID, p.Summary+note
 	path := plans.Path(a.planDir(), p.ID)
 	if !j.continued {
 		if err := plans.Save(path, p); err != nil {
@@ -370,14 +431,15 @@ func (a *app) readFleet(ctx context.Context, s *shardmap.Store, ps *planstore.St
 	if err != nil {
 		return nil, err
 	}
-	busy := map[int]bool{}
+	busy := map[int]string{} // shard: the plan that keeps it busy
 	unfinished, err := planstore.Unfinished(ctx, a.planDir(), ps)
 	if err != nil {
 		return nil, err
 	}
 	for _, p := range unfinished {
 		if p.ShardMap.Schema == "" || p.ShardMap.Schema == s.Schema {
-			busy[p.Source.ShardID], busy[p.Target.ShardID] = true, true
+			with := fmt.Sprintf("plan %s (%s; 'shardctl plan resume %s' or 'shardctl plan abort %s')", p.ID, p.State, p.ID, p.ID)
+			busy[p.Source.ShardID], busy[p.Target.ShardID] = with, with
 		}
 	}
 	sharded := map[string]bool{}
@@ -396,7 +458,7 @@ func (a *app) readFleet(ctx context.Context, s *shardmap.Store, ps *planstore.St
 		if len(mps) == 0 {
 			continue // nothing routes to it (a split's new shard before its cutover)
 		}
-		sh := rebalance.Shard{ID: loc.ShardID, Server: loc.Addr().String(), Busy: busy[loc.ShardID]}
+		sh := rebalance.Shard{ID: loc.ShardID, Server: loc.Addr().String(), Busy: busy[loc.ShardID] != "", BusyWith: busy[loc.ShardID]}
 		if len(mps) == 1 {
 			sh.Func, sh.Kind = mps[0].FuncID, string(mps[0].Kind)
 			for i, o := range m.MappingsOf(mps[0].FuncID) {
@@ -459,9 +521,12 @@ func printRebalance(w io.Writer, r *rebalanceReport) {
 	for _, s := range servers {
 		fmt.Fprintf(w, "server %s: %d rows\n", s, r.Servers[s])
 	}
+	defer printUnmet(w, r.Unmet)
 	if r.DryRun {
 		if len(r.Proposed) == 0 {
-			fmt.Fprintln(w, "nothing to do: every shard and server is inside the policy")
+			if len(r.Unmet) == 0 {
+				fmt.Fprintln(w, "nothing to do: every shard and server is inside the policy")
+			}
 			return
 		}
 		fmt.Fprintln(w, "proposed operations (dry run: nothing was changed; --apply runs them):")
@@ -476,7 +541,9 @@ func printRebalance(w io.Writer, r *rebalanceReport) {
 		return
 	}
 	if len(r.Continued)+len(r.Started)+len(r.Left) == 0 {
-		fmt.Fprintln(w, "nothing to do: every shard and server is inside the policy")
+		if len(r.Unmet) == 0 {
+			fmt.Fprintln(w, "nothing to do: every shard and server is inside the policy")
+		}
 		return
 	}
 	for _, g := range []struct {
@@ -490,6 +557,17 @@ func printRebalance(w io.Writer, r *rebalanceReport) {
 			}
 			fmt.Fprintln(w, strings.TrimSpace(line))
 		}
+	}
+}
+
+// printUnmet lists the limits left violated, each with why nothing was proposed.
+func printUnmet(w io.Writer, unmet []rebalance.Unmet) {
+	if len(unmet) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "outside the policy, and nothing proposed for it:")
+	for _, u := range unmet {
+		fmt.Fprintf(w, "  - %s\n", u)
 	}
 }
 
