@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -55,6 +56,10 @@ its current shard and nowhere else. The demo and the tests run it during moves.`
 					Progress: func(st load.Stats) {
 						a.log.Info("load", "elapsed", st.Elapsed.Round(time.Second), "acked", st.Acked, "errors", st.Errors, "retries", st.Retries)
 					}})
+				var ce *load.ConfigError
+				if errors.As(err, &ce) {
+					return badInput("%v", ce)
+				}
 				if err != nil {
 					return err
 				}

@@ -209,11 +209,12 @@ func (a *app) runPlan(ctx context.Context, env pipeline.Env, p *plans.Plan, path
 		return a.opError(fmt.Errorf("%w (nothing was changed and no plan was kept)", err), nil)
 	}
 	if err != nil {
+		ref := p.ID
+		if filepath.Clean(path) != filepath.Clean(plans.Path(a.planDir(), p.ID)) {
+			ref = path // outside the plan directory: the id alone would not find it
+			err = &refError{err: err, id: p.ID, ref: ref}
+		}
 		if !a.jsonOut() && p.State != plans.StateNew {
-			ref := p.ID
-			if filepath.Clean(path) != filepath.Clean(plans.Path(a.planDir(), p.ID)) {
-				ref = path // outside the plan directory: the id alone would not find it
-			}
 			fmt.Fprintf(a.errOut, "plan %s stopped at step %s; it is saved in %s\n", p.ID, p.NextStep(), path)
 			if p.State == plans.StateStopped && !errors.Is(err, pipeline.ErrRefused) && !errors.Is(err, pipeline.ErrPurged) {
 				fmt.Fprintf(a.errOut, "continue it with: shardctl plan resume %s   (or undo it: shardctl plan abort %s)\n", ref, ref)
@@ -347,6 +348,24 @@ func (a *app) planCmd() *cobra.Command {
 	c.AddCommand(a.windowCmds()...)
 	return c
 }
+
+// refError names a plan in its advice by ref (its file's path) where the
+// message says 'shardctl plan abort|resume ID': a plan outside the plan
+// directory, written with --plan-out, is not found by its id.
+type refError struct {
+	err     error
+	id, ref string
+}
+
+func (e *refError) Error() string {
+	msg := e.err.Error()
+	for _, verb := range []string{"abort", "resume", "revert", "complete", "show"} {
+		msg = strings.ReplaceAll(msg, "shardctl plan "+verb+" "+e.id, "shardctl plan "+verb+" "+e.ref)
+	}
+	return msg
+}
+
+func (e *refError) Unwrap() error { return e.err }
 
 // observer renders pipeline progress: bars on a terminal, log lines otherwise.
 type observer struct {

@@ -63,6 +63,19 @@ type rebalanceReport struct {
 	// Unmet are the limits still violated after the last proposal, each with
 	// why nothing was proposed for it (busy with a plan, no receiver, …).
 	Unmet []rebalance.Unmet `json:"unmet"`
+	// Error is the run's failure (exit 2 or 3), in the one JSON document.
+	Error string `json:"error,omitempty"`
+}
+
+// finish prints the report with the run's error, and returns the error.
+func (a *app) finishRebalance(rep *rebalanceReport, err error) error {
+	if err != nil {
+		rep.Error = dbutil.Redact(err, a.v.GetString("password")).Error()
+	}
+	if eerr := a.emit(rep, func(w io.Writer) { printRebalance(w, rep) }); eerr != nil {
+		return eerr
+	}
+	return err
 }
 
 // progressed reports whether the run did anything: continued, started or
@@ -204,10 +217,7 @@ func (a *app) rebalance(ctx context.Context, s *shardmap.Store, f *rebalanceFlag
 			}
 			rep.Planned = append(rep.Planned, it)
 		}
-		if err := a.emit(rep, func(w io.Writer) { printRebalance(w, rep) }); err != nil {
-			return err
-		}
-		return rep.stuck()
+		return a.finishRebalance(rep, rep.stuck())
 	}
 	l, err := lock.Acquire(ctx, s.DB, s.Schema, []string{rebalanceLock(s.Schema)}, lock.Holder("rebalance"))
 	if err != nil {
@@ -257,17 +267,14 @@ func (a *app) rebalance(ctx context.Context, s *shardmap.Store, f *rebalanceFlag
 		}
 		jobs = nil
 	}
-	if err := a.emit(rep, func(w io.Writer) { printRebalance(w, rep) }); err != nil {
-		return err
-	}
 	if failed || ctx.Err() != nil {
 		cause := context.Cause(ctx)
 		if cause == nil {
 			cause = errors.New("some operations did not finish")
 		}
-		return withCode(ExitResumable, fmt.Errorf("rebalance: %d operations left (%v); the next run continues them", len(rep.Left), cause))
+		return a.finishRebalance(rep, withCode(ExitResumable, fmt.Errorf("rebalance: %d operations left (%v); the next run continues them", len(rep.Left), cause)))
 	}
-	return rep.stuck()
+	return a.finishRebalance(rep, rep.stuck())
 }
 
 func (r *rebalanceReport) setFleet(fleet []rebalance.Shard) {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/lock"
@@ -57,7 +58,7 @@ func TestStalePlanAbortKeepsTheLiveShard(t *testing.T) {
 
 	earlyBytes := readAll(t, early)
 	r = c.run(nil, "plan", "apply", early)
-	if r.code != 2 || !strings.Contains(r.stderr, "stale") || readAll(t, early) != earlyBytes || c.mapJSON() != before ||
+	if r.code != 2 || !strings.Contains(r.stderr, "stale") || !strings.Contains(r.stderr, "shardctl plan abort "+early) || readAll(t, early) != earlyBytes || c.mapJSON() != before ||
 		schemaExists(t, c.db(2), schema) {
 		t.Fatalf("apply of a plan made before the shard moved: exit %d\n%s", r.code, r.stderr)
 	}
@@ -286,4 +287,55 @@ func TestAbortAfterCreateFailed(t *testing.T) {
 	if p, err := plans.Load(file); err != nil || p.State != plans.StateAborted {
 		t.Errorf("plan after abort: %v %v", p.State, err)
 	}
+}
+
+// Issue 21, item 8 and "also seen": a stopped run's -o json error carries the
+// plan id; the after-cleanup hook sees the plan done; a dry run of a second
+// move to a running move's target names that plan instead of "drop it";
+// 'plan watch' of a plan no process runs ends (exit 3) and says so.
+func TestIssue21Leftovers(t *testing.T) {
+	c := newCluster(t, "e2e_leftover", []int{1, 1}, []int{200, 100})
+	s2, s3 := c.env.Addr(2).String(), c.env.Addr(3).String()
+
+	r := c.run([]string{"SHARDCTL_FAULT=fail:fence:ready"}, "move", "--shard", "1", "--to", s3, "--yes", "--cutover-attempts", "1", "-o", "json")
+	var doc struct {
+		PlanID   string `json:"plan_id"`
+		State    string `json:"state"`
+		ExitCode int    `json:"exit_code"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || r.code != 3 || doc.ExitCode != 3 || doc.PlanID == "" || doc.State != plans.StateStopped {
+		t.Fatalf("a stopped move with -o json: exit %d, document %+v (%v)\n%s\n%s", r.code, doc, err, r.stdout, r.stderr)
+	}
+	stateLog := filepath.Join(c.dir, "state.log")
+	hook := filepath.Join(c.dir, "after-cleanup.sh")
+	os.WriteFile(hook, []byte("#!/bin/sh\necho \"$SHARDCTL_PLAN_STATE\" >> "+stateLog+"\n"), 0o755)
+	c.mustRun("plan", "resume", doc.PlanID, "--hook", "after-cleanup="+hook)
+	if got := strings.TrimSpace(readAll(t, stateLog)); got != plans.StateDone {
+		t.Errorf("the after-cleanup hook saw SHARDCTL_PLAN_STATE=%q, want done", got)
+	}
+
+	// A move of shard 2 to server 2, killed after its copy: nobody runs it.
+	r = c.run([]string{"SHARDCTL_FAULT=after:copy"}, "move", "--shard", "2", "--to", s2, "--yes")
+	if !r.killed {
+		t.Fatalf("move not killed: exit %d\n%s", r.code, r.stderr)
+	}
+	var p *plans.Plan
+	for _, f := range planFiles(t, c.planDir) {
+		if q, err := plans.Load(f); err == nil && q.Source.ShardID == 2 {
+			p = q
+		}
+	}
+	if p == nil || p.State != plans.StateRunning {
+		t.Fatalf("want the killed move's plan in state running: %+v", p)
+	}
+	r = c.run(nil, "move", "--shard", "2", "--to", s2, "--dry-run")
+	if r.code != 2 || !strings.Contains(r.stderr, "target copy of plan "+p.ID) || strings.Contains(r.stderr, "drop it") {
+		t.Errorf("dry run of a second move to the first one's target: exit %d\n%s", r.code, r.stderr)
+	}
+	start := time.Now()
+	r = c.run(nil, "plan", "watch", p.ID, "--every", "200ms")
+	if r.code != 3 || !strings.Contains(r.stderr, "is not running") || !strings.Contains(r.stderr, "plan resume "+p.ID) || time.Since(start) > 30*time.Second {
+		t.Errorf("watch of a plan no process runs: exit %d after %s\n%s", r.code, time.Since(start).Round(time.Millisecond), r.stderr)
+	}
+	c.mustRun("plan", "abort", p.ID)
 }

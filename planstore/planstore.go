@@ -262,6 +262,29 @@ func ListAll(ctx context.Context, dir string, s *Store) ([]plans.Entry, error) {
 // Timeout bounds one store write: a slow sharding database must not hold up a run.
 const Timeout = 3 * time.Second
 
+// Unfinished returns the stored plans that are not done or aborted.
+func (s *Store) Unfinished(ctx context.Context) ([]*plans.Plan, error) {
+	rows, err := s.DB.QueryContext(ctx, "SELECT document FROM "+s.table()+" WHERE state NOT IN (?, ?)", plans.StateDone, plans.StateAborted)
+	if dbutil.ErrNumber(err) == errNoTable {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read unfinished plans from %s.plans: %w", s.Schema, err)
+	}
+	defer rows.Close()
+	var out []*plans.Plan
+	for rows.Next() {
+		var doc []byte
+		if err := rows.Scan(&doc); err != nil {
+			return nil, err
+		}
+		if p, err := plans.Unmarshal(doc); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out, rows.Err()
+}
+
 // Unfinished returns every plan not done or aborted, from the plan directory
 // and the store (s may be nil), the later copy of each.
 func Unfinished(ctx context.Context, dir string, s *Store) ([]*plans.Plan, error) {
@@ -273,24 +296,12 @@ func Unfinished(ctx context.Context, dir string, s *Store) ([]*plans.Plan, error
 		}
 	}
 	if s != nil {
-		rows, err := s.DB.QueryContext(ctx, "SELECT document FROM "+s.table()+" WHERE state NOT IN (?, ?)", plans.StateDone, plans.StateAborted)
-		if err != nil && dbutil.ErrNumber(err) != errNoTable {
-			return nil, fmt.Errorf("read unfinished plans from %s.plans: %w", s.Schema, err)
+		stored, err := s.Unfinished(ctx)
+		if err != nil {
+			return nil, err
 		}
-		if err == nil {
-			defer rows.Close()
-			for rows.Next() {
-				var doc []byte
-				if err := rows.Scan(&doc); err != nil {
-					return nil, err
-				}
-				if p, err := plans.Unmarshal(doc); err == nil {
-					byID[p.ID] = Later(byID[p.ID], p)
-				}
-			}
-			if err := rows.Err(); err != nil {
-				return nil, err
-			}
+		for _, p := range stored {
+			byID[p.ID] = Later(byID[p.ID], p)
 		}
 	}
 	var out []*plans.Plan
