@@ -34,7 +34,7 @@ type CheckEnv struct {
 	Plan     *plans.Plan
 	Map      *shardmap.Map // read under the plan's locks at apply/resume
 	Store    *shardmap.Store
-	Planning bool          // the plan is being made (a dry run or --plan-out included)
+	Planning bool // the plan is being made (a dry run or --plan-out included)
 }
 
 var registry []Check
