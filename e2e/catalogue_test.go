@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/sandbox"
 )
 
@@ -102,6 +103,16 @@ func TestBadInputCatalogue(t *testing.T) {
 	good, _ := os.ReadFile(planOut)
 	damaged := filepath.Join(c.dir, "damaged.json")
 	os.WriteFile(damaged, bytes.Replace(good, []byte(`"move"`), []byte(`"merge"`), 1), 0o600)
+	// The same plan with its state edited to done and the checksum computed again.
+	forged := filepath.Join(c.dir, "forged.json")
+	fp, err := plans.Load(planOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp.State = plans.StateDone
+	if err := plans.Save(forged, fp); err != nil {
+		t.Fatal(err)
+	}
 	os.MkdirAll(c.planDir, 0o700)
 	os.WriteFile(filepath.Join(c.planDir, "move-20200101T000000000Z.json"), good, 0o600)
 	wrongPW := []string{"SHARDCTL_PASSWORD=Wr0ngSecret-cat"}
@@ -237,6 +248,8 @@ func TestBadInputCatalogue(t *testing.T) {
 		{args: []string{"rebalance", "--max-shard-rows", "10", "--max-blackout", "0", "--apply"}, code: 2, hint: "--max-blackout 0s: allowed 10ms"},
 		{args: []string{"rebalance", "--max-server-share", "1.5"}, code: 2, hint: "--max-server-share 1.5"},
 		{args: []string{"plan", "resume", planOut, "--max-blackout", "0"}, code: 2, hint: "allowed 10ms"},
+		{args: []string{"plan", "resume", forged}, code: 2, hint: "state done, but step preflight is pending"},
+		{args: []string{"plan", "abort", forged}, code: 2, hint: "signed again"},
 		// issue 21: rebalance that can do nothing says so (exit 2), with why
 		{args: []string{"rebalance", "--max-server-share", "0.5", "--exact"}, code: 2, hint: "over --max-server-share 50%"},
 		{args: []string{"rebalance", "--max-server-share", "0.5", "--exact", "--apply"}, code: 2, hint: "nothing could be done"},

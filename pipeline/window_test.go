@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -60,7 +61,9 @@ func TestInWindow(t *testing.T) {
 	if p.InWindow() {
 		t.Fatal("in window before cutover")
 	}
-	p.Step(plans.StepCutover).State = plans.Done
+	for _, s := range plans.Steps[:slices.Index(plans.Steps, plans.StepCutover)+1] {
+		p.Step(s).State = plans.Done
+	}
 	p.State = plans.StateRunning
 	if !p.InWindow() {
 		t.Fatal("not in window after cutover")
@@ -180,7 +183,9 @@ func TestHashMergeWindowChanges(t *testing.T) {
 func TestSecondWindowRequestIsBusy(t *testing.T) {
 	p := plans.New("move", "move shard 1")
 	p.Window = &plans.Window{DurationS: 60, Serving: plans.SideTarget}
-	p.Step(plans.StepCutover).State = plans.Done
+	for _, s := range plans.Steps[:slices.Index(plans.Steps, plans.StepCutover)+1] {
+		p.Step(s).State = plans.Done
+	}
 	p.State = plans.StateRunning
 	path := filepath.Join(t.TempDir(), p.ID+".json")
 	if err := plans.Save(path, p); err != nil {
