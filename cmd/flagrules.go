@@ -68,7 +68,7 @@ var (
 		"seed":                {lo: -unbounded, hi: unbounded},
 	}
 	// addrFlags hold HOST:PORT (lists: each element); schemaFlags a schema name.
-	addrFlags   = map[string]bool{"to": true, "server": true, "against": true, "replica": true, "drain": true}
+	addrFlags   = map[string]bool{"to": true, "server": true, "against": true, "replica": true, "drain": true, "source": true}
 	schemaFlags = map[string]bool{"schema": true}
 )
 

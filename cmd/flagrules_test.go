@@ -127,6 +127,7 @@ func TestOneValidationPath(t *testing.T) {
 		{[]string{"rebalance", "--max-server-share", "1.5"}, "--max-server-share 1.5"},
 		{[]string{"rebalance", "--drain", "host:0"}, "--drain \"host:0\""},
 		{[]string{"plan", "resume", "x", "--max-blackout", "0"}, "--max-blackout 0s"},
+		{[]string{"plan", "resume", "x", "--source", "host:port"}, "--source \"host:port\""},
 		{[]string{"plan", "apply", "x", "--chunk-rows", "-3"}, "--chunk-rows -3"},
 		{[]string{"prune", "--shard", "1", "--sleep-ms", "-1"}, "--sleep-ms -1"},
 		{[]string{"verify", "--shard", "1", "--chunk-rows", "0"}, "--chunk-rows 0"},
