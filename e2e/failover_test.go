@@ -172,18 +172,7 @@ func waitPlanStep(t *testing.T, dir, step string) string {
 // asynchronous GTID replica.
 func primaryReplica(t *testing.T) (fo sandbox.Config, primary, replica dbutil.Addr, pdb, rdb *sql.DB) {
 	t.Helper()
-	port, err := testenv.FreePorts(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fo = sandbox.Config{Dir: t.TempDir(), Servers: 2, BasePort: port, Flavor: testenv.Flavor(), ServerIDBase: 10}
-	upCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	srv, err := sandbox.Up(upCtx, fo)
-	cancel()
-	t.Cleanup(func() { _ = sandbox.Down(context.Background(), fo, true) })
-	if err != nil {
-		t.Fatal(err)
-	}
+	fo, srv := upSandbox(t, 2, testenv.Flavor(), 10)
 	primary, replica = srv[0].Addr(), srv[1].Addr()
 	pdb = openAt(t, primary)
 	rdb = openAt(t, replica)
@@ -317,18 +306,7 @@ func copySchemaButOneRow(t *testing.T, src, dst *sql.DB, schema string) {
 			t.Fatal(err)
 		}
 	}
-	rows, err := src.Query("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_TYPE = 'BASE TABLE'", schema)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for rows.Next() {
-		var n string
-		rows.Scan(&n)
-		names = append(names, n)
-	}
-	rows.Close()
-	for _, tb := range names {
+	for _, tb := range queryStrings(t, src, "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_TYPE = 'BASE TABLE'", schema) {
 		var name, ddl string
 		if err := src.QueryRow("SHOW CREATE TABLE "+dbutil.Table(schema, tb)).Scan(&name, &ddl); err != nil {
 			t.Fatal(err)
@@ -366,15 +344,23 @@ func copySchemaButOneRow(t *testing.T, src, dst *sql.DB, schema string) {
 // otherFlavorServer starts one server of the flavor the tests do not run.
 func otherFlavorServer(t *testing.T) dbutil.Addr {
 	t.Helper()
-	port, err := testenv.FreePorts(1)
-	if err != nil {
-		t.Fatal(err)
-	}
 	flavor := sandbox.FlavorMySQL
 	if testenv.MySQL() {
 		flavor = sandbox.FlavorMariaDB
 	}
-	cfg := sandbox.Config{Dir: t.TempDir(), Servers: 1, BasePort: port, Flavor: flavor, ServerIDBase: 20}
+	_, srv := upSandbox(t, 1, flavor, 20)
+	return srv[0].Addr()
+}
+
+// upSandbox starts a sandbox of n servers of flavor outside the shared one,
+// stopped and removed when the test ends.
+func upSandbox(t *testing.T, n int, flavor string, idBase int) (sandbox.Config, []sandbox.Server) {
+	t.Helper()
+	port, err := testenv.FreePorts(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := sandbox.Config{Dir: t.TempDir(), Servers: n, BasePort: port, Flavor: flavor, ServerIDBase: idBase}
 	upCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	srv, err := sandbox.Up(upCtx, cfg)
 	cancel()
@@ -382,5 +368,5 @@ func otherFlavorServer(t *testing.T) dbutil.Addr {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return srv[0].Addr()
+	return cfg, srv
 }

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -133,6 +134,28 @@ func TestVersionNextToTheBinary(t *testing.T) {
 	}
 }
 
+// queryStrings is the first column of every row of q.
+func queryStrings(t *testing.T, db *sql.DB, q string, args ...any) []string {
+	t.Helper()
+	rows, err := db.Query(q, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 // world is everything a refused run must leave as it was: the shard map, the
 // plan directory (names and bytes), the plans table, and every server's
 // schemas of this test with their rows.
@@ -155,18 +178,7 @@ func (c *cluster) world() string {
 		c.t.Fatal(err)
 	}
 	for i := 1; i <= 3; i++ {
-		rows, err := c.db(i).Query("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE ? ORDER BY SCHEMA_NAME", c.name+"\\_%")
-		if err != nil {
-			c.t.Fatal(err)
-		}
-		var names []string
-		for rows.Next() {
-			var s string
-			rows.Scan(&s)
-			names = append(names, s)
-		}
-		rows.Close()
-		for _, s := range names {
+		for _, s := range queryStrings(c.t, c.db(i), "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE ? ORDER BY SCHEMA_NAME", c.name+"\\_%") {
 			fmt.Fprintf(&b, "server %d %s %v\n", i, s, tableSums(c.t, c.db(i), s, 1<<40))
 		}
 	}
