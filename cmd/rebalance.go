@@ -127,7 +127,11 @@ ordinary plan, --concurrency at a time, never two on one shard or (unless
 --same-server) one server. Safe from cron (docs/cron.md): one rebalance runs
 per shard map (another exits 4), it first continues its own stopped plans,
 leaves shards with an operator's unfinished plan alone, and exits 0 when
-there is nothing to do.`,
+there is nothing to do. Limits it cannot meet are listed with why (a shard
+busy with a plan, no server to receive a shard, ...); when the fleet is outside
+the policy and a run can do nothing, it exits 2. The settings flags of a run
+(--max-blackout, --chunk-rows, ... as 'plan resume' takes them) apply to the
+stopped plans it continues.`,
 		Args: argsUsage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.op.planOut != "" {
