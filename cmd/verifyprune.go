@@ -81,12 +81,6 @@ instead of starting over. A verify that ran to its end removes its checkpoint.`,
 		Args: argsUsage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			if chunkRows < 1 || chunkRows > 1_000_000 {
-				return badInput("--chunk-rows %d: allowed 1 to 1000000", chunkRows)
-			}
-			if maxRows < 0 || maxRows > 1_000_000 {
-				return badInput("--max-rows %d: allowed 0 (chunks only) to 1000000", maxRows)
-			}
 			return a.withStore(cmd, func(s *shardmap.Store) error {
 				var src, dst plans.Endpoint
 				var ts []tables.Table
@@ -292,16 +286,6 @@ table and changes nothing.`,
 			ctx := cmd.Context()
 			if shard <= 0 {
 				return badInput("give --shard ID")
-			}
-			switch {
-			case chunkRows < 1 || chunkRows > 1_000_000:
-				return badInput("--chunk-rows %d: allowed 1 to 1000000", chunkRows)
-			case maxRate < 0:
-				return badInput("--max-rate %d: allowed 0 (no limit) or more rows per second", maxRate)
-			case sleepMS < 0 || sleepMS > 60_000:
-				return badInput("--sleep-ms %d: allowed 0 to 60000", sleepMS)
-			case maxThreads < 0:
-				return badInput("--max-threads-running %d: allowed 0 (off) or more", maxThreads)
 			}
 			return a.withStore(cmd, func(s *shardmap.Store) (err error) {
 				_, loc, ts, err := a.ownedTables(ctx, s, shard)

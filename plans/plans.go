@@ -361,6 +361,44 @@ func (p *Plan) Done(name string) bool {
 	return s != nil && (s.State == Done || s.State == Skipped)
 }
 
+// consistent checks what every run keeps true, so a plan whose state was
+// edited (and the checksum computed again) is not taken at its word: steps
+// finish in order, a new plan has started none, a done plan finished all.
+func (p *Plan) consistent() error {
+	switch p.State {
+	case StateNew, StateRunning, StateStopped, StateDone, StateAborted:
+	default:
+		return fmt.Errorf("unknown state %q", p.State)
+	}
+	open := ""
+	for _, s := range p.Steps {
+		finished := s.State == Done || s.State == Skipped
+		switch {
+		case p.State == StateNew && (s.State != Pending || s.Attempts > 0):
+			return fmt.Errorf("state new, but step %s is %s", s.Name, s.State)
+		case p.State == StateDone && !finished:
+			return fmt.Errorf("state done, but step %s is %s", s.Name, s.State)
+		case finished && open != "":
+			return fmt.Errorf("step %s is %s before step %s finished", s.Name, s.State, open)
+		case !finished && open == "":
+			open = s.Name
+		}
+	}
+	return nil
+}
+
+// Untouched reports whether no step that changes anything has started: at
+// most the preflight, which only reads, has run. A refused run of such a plan
+// leaves nothing behind worth resuming or aborting.
+func (p *Plan) Untouched() bool {
+	for _, s := range p.Steps {
+		if s.Name != StepPreflight && (s.State != Pending || s.Attempts > 0) {
+			return false
+		}
+	}
+	return true
+}
+
 // CutOver reports whether the shard map already points at the target.
 func (p *Plan) CutOver() bool { return p.Done(StepCutover) }
 
@@ -404,6 +442,9 @@ func Unmarshal(b []byte) (*Plan, error) {
 	}
 	if p.FormatVersion != FormatVersion {
 		return nil, fmt.Errorf("plan format %d: this shardctl reads format %d; use the shardctl version that wrote it", p.FormatVersion, FormatVersion)
+	}
+	if err := p.consistent(); err != nil {
+		return nil, fmt.Errorf("%w: plan %s: %v (the file was edited and signed again, or damaged); restore it or abort the operation by hand", ErrDamaged, p.ID, err)
 	}
 	// Empty checkpoint maps are omitted from the file; a resumed run writes to them.
 	if p.Checkpoints.Copy == nil {
