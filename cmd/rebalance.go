@@ -2,7 +2,6 @@ package cmd
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +20,7 @@ import (
 	"github.com/shardctl/shardctl/planstore"
 	"github.com/shardctl/shardctl/rebalance"
 	"github.com/shardctl/shardctl/shardmap"
+	"github.com/shardctl/shardctl/shardstatus"
 	"github.com/shardctl/shardctl/split"
 )
 
@@ -453,68 +453,26 @@ func (a *app) readFleet(ctx context.Context, s *shardmap.Store, ps *planstore.St
 			busy[p.Source.ShardID], busy[p.Target.ShardID] = with, with
 		}
 	}
-	sharded := map[string]bool{}
-	for _, c := range m.Columns {
-		sharded[c.Table] = true
-	}
-	pools := map[string]*sql.DB{}
-	defer func() {
-		for _, db := range pools {
-			db.Close()
-		}
-	}()
-	var out []rebalance.Shard
+	// Only mapped shards: nothing routes to one without a mapping (a split's
+	// new shard before its cutover). Read per server, as 'status' does.
+	var locs []shardmap.Location
 	for _, loc := range m.Locations {
-		mps := m.ShardMappings(loc.ShardID)
-		if len(mps) == 0 {
-			continue // nothing routes to it (a split's new shard before its cutover)
+		if len(m.ShardMappings(loc.ShardID)) > 0 {
+			locs = append(locs, loc)
 		}
-		sh := rebalance.Shard{ID: loc.ShardID, Server: loc.Addr().String(), Busy: busy[loc.ShardID] != "", BusyWith: busy[loc.ShardID]}
-		if len(mps) == 1 {
+	}
+	var out []rebalance.Shard
+	for _, st := range shardstatus.ReadAll(ctx, m, locs, a.shardCreds(), exact) {
+		if st.Error != "" {
+			return nil, fmt.Errorf("rebalance: shard %d (%s on %s): %s", st.ShardID, st.Schema, st.Server, st.Error)
+		}
+		sh := rebalance.Shard{ID: st.ShardID, Server: st.Server, Rows: st.Rows, Bytes: st.ShardedBytes, Busy: busy[st.ShardID] != "", BusyWith: busy[st.ShardID]}
+		if mps := st.Mappings; len(mps) == 1 {
 			sh.Func, sh.Kind = mps[0].FuncID, string(mps[0].Kind)
 			for i, o := range m.MappingsOf(mps[0].FuncID) {
-				if o.ShardID == loc.ShardID {
+				if o.ShardID == st.ShardID {
 					sh.Order = i
 				}
-			}
-		}
-		db := pools[sh.Server]
-		if db == nil {
-			if db, err = dbutil.Open(ctx, loc.Addr(), a.shardCreds(), ""); err != nil {
-				return nil, fmt.Errorf("rebalance: shard %d's server: %w", loc.ShardID, err)
-			}
-			pools[sh.Server] = db
-		}
-		rows, err := db.QueryContext(ctx, "SELECT TABLE_NAME, COALESCE(TABLE_ROWS, 0), COALESCE(DATA_LENGTH, 0) + COALESCE(INDEX_LENGTH, 0) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_TYPE = 'BASE TABLE' AND TABLE_NAME <> ?", loc.Schema, dbutil.FenceTable)
-		if err != nil {
-			return nil, fmt.Errorf("rebalance: sizes of shard %d (%s): %w", loc.ShardID, loc.Schema, err)
-		}
-		var names []string
-		for rows.Next() {
-			var name string
-			var n, b int64
-			if err := rows.Scan(&name, &n, &b); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			if sharded[name] {
-				names = append(names, name)
-				sh.Rows += n
-				sh.Bytes += b
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
-		if exact {
-			sh.Rows = 0
-			for _, t := range names {
-				var n int64
-				if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+dbutil.Table(loc.Schema, t)).Scan(&n); err != nil {
-					return nil, fmt.Errorf("rebalance: count %s.%s: %w", loc.Schema, t, err)
-				}
-				sh.Rows += n
 			}
 		}
 		out = append(out, sh)
