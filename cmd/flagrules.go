@@ -102,7 +102,7 @@ func checkFlag(fl *pflag.Flag) error {
 	}
 	if choices, ok := choiceFlags[name]; ok {
 		if !slices.Contains(choices, val) {
-			return badInput("--%s %q: give %s", name, val, strings.Join(choices, ", "))
+			return badInput("--%s %q: give %s or %s", name, val, strings.Join(choices[:len(choices)-1], ", "), choices[len(choices)-1])
 		}
 		return nil
 	}
