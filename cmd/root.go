@@ -12,6 +12,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"runtime/pprof"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -86,9 +88,45 @@ func (a *app) emit(v any, text func(w io.Writer)) error {
 // Main runs the command line and exits with its code.
 func Main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	tuneGC()
+	stopProfile := cpuProfile()
 	code := Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stopProfile()
 	stop()
 	os.Exit(code)
+}
+
+// tuneGC trades memory for CPU where the operator did not choose: the binlog
+// tail allocates for every row event, and with Go's default GOGC=100 the
+// collector took about a third of the tail's CPU in the catch-up benchmark.
+// GOGC=400 with a 128 MiB soft limit collects a fifth as often while the
+// heap is small, and as often as needed near the limit (docs/BENCHMARKS.md).
+func tuneGC() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(128 << 20)
+	}
+}
+
+// cpuProfile writes a CPU profile of the process to
+// $SHARDCTL_CPUPROFILE.<pid> when that is set: how the benchmarks find where
+// shardctl spends its time (go tool pprof bin/shardctl FILE).
+func cpuProfile() (stop func()) {
+	dir := os.Getenv("SHARDCTL_CPUPROFILE")
+	if dir == "" {
+		return func() {}
+	}
+	f, err := os.Create(fmt.Sprintf("%s.%d", dir, os.Getpid()))
+	if err != nil {
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return func() {}
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }
 }
 
 // Run executes one command line and returns its exit code (tests call it directly).
