@@ -23,20 +23,20 @@ const (
 
 // Shard is one shard as 'shardctl status' shows it.
 type Shard struct {
-	ShardID   int                `json:"shard_id"`
-	Server    string             `json:"server"`
-	Schema    string             `json:"schema"`
-	Mappings  []shardmap.Mapping `json:"mappings"`
-	Status    string             `json:"status"`    // online, offline, partial (some mappings offline), unmapped
-	Rows      int64              `json:"rows"`      // rows of the sharded tables (exact with --exact, else estimates)
-	RowsKind  string             `json:"rows_kind"` // exact (COUNT(*)) or estimate (table statistics)
-	Bytes     int64              `json:"bytes"`     // size of the whole schema
+	ShardID  int                `json:"shard_id"`
+	Server   string             `json:"server"`
+	Schema   string             `json:"schema"`
+	Mappings []shardmap.Mapping `json:"mappings"`
+	Status   string             `json:"status"`    // online, offline, partial (some mappings offline), unmapped
+	Rows     int64              `json:"rows"`      // rows of the sharded tables (exact with --exact, else estimates)
+	RowsKind string             `json:"rows_kind"` // exact (COUNT(*)) or estimate (table statistics)
+	Bytes    int64              `json:"bytes"`     // size of the whole schema
 	// ShardedBytes is the sharded tables' data and indexes (table
 	// statistics): what a split divides, unlike the global tables.
-	ShardedBytes int64 `json:"sharded_bytes"`
-	SizeKind  string             `json:"size_kind"` // tablespace (InnoDB file sizes, current) or estimate (table statistics)
-	Reachable bool               `json:"reachable"`
-	Error     string             `json:"error,omitempty"`
+	ShardedBytes int64  `json:"sharded_bytes"`
+	SizeKind     string `json:"size_kind"` // tablespace (InnoDB file sizes, current) or estimate (table statistics)
+	Reachable    bool   `json:"reachable"`
+	Error        string `json:"error,omitempty"`
 }
 
 // serversAtOnce bounds how many servers ReadAll reads in parallel, and
