@@ -594,6 +594,12 @@ func (r *runner) cutover(ctx context.Context) error {
 			return err
 		}
 	}
+	// Before the window's position is read, so a reverse tail never sees the ALTERs.
+	counters := time.Now()
+	if err := r.carryCounters(ctx, r.src, r.p.Source.Schema, r.dst, r.p.Target.Schema, r.p.Copy); err != nil {
+		return err
+	}
+	countersMS := msSince(counters)
 	if err := r.windowAtCutover(ctx); err != nil {
 		return err
 	}
@@ -606,6 +612,7 @@ func (r *runner) cutover(ctx context.Context) error {
 	if n := len(r.p.Attempts); n > 0 {
 		a := &r.p.Attempts[n-1]
 		if a.Phases != nil {
+			a.Phases["counters"] = countersMS
 			// From the fence step's last phase to the switch: the step
 			// transition (the plan saved with the fence done, the window's position).
 			a.Phases["handoff"] = max(0, float64(start.Sub(a.Started).Microseconds())/1000-sumPhases(a.Phases))

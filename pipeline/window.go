@@ -606,6 +606,10 @@ func (wr *windowRun) finishSwitch(ctx context.Context, start time.Time, idx int)
 		w.Tail = final // the tail's own checkpoint is saved lazily
 		r.mu.Unlock()
 	}
+	// Before the other side's position is read, so the next tail never sees the ALTERs.
+	if err := r.carryCounters(ctx, l.from, l.fromEP.Schema, l.to, l.toEP.Schema, windowTables(r.p)); err != nil {
+		return fmt.Errorf("reverse window: %w", err)
+	}
 	if w.Next.IsZero() {
 		next, err := binlog.MasterStatus(ctx, l.to)
 		if err != nil {

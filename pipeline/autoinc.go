@@ -1,0 +1,114 @@
+package pipeline
+
+// The AUTO_INCREMENT counter moves with the rows. Rows carry their ids, so
+// the target's counter passes every id the copy and the tail wrote; but ids
+// the source issued and then lost (the highest rows deleted, an insert
+// rolled back) are not in any row, and a target that never saw them would
+// hand them out again. Behind the fence no id can be issued on the serving
+// side, so its counters read there are final: the other side's are raised
+// to at least them before the shard map switches.
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/shardctl/shardctl/chunk"
+	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/tables"
+)
+
+// autoIncrements reads the live AUTO_INCREMENT counter of each table of
+// schema that has one. MySQL 8+ answers information_schema.TABLES from a
+// cache kept for information_schema_stats_expiry (a day by default), so its
+// session sets that to 0 to ask the engine; MariaDB always asks the engine.
+func autoIncrements(ctx context.Context, db *sql.DB, schema string) (map[string]uint64, error) {
+	f, err := dbutil.FlavorOf(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	var setup []string
+	if f.MySQL {
+		setup = append(setup, "SET SESSION information_schema_stats_expiry = 0")
+	}
+	conn, err := chunk.Session(ctx, db, setup...)
+	if err != nil {
+		return nil, fmt.Errorf("read the AUTO_INCREMENT counters of %s: %w", schema, err)
+	}
+	defer chunk.Release(conn)
+	rows, err := conn.QueryContext(ctx, `SELECT TABLE_NAME, AUTO_INCREMENT FROM information_schema.TABLES
+		WHERE TABLE_SCHEMA = ? AND TABLE_TYPE = 'BASE TABLE' AND AUTO_INCREMENT IS NOT NULL`, schema)
+	if err != nil {
+		return nil, fmt.Errorf("read the AUTO_INCREMENT counters of %s: %w", schema, err)
+	}
+	defer rows.Close()
+	out := map[string]uint64{}
+	for rows.Next() {
+		var name string
+		var n uint64
+		if err := rows.Scan(&name, &n); err != nil {
+			return nil, fmt.Errorf("read the AUTO_INCREMENT counters of %s: %w", schema, err)
+		}
+		out[name] = n
+	}
+	return out, rows.Err()
+}
+
+// carryAutoIncrement raises the AUTO_INCREMENT counter of each of tables in
+// toSchema on to to at least the one in fromSchema on from, never lowering
+// one (a merge's target keeps its own when higher), and returns the tables
+// it raised. from must be fenced: then the counters it reads are final. A
+// rerun after a crash finds the raised counters and does nothing, so the
+// step that calls it stays idempotent. Each ALTER waits at most lockWait
+// for the table's metadata lock.
+func carryAutoIncrement(ctx context.Context, from *sql.DB, fromSchema string, to *sql.DB, toSchema string, tables []string, lockWait time.Duration) ([]string, error) {
+	want, err := autoIncrements(ctx, from, fromSchema)
+	if err != nil {
+		return nil, err
+	}
+	have, err := autoIncrements(ctx, to, toSchema)
+	if err != nil {
+		return nil, err
+	}
+	var raise []string
+	for _, t := range tables {
+		if w, ok := want[t]; ok && have[t] < w {
+			raise = append(raise, t)
+		}
+	}
+	if len(raise) == 0 {
+		return nil, nil
+	}
+	conn, err := chunk.Session(ctx, to, fmt.Sprintf("SET SESSION lock_wait_timeout = %d", max(1, int(lockWait.Round(time.Second)/time.Second))))
+	if err != nil {
+		return nil, fmt.Errorf("raise the AUTO_INCREMENT counters in %s: %w", toSchema, err)
+	}
+	defer chunk.Release(conn)
+	for _, t := range raise {
+		// The value is a number read from the server, not user input; ALTER
+		// takes no placeholder for it.
+		if _, err := conn.ExecContext(ctx, fmt.Sprintf("ALTER TABLE %s AUTO_INCREMENT = %d", dbutil.Table(toSchema, t), want[t])); err != nil {
+			return nil, fmt.Errorf("table %s.%s: raise AUTO_INCREMENT from %d to %d: %w", toSchema, t, have[t], want[t], err)
+		}
+	}
+	return raise, nil
+}
+
+// carryCounters carries the counters of ts from the fenced side to the side
+// the shard map is about to point at, and logs what it raised.
+func (r *runner) carryCounters(ctx context.Context, from *sql.DB, fromSchema string, to *sql.DB, toSchema string, ts []tables.Table) error {
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = t.Name
+	}
+	start := time.Now()
+	raised, err := carryAutoIncrement(ctx, from, fromSchema, to, toSchema, names, r.p.Options.LockWaitMS.D())
+	if err != nil {
+		return err
+	}
+	if len(raised) > 0 {
+		r.env.Log.Info("AUTO_INCREMENT counters carried", "schema", toSchema, "tables", raised, "took", time.Since(start))
+	}
+	return nil
+}
