@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/router"
 	"github.com/shardctl/shardctl/sandbox"
 )
@@ -23,15 +24,7 @@ func TestAutoIncrementCarried(t *testing.T) {
 	for i, op := range corpusOps[:3] {
 		t.Run(op.name, func(t *testing.T) {
 			c := newCluster(t, fmt.Sprintf("e2e_autoinc%d", i), op.servers, op.sizes)
-			// Ids are the employees' numbers at first, so a merge's shards do not collide.
-			for _, sh := range c.shards {
-				db := c.env.DB(t, c.serverIndex(sh.Server), "")
-				execScript(t, db, sh.Schema, `CREATE TABLE tickets (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, emp_no INT NOT NULL, note VARCHAR(20) NOT NULL, KEY (emp_no));
-					INSERT INTO tickets (id, emp_no, note) SELECT emp_no, emp_no, 'seed' FROM employees`)
-			}
-			if err := c.store.AddColumn(ctx, "tickets", "emp_no", "employees"); err != nil {
-				t.Fatal(err)
-			}
+			c.addTickets()
 			// The source's moving keys: the load's "moving" group.
 			var moving string
 			for _, g := range op.groups(c) {
@@ -76,6 +69,52 @@ func TestAutoIncrementCarried(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The reverse window's switch carries the counter back: ids the target
+// issued and lost while it served are not issued again by the source after
+// 'plan revert' (run with no process in the window, after a kill -9).
+func TestAutoIncrementCarriedBack(t *testing.T) {
+	c := newCluster(t, "e2e_autoinc_back", []int{1, 1}, []int{200, 100})
+	c.addTickets()
+	key := fmt.Sprint(c.shards[0].Lower + 1)
+	lp := c.startLoad(100, c.keys("moving", 1, 200), c.keys("staying", 2, 100))
+	mv := c.run([]string{"SHARDCTL_FAULT=during:window"}, "move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes",
+		"--reverse-window", "3m", "--max-blackout", "5s", "--chunk-rows", "100")
+	if !mv.killed {
+		t.Fatalf("not killed in the window: exit %d\n%s", mv.code, mv.stderr)
+	}
+	p, _ := c.onlyPlan()
+	id := p.ID
+	if p.Window == nil || p.Window.Serving != plans.SideTarget {
+		t.Fatalf("not in the window with the target serving: %+v", p.Window)
+	}
+	issued := ownerOf(t, c, key).issue(t, key)
+	c.mustRun("plan", "revert", id, "--wait", "60s")
+	lp.stop(t)
+	c.checkLedger(lp)
+	back := ownerOf(t, c, key)
+	if back.addr != c.env.Addr(1).String() {
+		t.Fatalf("after revert key %s is at %s", key, back.addr)
+	}
+	if next := back.insert(t, key); next <= issued {
+		t.Fatalf("after revert the source's next insert got id %d; the target had issued up to %d", next, issued)
+	}
+}
+
+// addTickets gives every shard an AUTO_INCREMENT table sharded on emp_no.
+// Its ids are the employees' numbers at first, so a merge's shards do not
+// collide.
+func (c *cluster) addTickets() {
+	t := c.t
+	for _, sh := range c.shards {
+		db := c.env.DB(t, c.serverIndex(sh.Server), "")
+		execScript(t, db, sh.Schema, `CREATE TABLE tickets (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, emp_no INT NOT NULL, note VARCHAR(20) NOT NULL, KEY (emp_no));
+			INSERT INTO tickets (id, emp_no, note) SELECT emp_no, emp_no, 'seed' FROM employees`)
+	}
+	if err := c.store.AddColumn(ctx, "tickets", "emp_no", "employees"); err != nil {
+		t.Fatal(err)
 	}
 }
 
