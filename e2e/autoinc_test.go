@@ -55,6 +55,10 @@ func TestAutoIncrementCarried(t *testing.T) {
 			}
 			lp.stop(t)
 			c.checkLedger(lp)
+			if p, _ := c.onlyPlan(); len(p.Attempts) > 0 {
+				a := p.Attempts[len(p.Attempts)-1]
+				t.Logf("%s: blackout %.1f ms, of which carrying the counters %.1f ms", op.name, a.BlackoutM, a.Phases["counters"])
+			}
 
 			dst := ownerOf(t, c, moving)
 			if dst.addr == src.addr && dst.schema == src.schema {
