@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math/big"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -32,7 +33,7 @@ const (
 	Float                // FLOAT: read through CAST(… AS DOUBLE), its plain text keeps only 6 digits
 	Double               // DOUBLE: its text is the shortest exact form
 	Bit                  // BIT: raw bytes on the wire; as a key, decimal text and uint64 arguments
-	Enum                 // ENUM and SET: data only, they sort by index but compare by text
+	Enum                 // ENUM and SET: they sort by their number (index, bit set); as a key, that number's decimal text
 )
 
 // Column is one column of a table with what the server said about its type.
@@ -42,6 +43,9 @@ type Column struct {
 	Kind  Kind
 	Scale int64 // DECIMAL scale
 	Null  bool  // may hold NULL (true when the driver cannot tell)
+	// Members are an ENUM's or SET's values in definition order (Probe
+	// reads them): a key value's text is turned into its number with them.
+	Members []string
 }
 
 // ColumnOf classifies a result column.
@@ -94,10 +98,101 @@ func Probe(ctx context.Context, q dbutil.Querier, schema, table string, names []
 		return nil, fmt.Errorf("read column types of %s.%s: %w", schema, table, err)
 	}
 	out := make([]Column, len(names))
+	enums := false
 	for i, ct := range cts {
 		out[i] = ColumnOf(names[i], ct)
+		enums = enums || out[i].Kind == Enum
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if enums {
+		if err := loadMembers(ctx, q, schema, table, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// loadMembers fills the Members of the ENUM and SET columns among cols.
+func loadMembers(ctx context.Context, q dbutil.Querier, schema, table string, cols []Column) error {
+	types := map[string]string{}
+	var name, typ string
+	if err := dbutil.ScanEach(ctx, q, "SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
+		[]any{schema, table}, []any{&name, &typ}, func() error { types[name] = typ; return nil }); err != nil {
+		return fmt.Errorf("read the ENUM and SET members of %s.%s: %w", schema, table, err)
+	}
+	for i, c := range cols {
+		if c.Kind != Enum {
+			continue
+		}
+		m, err := ParseMembers(types[c.Name])
+		if err != nil {
+			return fmt.Errorf("table %s.%s column %s: %w", schema, table, c.Name, err)
+		}
+		cols[i].Members = m
+	}
+	return nil
+}
+
+// ParseMembers reads the members of a COLUMN_TYPE such as enum('a','b'):
+// in a value, a quote is doubled and a backslash escapes what SHOW and
+// information_schema escape.
+func ParseMembers(colType string) ([]string, error) {
+	open := strings.IndexByte(colType, '(')
+	if open < 0 || !strings.HasSuffix(colType, ")") {
+		return nil, fmt.Errorf("cannot read the members of %q", colType)
+	}
+	body := colType[open+1 : len(colType)-1]
+	var out []string
+	for i := 0; i < len(body); {
+		if body[i] != '\'' {
+			return nil, fmt.Errorf("cannot read the members of %q", colType)
+		}
+		var b strings.Builder
+		i++
+		for ; ; i++ {
+			if i >= len(body) {
+				return nil, fmt.Errorf("cannot read the members of %q: unterminated value", colType)
+			}
+			c := body[i]
+			if c == '\'' {
+				if i+1 < len(body) && body[i+1] == '\'' {
+					b.WriteByte('\'')
+					i++
+					continue
+				}
+				i++
+				break
+			}
+			if c == '\\' && i+1 < len(body) {
+				i++
+				switch body[i] {
+				case 'n':
+					c = '\n'
+				case 'r':
+					c = '\r'
+				case 't':
+					c = '\t'
+				case '0':
+					c = 0
+				case 'Z':
+					c = 26
+				default:
+					c = body[i]
+				}
+			}
+			b.WriteByte(c)
+		}
+		out = append(out, b.String())
+		if i < len(body) {
+			if body[i] != ',' {
+				return nil, fmt.Errorf("cannot read the members of %q", colType)
+			}
+			i++
+		}
+	}
+	return out, nil
 }
 
 // Expr is the select expression that yields the column's exact text form.
@@ -113,20 +208,51 @@ func (c Column) keyable() bool {
 	switch c.Kind {
 	case Char, Temporal, Binary, Signed, Unsigned, Decimal, Float, Double, Bit:
 		return true
+	case Enum:
+		return c.Members != nil
 	}
 	return false
 }
 
 // Text is a key value's checkpoint form: the server's text, except binary
-// strings (0x-hex, so checkpoints stay valid JSON) and BIT (decimal).
+// strings (0x-hex, so checkpoints stay valid JSON), BIT (decimal) and ENUM
+// and SET (their number, in whose order the index sorts them; a value that
+// is no member stays text, which Arg refuses).
 func (c Column) Text(raw []byte) string {
 	switch c.Kind {
 	case Binary:
 		return "0x" + hex.EncodeToString(raw)
 	case Bit:
 		return new(big.Int).SetBytes(raw).String()
+	case Enum:
+		if n, ok := c.number(string(raw)); ok {
+			return strconv.FormatUint(n, 10)
+		}
 	}
 	return string(raw)
+}
+
+// number is an ENUM value's index (0: the empty error value) or a SET
+// value's bits.
+func (c Column) number(v string) (uint64, bool) {
+	if c.Type == "SET" {
+		var n uint64
+		if v == "" {
+			return 0, true
+		}
+		for _, part := range strings.Split(v, ",") {
+			i := slices.Index(c.Members, part)
+			if i < 0 || i > 63 {
+				return 0, false
+			}
+			n |= 1 << i
+		}
+		return n, true
+	}
+	if i := slices.Index(c.Members, v); i >= 0 {
+		return uint64(i + 1), true
+	}
+	return 0, v == ""
 }
 
 // Arg turns a key value's text back into the argument the server compares
@@ -138,6 +264,12 @@ func (c Column) Arg(text string) (any, error) {
 		return strconv.ParseInt(text, 10, 64)
 	case Unsigned, Bit:
 		return strconv.ParseUint(text, 10, 64)
+	case Enum:
+		n, err := strconv.ParseUint(text, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s value %q is none of the column's members", c.Type, text)
+		}
+		return n, nil
 	case Float, Double:
 		return strconv.ParseFloat(text, 64)
 	case Binary:
@@ -264,18 +396,38 @@ func (k Key) Compare(op string, text []string) (string, []any, error) {
 		}
 		vals[i] = v
 	}
-	names := make([]string, len(k.Cols))
-	ph := make([]string, len(k.Cols))
-	for i, c := range k.Cols {
-		names[i] = dbutil.QuoteIdent(c.Name)
-		ph[i] = c.Placeholder()
-	}
-	s, order := Tuple(names, ph, op)
-	args := make([]any, len(order))
-	for i, j := range order {
-		args[i] = vals[j]
-	}
+	var args []any
+	s := tuple(len(k.Cols), op, func(i int, op string) string {
+		sql, a := k.Cols[i].compare(op, vals[i])
+		args = append(args, a...)
+		return sql
+	})
 	return s, args, nil
+}
+
+// maxInList is the most ENUM members a comparison lists: beyond it, a plain
+// comparison of the index (exact, but the optimizer reads it as a filter).
+const maxInList = 64
+
+// compare renders "column op v" (op: >, >=, <, <=, =) with its arguments.
+// An ENUM compared with a number compares its index, but the optimizer
+// makes no range of it: it gets the list of indexes that satisfy op, which
+// it does make ranges of.
+func (c Column) compare(op string, v any) (string, []any) {
+	name := dbutil.QuoteIdent(c.Name)
+	if n, ok := v.(uint64); ok && c.Kind == Enum && c.Type != "SET" && op != "=" && len(c.Members) <= maxInList {
+		var in []any
+		for i := uint64(0); i <= uint64(len(c.Members)); i++ {
+			if (op == ">" && i > n) || (op == ">=" && i >= n) || (op == "<" && i < n) || (op == "<=" && i <= n) {
+				in = append(in, i)
+			}
+		}
+		if len(in) == 0 {
+			return "1=0", nil
+		}
+		return name + " IN (" + strings.TrimSuffix(strings.Repeat("?,", len(in)), ",") + ")", in
+	}
+	return name + " " + op + " " + c.Placeholder(), []any{v}
 }
 
 // Range renders lo < key <= hi; a nil bound is open. Both open gives "1=1".
@@ -310,6 +462,16 @@ func (k Key) Range(lo, hi []string) (string, []any, error) {
 // cols are quoted identifiers and ph their placeholders. order gives, for each
 // placeholder in the text, the index of the value it takes.
 func Tuple(cols, ph []string, op string) (sql string, order []int) {
+	sql = tuple(len(cols), op, func(i int, op string) string {
+		order = append(order, i)
+		return cols[i] + " " + op + " " + ph[i]
+	})
+	return sql, order
+}
+
+// tuple renders Tuple's expansion over n columns; cmp(i, op) renders column
+// i compared by op (>, >=, <, <= or =) and is called in the text's order.
+func tuple(n int, op string, cmp func(i int, op string) string) string {
 	var lead, inner string
 	switch op {
 	case ">", ">=":
@@ -319,24 +481,20 @@ func Tuple(cols, ph []string, op string) (sql string, order []int) {
 	default:
 		panic("chunk.Tuple: unknown operator " + op)
 	}
-	n := len(cols)
 	if n == 1 {
-		return cols[0] + " " + op + " " + ph[0], []int{0}
+		return cmp(0, op)
 	}
 	var b strings.Builder
-	b.WriteString("(" + cols[0] + " " + lead + " " + ph[0] + " AND (")
-	order = append(order, 0)
+	b.WriteString("(" + cmp(0, lead) + " AND (")
 	for i := 0; i < n-1; i++ {
-		b.WriteString(cols[i] + " " + inner + " " + ph[i] + " OR (" + cols[i] + " = " + ph[i] + " AND ")
-		order = append(order, i, i)
+		b.WriteString(cmp(i, inner) + " OR (" + cmp(i, "=") + " AND ")
 		if i < n-2 {
 			b.WriteString("(")
 		}
 	}
-	b.WriteString(cols[n-1] + " " + op + " " + ph[n-1])
-	order = append(order, n-1)
+	b.WriteString(cmp(n-1, op))
 	b.WriteString(strings.Repeat(")", 2*n-3) + "))")
-	return b.String(), order
+	return b.String()
 }
 
 // Upper returns the key of the n-th row, in key order, of those after `after`

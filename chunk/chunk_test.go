@@ -135,7 +135,13 @@ func TestExprAndKeyable(t *testing.T) {
 		t.Fatalf("quoting %s", e)
 	}
 	if _, err := NewKey("s", "t", []Column{{Name: "e", Type: "ENUM", Kind: Enum}}); err == nil {
-		t.Fatal("an ENUM key was accepted")
+		t.Fatal("an ENUM key without its members was accepted")
+	}
+	if _, err := NewKey("s", "t", []Column{{Name: "e", Type: "ENUM", Kind: Enum, Members: []string{"a"}}}); err != nil {
+		t.Fatalf("an ENUM key was refused: %v", err)
+	}
+	if _, err := NewKey("s", "t", []Column{{Name: "g", Type: "GEOMETRY", Kind: Other}}); err == nil {
+		t.Fatal("a GEOMETRY key was accepted")
 	}
 	if _, err := NewKey("s", "t", nil); err == nil {
 		t.Fatal("an empty key was accepted")
