@@ -10,6 +10,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math/big"
 	"slices"
@@ -298,28 +299,34 @@ func (c Column) Placeholder() string {
 	return "?"
 }
 
-// Key is a table's primary key, typed.
+// Key is the key a table's rows are paged by (its primary key, or the
+// UNIQUE key over NOT NULL columns that stands in for one), typed.
 type Key struct {
 	Schema, Table string
+	Index         string // the index's name: PRIMARY, or the UNIQUE key's
 	Cols          []Column
 }
 
-// LoadKey types the primary key columns pk of schema.table and checks that
-// keyset pagination on them is exact.
-func LoadKey(ctx context.Context, q dbutil.Querier, schema, table string, pk []string) (Key, error) {
+// ErrKeyType marks a key that keyset chunking cannot page on exactly.
+var ErrKeyType = errors.New("keyset chunking cannot page on it exactly")
+
+// LoadKey types the key columns pk (of the index named index) of
+// schema.table and checks that keyset pagination on them is exact.
+func LoadKey(ctx context.Context, q dbutil.Querier, schema, table, index string, pk []string) (Key, error) {
 	if len(pk) == 0 {
-		return Key{}, fmt.Errorf("table %s.%s has no primary key: chunking needs one", schema, table)
+		return Key{}, fmt.Errorf("table %s.%s has no key: chunking needs a primary key or a UNIQUE key over NOT NULL columns", schema, table)
 	}
 	cols, err := Probe(ctx, q, schema, table, pk)
 	if err != nil {
 		return Key{}, err
 	}
-	return NewKey(schema, table, cols)
+	return NewKey(schema, table, index, cols)
 }
 
-// KeyAmong types the primary key pk of schema.table from the table's probed
-// columns cols, and says where each key column stands among them.
-func KeyAmong(schema, table string, pk []string, cols []Column) (Key, []int, error) {
+// KeyAmong types the key pk (of the index named index) of schema.table from
+// the table's probed columns cols, and says where each key column stands
+// among them.
+func KeyAmong(schema, table, index string, pk []string, cols []Column) (Key, []int, error) {
 	pos := make([]int, len(pk))
 	kc := make([]Column, len(pk))
 	for i, name := range pk {
@@ -331,25 +338,25 @@ func KeyAmong(schema, table string, pk []string, cols []Column) (Key, []int, err
 			}
 		}
 		if pos[i] < 0 {
-			return Key{}, nil, fmt.Errorf("primary key column %s is not among the table's columns", name)
+			return Key{}, nil, fmt.Errorf("key column %s is not among the table's columns", name)
 		}
 	}
-	k, err := NewKey(schema, table, kc)
+	k, err := NewKey(schema, table, index, kc)
 	return k, pos, err
 }
 
-// NewKey builds a key from typed columns, refusing types keyset cannot page on.
-func NewKey(schema, table string, cols []Column) (Key, error) {
+// NewKey builds a key of the index named index from typed columns,
+// refusing types keyset cannot page on (ErrKeyType).
+func NewKey(schema, table, index string, cols []Column) (Key, error) {
 	if len(cols) == 0 {
-		return Key{}, fmt.Errorf("table %s.%s has no primary key: chunking needs one", schema, table)
+		return Key{}, fmt.Errorf("table %s.%s has no key: chunking needs a primary key or a UNIQUE key over NOT NULL columns", schema, table)
 	}
 	for _, c := range cols {
 		if !c.keyable() {
-			return Key{}, fmt.Errorf("table %s.%s: primary key column %s has type %s, which keyset chunking cannot page on exactly",
-				schema, table, c.Name, c.Type)
+			return Key{}, fmt.Errorf("table %s.%s: column %s of key %s has type %s: %w", schema, table, c.Name, index, c.Type, ErrKeyType)
 		}
 	}
-	return Key{Schema: schema, Table: table, Cols: cols}, nil
+	return Key{Schema: schema, Table: table, Index: index, Cols: cols}, nil
 }
 
 // Names are the key's column names.
@@ -370,7 +377,7 @@ func (k Key) Select() string {
 	return strings.Join(e, ", ")
 }
 
-// OrderBy is the ORDER BY list: the primary key, ascending.
+// OrderBy is the ORDER BY list: the key, ascending.
 func (k Key) OrderBy() string { return dbutil.QuoteIdents(k.Names()) }
 
 // Text converts raw key values (in key order) to their checkpoint form.
@@ -385,7 +392,7 @@ func (k Key) Text(raw [][]byte) []string {
 // Compare renders "key op text" (op is >, >=, < or <=) with its arguments.
 func (k Key) Compare(op string, text []string) (string, []any, error) {
 	if len(text) != len(k.Cols) {
-		return "", nil, fmt.Errorf("table %s.%s: key bound %q has %d values, the primary key %d columns",
+		return "", nil, fmt.Errorf("table %s.%s: key bound %q has %d values, the key %d columns",
 			k.Schema, k.Table, text, len(text), len(k.Cols))
 	}
 	vals := make([]any, len(text))
@@ -509,7 +516,7 @@ func Upper(ctx context.Context, q dbutil.Querier, k Key, after []string, where s
 	if err != nil {
 		return nil, false, err
 	}
-	query := "SELECT " + k.Select() + " FROM " + dbutil.Table(k.Schema, k.Table) + " FORCE INDEX (PRIMARY)" +
+	query := "SELECT " + k.Select() + " FROM " + dbutil.Table(k.Schema, k.Table) + " FORCE INDEX (" + dbutil.QuoteIdent(k.Index) + ")" +
 		" WHERE " + rng + " AND " + where + " ORDER BY " + k.OrderBy() + " LIMIT 1 OFFSET ?"
 	args = append(append(args, whereArgs...), n-1)
 	rows, err := q.QueryContext(ctx, query, args...)

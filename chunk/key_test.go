@@ -90,7 +90,7 @@ func TestPageKeysOfEveryType(t *testing.T) {
 		{"id_e", "id, e"}, {"e_id", "e, id"}, {"s_id", "s, id"}, {"dt_vb", "at, b"},
 	} {
 		names := strings.Split(strings.ReplaceAll(c.order, " ", ""), ",")
-		k, err := LoadKey(ctx, db, "chunk_keys", c.table, names)
+		k, err := LoadKey(ctx, db, "chunk_keys", c.table, "PRIMARY", names)
 		if err != nil {
 			t.Fatalf("%s: %v", c.table, err)
 		}
