@@ -104,7 +104,8 @@ func Probe(ctx context.Context, q dbutil.Querier, schema, table string, names []
 		out[i] = ColumnOf(names[i], ct)
 		enums = enums || out[i].Kind == Enum
 	}
-	if err := rows.Err(); err != nil {
+	// Closed before the members are read: a pinned connection runs one query at a time.
+	if err := rows.Close(); err != nil {
 		return nil, err
 	}
 	if enums {
