@@ -759,7 +759,7 @@ func TestTailLargeTransactions(t *testing.T) {
 	waitFor(t, tl, end)
 	var n, sum int64
 	var blobs string
-	q := "SELECT COUNT(*), SUM(v), MD5(GROUP_CONCAT(MD5(b) ORDER BY id)) FROM "
+	q := "SELECT COUNT(*), SUM(v), SHA2(GROUP_CONCAT(SHA2(b, 256) ORDER BY id), 256) FROM "
 	if err := p.src.QueryRow(q+tb).Scan(&n, &sum, &blobs); err != nil {
 		t.Fatal(err)
 	}

@@ -32,9 +32,7 @@ func (a *app) statusCmd() *cobra.Command {
 					Shards  []ShardStatus  `json:"shards"`
 					Windows []WindowStatus `json:"windows,omitempty"`
 				}{Version: m.Version, Windows: a.windows()}
-				for _, l := range m.Locations {
-					out.Shards = append(out.Shards, shardstatus.Read(cmd.Context(), m, l, a.shardCreds(), exact))
-				}
+				out.Shards = shardstatus.ReadAll(cmd.Context(), m, m.Locations, a.shardCreds(), exact)
 				return a.emit(out, func(w io.Writer) {
 					fmt.Fprintf(w, "shard map version %d\n", m.Version)
 					tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

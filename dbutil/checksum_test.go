@@ -15,11 +15,11 @@ func TestRowsChecksumSQLIsChosenForThePair(t *testing.T) {
 		want string
 	}{
 		{maria, maria, "SUM(CRC32("},
-		{mysql, mysql, "BIT_XOR(UNHEX(MD5("},
-		{maria, oldMaria, "CONV(SUBSTRING(MD5("}, // both sides run the same function
-		{oldMaria, oldMaria, "CONV(SUBSTRING(MD5("},
-		{oldMySQL, mysql, "CONV(SUBSTRING(MD5("},
-		{maria, mysql, "CONV(SUBSTRING(MD5("},
+		{mysql, mysql, "BIT_XOR(UNHEX(SHA2("},
+		{maria, oldMaria, "CONV(SUBSTRING(SHA2("}, // both sides run the same function
+		{oldMaria, oldMaria, "CONV(SUBSTRING(SHA2("},
+		{oldMySQL, mysql, "CONV(SUBSTRING(SHA2("},
+		{maria, mysql, "CONV(SUBSTRING(SHA2("},
 	} {
 		if got := RowsChecksumSQL(c.a, c.b, "s"); !strings.Contains(got, c.want) || got != RowsChecksumSQL(c.b, c.a, "s") {
 			t.Errorf("%s with %s: %s, want %s…", c.a, c.b, got, c.want)

@@ -99,28 +99,10 @@ func TestCorpus(t *testing.T) {
 func runCorpus(t *testing.T, dir string, op corpusOp, name string) {
 	start := time.Now()
 	c := newCluster(t, name, op.servers, op.sizes)
-	schemaSQL := readFile(t, filepath.Join(dir, "schema.sql"))
+	keys, sharded, objects := c.loadCorpus(dir)
 	workload := readFile(t, filepath.Join(dir, "workload.sql"))
 	checks := readFile(t, filepath.Join(dir, "checks.sql"))
-	var keys []int64
-	for _, sh := range c.shards {
-		db := c.env.DB(t, c.serverIndex(sh.Server), "")
-		execScript(t, db, sh.Schema, schemaSQL)
-		keys = append(keys, column[int64](t, db, "SELECT emp_no FROM "+dbutil.Table(sh.Schema, "employees"))...)
-	}
 	first := c.shards[0]
-	fdb := c.env.DB(t, c.serverIndex(first.Server), "")
-	sharded := column[string](t, fdb, `SELECT c.TABLE_NAME FROM information_schema.COLUMNS c JOIN information_schema.TABLES t USING (TABLE_SCHEMA, TABLE_NAME)
-		WHERE c.TABLE_SCHEMA = ? AND c.COLUMN_NAME = 'emp_no' AND t.TABLE_TYPE = 'BASE TABLE' AND c.TABLE_NAME NOT IN ('`+strings.Join(sandbox.ShardedTables, "','")+`') ORDER BY c.TABLE_NAME`, first.Schema)
-	for _, tb := range sharded {
-		if err := c.store.AddColumn(ctx, tb, "emp_no", "employees"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	objects, err := schemaobj.Read(ctx, fdb, first.Schema, fence.TriggerPrefix)
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Logf("corpus %s: %d sharded tables %v, %d objects, set up in %s", filepath.Base(dir), len(sharded), sharded, len(objects), time.Since(start).Round(time.Millisecond))
 
 	// --dry-run lists every object and what happens to it.
@@ -167,6 +149,33 @@ func runCorpus(t *testing.T, dir string, op corpusOp, name string) {
 	c.mustRun("prune", "--shard", "1")
 	c.checkCorpus(sharded, objects, first.Schema, checks)
 	t.Logf("%s took %s", op.name, time.Since(start).Round(time.Millisecond))
+}
+
+// loadCorpus runs the corpus schema of dir in every shard schema of c and
+// registers its tables with an emp_no column as sharded on it. It returns the
+// employees' keys, the sharded corpus tables and the schema objects.
+func (c *cluster) loadCorpus(dir string) (keys []int64, sharded []string, objects []schemaobj.Object) {
+	t := c.t
+	schemaSQL := readFile(t, filepath.Join(dir, "schema.sql"))
+	for _, sh := range c.shards {
+		db := c.env.DB(t, c.serverIndex(sh.Server), "")
+		execScript(t, db, sh.Schema, schemaSQL)
+		keys = append(keys, column[int64](t, db, "SELECT emp_no FROM "+dbutil.Table(sh.Schema, "employees"))...)
+	}
+	first := c.shards[0]
+	fdb := c.env.DB(t, c.serverIndex(first.Server), "")
+	sharded = column[string](t, fdb, `SELECT c.TABLE_NAME FROM information_schema.COLUMNS c JOIN information_schema.TABLES t USING (TABLE_SCHEMA, TABLE_NAME)
+		WHERE c.TABLE_SCHEMA = ? AND c.COLUMN_NAME = 'emp_no' AND t.TABLE_TYPE = 'BASE TABLE' AND c.TABLE_NAME NOT IN ('`+strings.Join(sandbox.ShardedTables, "','")+`') ORDER BY c.TABLE_NAME`, first.Schema)
+	for _, tb := range sharded {
+		if err := c.store.AddColumn(ctx, tb, "emp_no", "employees"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	objects, err := schemaobj.Read(ctx, fdb, first.Schema, fence.TriggerPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys, sharded, objects
 }
 
 // checkCorpus checks every shard in the shard map: sharded corpus tables

@@ -322,7 +322,7 @@ func (c *cluster) fleetSums(groups []string) map[string]string {
 			}
 			var n int64
 			var x uint64
-			q := "SELECT COUNT(*), COALESCE(BIT_XOR(CAST(CONV(SUBSTRING(MD5(CONCAT_WS('#', " + strings.Join(cols, ", ") + ")), 1, 16), 16, 10) AS UNSIGNED)), 0) FROM " + dbutil.Table(l.Schema, tb) + where
+			q := "SELECT COUNT(*), COALESCE(BIT_XOR(CAST(CONV(SUBSTRING(SHA2(CONCAT_WS('#', " + strings.Join(cols, ", ") + "), 256), 1, 16), 16, 10) AS UNSIGNED)), 0) FROM " + dbutil.Table(l.Schema, tb) + where
 			if err := db.QueryRow(q, args...).Scan(&n, &x); err != nil {
 				c.t.Fatalf("checksum %s.%s: %v", l.Schema, tb, err)
 			}

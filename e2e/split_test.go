@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/internal/testenv"
 	"github.com/shardctl/shardctl/sandbox"
 	"github.com/shardctl/shardctl/shardmap"
 )
@@ -120,6 +121,7 @@ func TestRangeSplitUnderLoad(t *testing.T) {
 // Hash split: a new ring point takes half of a shard's arc.
 func TestHashSplitAndMergeUnderLoad(t *testing.T) {
 	c := newClusterOpts(t, "e2e_hsplit", []int{1, 2}, []int{3000, 3000}, true)
+	c.env.NeedMD5(t) // hash arcs: the fence and the copy hash inside the server
 	before := c.totalRows()
 	lp := c.startLoad(300, "all=1-12000")
 	r := c.mustRun("split", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "-o", "json")
@@ -243,4 +245,38 @@ func TestMergeAndSplitRefusals(t *testing.T) {
 	c.store.AddPoint(ctx, "regions", "eu", id)
 	base = snap()
 	expect("split a LIST shard", "LIST", "split", "--shard", fmt.Sprint(id), "--at", "x", "--to", c.env.Addr(3).String())
+}
+
+// On servers as installed, a hash split or merge needs MD5() inside the
+// server (its fence triggers, copy filter and cleanup compute ring
+// positions there): MySQL 9.6+ has none, so both are refused before anything
+// changes, naming the statement that adds it, while a move of the same
+// hash-mapped shard needs nothing. MariaDB has MD5(), and the same runs are
+// accepted; with the component in, so are they on MySQL.
+func TestHashSplitNeedsMD5InTheServer(t *testing.T) {
+	c := newClusterOpts(t, "e2e_catmd5", []int{1, 2}, []int{200, 200}, true)
+	split := []string{"split", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes"}
+	merge := []string{"merge", "--shard", "2", "--into", "1", "--yes"}
+	before := catState(t, c)
+	for _, args := range [][]string{split, merge} {
+		r := c.run(nil, append(args, "--dry-run")...)
+		if !testenv.MySQL() {
+			if r.code != 0 {
+				t.Fatalf("%v on MariaDB: exit %d\n%s", args, r.code, r.stderr)
+			}
+			continue
+		}
+		if r.code != 2 || !strings.Contains(r.stderr, "INSTALL COMPONENT 'file://component_classic_hashing'") {
+			t.Fatalf("%v on a stock MySQL: exit %d\n%s", args, r.code, r.stderr)
+		}
+		if r := c.run(nil, args...); r.code != 2 {
+			t.Fatalf("%v on a stock MySQL: exit %d\n%s", args, r.code, r.stderr)
+		}
+	}
+	c.mustRun("move", "--shard", "2", "--to", c.env.Addr(3).String(), "--dry-run")
+	if after := catState(t, c); after != before {
+		t.Fatalf("refused runs changed something:\n%s", lineDiff(before, after))
+	}
+	c.env.NeedMD5(t)
+	c.mustRun(append(split, "--dry-run")...)
 }

@@ -422,6 +422,7 @@ func TestSplitRevertWindow(t *testing.T) {
 // the plan ends aborted, every key is where the shard map says.
 func TestHashSplitRevertThenComplete(t *testing.T) {
 	c := newClusterOpts(t, "e2e_hswin", []int{1, 2}, []int{1000, 300}, true)
+	c.env.NeedMD5(t) // hash arcs: the fence and the copy hash inside the server
 	lp1 := c.startLoad(60, "moving=1-1500")
 	sp := c.startBG(nil, "split", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "--reverse-window", "3m", "--max-blackout", "5s")
 	p := c.waitWin("the window", 90*time.Second, sp, inWindow(plans.SideTarget, time.Now()))
@@ -523,6 +524,7 @@ func TestMergeRevertWindow(t *testing.T) {
 // the plan ends aborted.
 func TestHashMergeRevertThenComplete(t *testing.T) {
 	c := newClusterOpts(t, "e2e_hmwin", []int{1, 2}, []int{600, 600}, true)
+	c.env.NeedMD5(t) // hash arcs: the fence and the copy hash inside the server
 	lp1 := c.startLoad(60, "moving=1-1500")
 	mg := c.startBG(nil, "merge", "--shard", "2", "--into", "1", "--yes", "--reverse-window", "3m", "--max-blackout", "5s")
 	p := c.waitWin("the window", 90*time.Second, mg, inWindow(plans.SideTarget, time.Now()))

@@ -65,7 +65,7 @@ func Abort(ctx context.Context, env Env, p *plans.Plan) error {
 			if err := GuardRemoval(ctx, env.Store, p.Target, nil); err != nil {
 				return fmt.Errorf("abort: %w", err)
 			}
-			if err := dropSchema(ctx, r.dst, p.Target.Schema, copyNames(p)); err != nil {
+			if err := dropSchema(ctx, r.dst, p.Target.Schema, schemaTables(p)); err != nil {
 				return fmt.Errorf("abort: drop target copy %s: %w", p.Target.Schema, err)
 			}
 		}

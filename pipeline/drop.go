@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/shardctl/shardctl/dbutil"
@@ -75,11 +76,18 @@ func clearTriggerBackups(ctx context.Context, db *sql.DB, schema string, tables 
 	return nil
 }
 
-// copyNames lists the tables p copies, by name.
-func copyNames(p *plans.Plan) []string {
-	out := make([]string, len(p.Copy))
-	for i, t := range p.Copy {
-		out[i] = t.Name
+// schemaTables lists, by name, the tables of a plan's schemas whose trigger
+// backups a failed DROP DATABASE may leave: those it copies and those it
+// fences (a merge fences the global tables it does not copy).
+func schemaTables(p *plans.Plan) []string {
+	var out []string
+	for _, t := range p.Copy {
+		out = append(out, t.Name)
+	}
+	for _, f := range p.Fence {
+		if !slices.Contains(out, f.Name) {
+			out = append(out, f.Name)
+		}
 	}
 	return out
 }

@@ -58,7 +58,7 @@ func Transient(err error) bool {
 		errors.Is(err, driver.ErrBadConn), errors.Is(err, mysql.ErrInvalidConn),
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return true
-	case errors.Is(err, binlog.ErrDDL):
+	case errors.Is(err, binlog.ErrDDL), errors.Is(err, ErrCrossing):
 		return false
 	}
 	switch dbutil.ErrNumber(err) {
@@ -87,6 +87,8 @@ func hint(err error, planID string) string {
 	switch n := dbutil.ErrNumber(err); {
 	case errors.Is(err, binlog.ErrDDL):
 		return fmt.Sprintf("a schema change ran on the source during the operation, and the copy cannot follow it: abort the plan ('shardctl plan abort %s') and start a new one", planID)
+	case errors.Is(err, ErrCrossing):
+		return "fix those rows (give each child its parent's shard key, or re-point it): the check runs again when you resume; " + resume
 	case n == 1451 || n == 1452 || n == 1216 || n == 1217:
 		return "a foreign key refused the statement: check the keys of the table named above (information_schema.REFERENTIAL_CONSTRAINTS) and the rows they name, fix them, " + resume
 	case n == 1142 || n == 1143 || n == 1044 || n == 1045 || n == 1227 || n == 1370 || n == 1419:

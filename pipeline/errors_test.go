@@ -48,3 +48,30 @@ func TestTransientOrDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// A preflight probe's failure names the probe and the server and says what to
+// do, and keeps the server's error, so a lost connection stays resumable and
+// the rest is a failure to fix; MySQL's answers to a missing MD5() (1046
+// without a default schema, 1305 with one) read as a missing function.
+func TestProbeErrorSaysWhatFailedWhere(t *testing.T) {
+	my := func(n uint16) error { return &mysql.MySQLError{Number: n, Message: "x"} }
+	for _, c := range []struct {
+		err       error
+		transient bool
+		hint      string
+	}{
+		{my(1142), false, "grant the account"},
+		{my(1046), false, "lacks a function"},
+		{my(2013), true, "run it again"},
+		{my(1064), false, ""},
+	} {
+		err := probeError("the binlog settings", "source", "127.0.0.1:3307", c.err)
+		msg := err.Error()
+		if !strings.Contains(msg, "the binlog settings on the source 127.0.0.1:3307") || !strings.Contains(msg, c.hint) || !errors.Is(err, c.err) || Transient(err) != c.transient {
+			t.Errorf("%v: %q (transient %v)", c.err, msg, Transient(err))
+		}
+	}
+	if !dbutil.IsMissingFunction(my(1046)) || !dbutil.IsMissingFunction(my(1305)) || dbutil.IsMissingFunction(my(1146)) {
+		t.Error("IsMissingFunction")
+	}
+}

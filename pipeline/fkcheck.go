@@ -8,10 +8,10 @@ import (
 	"github.com/shardctl/shardctl/tables"
 )
 
-// foreignKeyProblems is the preflight check on foreign keys: a key that would
-// span two shards after a split or merge (a global table referencing a
-// sharded one, a key between sharded tables without the shard key), or that
-// reaches into another schema, is refused. That refusal is what makes the
+// foreignKeyProblems is the preflight check on foreign keys: a key that
+// reaches into another schema, or (split, merge) a global table referencing a
+// sharded one, is refused by its shape. Keys between sharded tables without
+// the shard key are judged on the rows (fkdata.go). That is what makes the
 // deletes of cleanup, prune and abort sound: they run with foreign key checks
 // off (so no CASCADE reaches rows the operation does not own).
 func foreignKeyProblems(ctx context.Context, src *sql.DB, p *plans.Plan) ([]string, error) {
@@ -19,5 +19,6 @@ func foreignKeyProblems(ctx context.Context, src *sql.DB, p *plans.Plan) ([]stri
 	if err != nil {
 		return nil, err
 	}
-	return tables.CrossingKeys(p.Copy, fks, p.Source.Schema, p.Operation == "move"), nil
+	refused, _ := tables.CrossingKeys(p.Copy, fks, p.Source.Schema, p.Operation)
+	return refused, nil
 }

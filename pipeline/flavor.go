@@ -13,16 +13,21 @@ import (
 )
 
 // flavorProblems refuses a MariaDB/MySQL pair and a server that lacks a
-// function the plan needs: the checksums' (MySQL 9.7 ships MD5() in a
-// component) and, for hash ranges, MD5().
+// function the plan needs. The checksums use only what every server has
+// (dbutil.RowsChecksumSQL); hash arcs need MD5() inside the server, because
+// the fence triggers, the copy's filter and cleanup compute a row's ring
+// position there, and MySQL 9.6+ as installed has no MD5() (it moved to
+// component_classic_hashing). So a split or merge of a HASH map on such a
+// server is refused with the statement that adds it; RANGE and LIST maps and
+// every move need nothing beyond a stock server.
 func flavorProblems(ctx context.Context, src, dst *sql.DB, p *plans.Plan) ([]string, error) {
 	fs, err := dbutil.FlavorOf(ctx, src)
 	if err != nil {
-		return nil, fmt.Errorf("source %s: %w", p.Source.Addr(), err)
+		return nil, probeError("the server version", "source", p.Source.Addr(), err)
 	}
 	fd, err := dbutil.FlavorOf(ctx, dst)
 	if err != nil {
-		return nil, fmt.Errorf("target %s: %w", p.Target.Addr(), err)
+		return nil, probeError("the server version", "target", p.Target.Addr(), err)
 	}
 	var problems []string
 	if err := dbutil.SameFamily(fs, fd); err != nil {
@@ -31,7 +36,7 @@ func flavorProblems(ctx context.Context, src, dst *sql.DB, p *plans.Plan) ([]str
 	needs := []struct{ what, sql string }{{"the checksums", "SELECT " + dbutil.RowsChecksumSQL(fs, fd, "''")}}
 	for _, t := range p.Copy {
 		if len(t.Filter.Arcs) > 0 {
-			needs = append(needs, struct{ what, sql string }{"the hash ranges", "SELECT MD5('')"})
+			needs = append(needs, struct{ what, sql string }{"the hash ranges (the fence triggers, the copy's filter and cleanup compute MD5 of the key inside the server)", "SELECT MD5('')"})
 			break
 		}
 	}
@@ -44,19 +49,38 @@ func flavorProblems(ctx context.Context, src, dst *sql.DB, p *plans.Plan) ([]str
 		for _, n := range needs {
 			var h sql.NullString
 			if err := s.db.QueryRowContext(ctx, n.sql).Scan(&h); err != nil {
-				if dbutil.ErrNumber(err) == 1305 { // FUNCTION does not exist
-					hint := ""
+				if dbutil.IsMissingFunction(err) {
+					hint := "; the server lacks a built-in function: use a server that has it"
 					if s.f.MySQL {
-						hint = ": on MySQL 9.7 run INSTALL COMPONENT 'file://component_classic_hashing'"
+						hint = classicHashingHint
 					}
 					problems = append(problems, fmt.Sprintf("the %s %s lacks a function that %s use (%v)%s", s.role, s.addr, n.what, err, hint))
 					break
 				}
-				return nil, fmt.Errorf("%s %s: %w", s.role, s.addr, err)
+				return nil, probeError("the functions "+n.what+" use", s.role, s.addr, err)
 			}
 		}
 	}
 	return problems, nil
+}
+
+// classicHashingHint is what to do on a MySQL 9.6+ server that has no MD5().
+const classicHashingHint = "; MySQL 9.6 and later ship MD5() only in a legacy component: run INSTALL COMPONENT 'file://component_classic_hashing' on it (or split and merge RANGE or LIST maps, which need nothing)"
+
+// probeError says which preflight probe failed on which server, and what to
+// do where the error says it; err stays wrapped, so a lost connection is still
+// resumable and anything else a failure an operator must fix.
+func probeError(probe, role string, addr string, err error) error {
+	hint := ""
+	switch {
+	case dbutil.IsPrivilegeErr(err):
+		hint = ": grant the account the privileges in docs/servers.md"
+	case dbutil.IsMissingFunction(err):
+		hint = ": the server lacks a function shardctl expected every server to have; report this with the server's version"
+	case Transient(err):
+		hint = ": the server did not answer; run it again (or 'shardctl plan resume') once it does"
+	}
+	return fmt.Errorf("preflight: reading %s on the %s %s: %w%s", probe, role, addr, err, hint)
 }
 
 // gtidWait is how long a resume on a promoted replica waits for it to hold

@@ -260,7 +260,7 @@ func abortStale(ctx context.Context, r *runner, why error) error {
 					return err
 				}
 				kept = append(kept, "the target schema "+p.Target.Schema+" on "+p.Target.Addr()+": "+strings.TrimPrefix(err.Error(), ErrLive.Error()+": "))
-			} else if err := dropSchema(ctx, r.dst, p.Target.Schema, copyNames(p)); err != nil {
+			} else if err := dropSchema(ctx, r.dst, p.Target.Schema, schemaTables(p)); err != nil {
 				return fmt.Errorf("abort: drop target copy %s: %w", p.Target.Schema, err)
 			}
 		}

@@ -29,6 +29,14 @@ func Finish(ctx context.Context, env Env, p *plans.Plan) error {
 	if err := Preflight(ctx, r.src, r.dst, p); err != nil {
 		return err
 	}
+	checks, crossing, err := checkKeysOnData(ctx, r.src, p, "planning", nil)
+	if err != nil {
+		return probeError("the rows of foreign keys without the shard key", "source", p.Source.Addr(), err)
+	}
+	p.KeyChecks = checks
+	if crossing != "" {
+		return fmt.Errorf("%w: %w: %s; re-key or fix those rows, or choose another split point", ErrRefused, ErrCrossing, crossing)
+	}
 	if err := readObjects(ctx, r.src, r.dst, p); err != nil {
 		return err
 	}

@@ -27,11 +27,11 @@ func Preflight(ctx context.Context, src, dst *sql.DB, p *plans.Plan) error {
 	var problems []string
 	var format, image string
 	if err := src.QueryRowContext(ctx, "SELECT @@global.binlog_format, @@global.binlog_row_image").Scan(&format, &image); err != nil {
-		return fmt.Errorf("preflight: read binlog settings of %s: %w", p.Source.Addr(), err)
+		return probeError("the binlog settings", "source", p.Source.Addr(), err)
 	}
 	var logBin int
 	if err := src.QueryRowContext(ctx, "SELECT @@global.log_bin").Scan(&logBin); err != nil {
-		return fmt.Errorf("preflight: %w", err)
+		return probeError("log_bin", "source", p.Source.Addr(), err)
 	}
 	if logBin != 1 {
 		problems = append(problems, fmt.Sprintf("the source %s has no binary log: start it with log_bin, binlog_format=ROW and binlog_row_image=FULL", p.Source.Addr()))
@@ -45,22 +45,22 @@ func Preflight(ctx context.Context, src, dst *sql.DB, p *plans.Plan) error {
 	}
 	keys, err := keyProblems(ctx, src, p)
 	if err != nil {
-		return fmt.Errorf("preflight: %w", err)
+		return probeError("the tables' keys", "source", p.Source.Addr(), err)
 	}
 	problems = append(problems, keys...)
 	fkProblems, err := foreignKeyProblems(ctx, src, p)
 	if err != nil {
-		return fmt.Errorf("preflight: %w", err)
+		return probeError("the foreign keys", "source", p.Source.Addr(), err)
 	}
 	problems = append(problems, fkProblems...)
 	fp, err := flavorProblems(ctx, src, dst, p)
 	if err != nil {
-		return fmt.Errorf("preflight: %w", err)
+		return err
 	}
 	problems = append(problems, fp...)
 	same, err := sameServer(ctx, src, dst)
 	if err != nil {
-		return fmt.Errorf("preflight: %w", err)
+		return probeError("the server identities", "source and target", p.Source.Addr()+" / "+p.Target.Addr(), err)
 	}
 	if same && p.Source.Schema == p.Target.Schema {
 		problems = append(problems, fmt.Sprintf("the target %s is the source server itself (same schema %s): choose another server", p.Target.Addr(), p.Target.Schema))
@@ -68,7 +68,7 @@ func Preflight(ctx context.Context, src, dst *sql.DB, p *plans.Plan) error {
 	if p.DropTargetSchema && !p.Done(plans.StepCreate) && !(same && p.Source.Schema == p.Target.Schema) {
 		n, err := countTables(ctx, dst, p.Target.Schema)
 		if err != nil {
-			return fmt.Errorf("preflight: %w", err)
+			return probeError("the target schema's tables", "target", p.Target.Addr(), err)
 		}
 		if n > 0 {
 			var rows int64
@@ -282,6 +282,9 @@ func (r *runner) catchup(ctx context.Context) error {
 }
 
 func (r *runner) verify(ctx context.Context) error {
+	if err := r.recheckKeys(ctx); err != nil {
+		return err
+	}
 	if !r.p.Options.Verify {
 		return errSkipped
 	}
@@ -381,7 +384,7 @@ func (r *runner) cleanup(ctx context.Context) error {
 		if err := GuardRemoval(ctx, r.env.Store, r.p.Source, nil); err != nil {
 			return err
 		}
-		if err := dropSchema(ctx, r.src, r.p.Source.Schema, copyNames(r.p)); err != nil {
+		if err := dropSchema(ctx, r.src, r.p.Source.Schema, schemaTables(r.p)); err != nil {
 			return fmt.Errorf("drop source schema %s: %w", r.p.Source.Schema, err)
 		}
 	} else if err := schemaobj.Replace(ctx, r.src, r.p.Source.Schema, r.p.Source.Schema, r.p.SourceTriggers, false); err != nil {

@@ -802,7 +802,7 @@ func (r *runner) dropTargetCopy(ctx context.Context) error {
 	if err := GuardRemoval(ctx, r.env.Store, r.p.Target, nil); err != nil {
 		return fmt.Errorf("reverse window: %w", err)
 	}
-	if err := dropSchema(ctx, r.dst, r.p.Target.Schema, copyNames(r.p)); err != nil {
+	if err := dropSchema(ctx, r.dst, r.p.Target.Schema, schemaTables(r.p)); err != nil {
 		return fmt.Errorf("drop the target copy %s on %s: %w", r.p.Target.Schema, r.p.Target.Addr(), err)
 	}
 	return nil

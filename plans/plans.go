@@ -197,6 +197,33 @@ type StepRecord struct {
 	Attempts int       `json:"attempts,omitempty"`
 }
 
+// KeyCheck is what a split found when it read the rows of a foreign key
+// that does not carry the shard key: how many child rows it read, and how
+// many would end on the other side of the split point from their parent.
+type KeyCheck struct {
+	Key      string    `json:"key"`  // child.name (cols) -> parent (cols)
+	When     string    `json:"when"` // planning, or the step that checked again
+	At       time.Time `json:"at"`
+	Rows     int64     `json:"rows"`               // child rows read
+	Leaving  int64     `json:"leaving,omitempty"`  // children that move while their parent stays
+	Orphaned int64     `json:"orphaned,omitempty"` // children that stay while their parent moves
+}
+
+// CollisionScan is a merge's scan of its keys for rows both shards hold:
+// the binlog positions of both servers just before it read a row (a scan
+// at apply or resume is skipped while both servers are still there: nothing
+// was written since), and the keys it scanned or skipped.
+type CollisionScan struct {
+	At      time.Time `json:"at"`
+	Source  string    `json:"source_position,omitempty"`
+	Target  string    `json:"target_position,omitempty"`
+	Scanned []string  `json:"scanned,omitempty"`
+	Skipped []string  `json:"skipped,omitempty"` // keys carrying the shard column, with no row of the target in the merged range: none can collide
+	// Here is set by the process that scanned: a run that follows its own
+	// planning (merge --yes) does not scan again moments later.
+	Here bool `json:"-"`
+}
+
 // Attempt is one cutover attempt: the fence and how long writes were blocked.
 type Attempt struct {
 	Started   time.Time          `json:"started"`
@@ -273,6 +300,11 @@ type Plan struct {
 	SQLPreview     []string        `json:"shardmap_sql,omitempty"` // the statements run against the shard map, for review
 	Against        *Against        `json:"against,omitempty"`      // the shard map the plan was made against (apply, resume and abort refuse a stale plan)
 	AbortKept      []string        `json:"abort_kept,omitempty"`   // what an abort of a stale plan left in place, and why
+	// KeyChecks are the foreign keys without the shard key a split read the
+	// rows of, at planning and again before the fence (docs/schemas.md).
+	KeyChecks []KeyCheck `json:"key_checks,omitempty"`
+	// Collisions is a merge's last scan for rows both shards hold.
+	Collisions *CollisionScan `json:"collision_scan,omitempty"`
 
 	Steps       []StepRecord `json:"steps"`
 	Checkpoints Checkpoints  `json:"checkpoints"`

@@ -61,6 +61,25 @@ func Print(w io.Writer, p *Plan) {
 		}
 	}
 
+	if len(p.KeyChecks) > 0 {
+		fmt.Fprintln(w, "\nforeign keys without the shard key, checked on the rows (docs/schemas.md):")
+		for _, k := range p.KeyChecks {
+			fmt.Fprintf(w, "  %s: %d child rows read at %s, %d would leave their parent, %d would lose it\n", k.Key, k.Rows, k.When, k.Leaving, k.Orphaned)
+		}
+	}
+
+	if c := p.Collisions; c != nil {
+		scanned := strings.Join(c.Scanned, ", ")
+		if scanned == "" {
+			scanned = "no key to scan"
+		}
+		fmt.Fprintf(w, "\nkey collisions with the target's rows (scanned %s): none on %s", c.At.Format(time.RFC3339), scanned)
+		if len(c.Skipped) > 0 {
+			fmt.Fprintf(w, "; not scanned, they carry the shard column and the target has no row in the merged range: %s", strings.Join(c.Skipped, ", "))
+		}
+		fmt.Fprintln(w)
+	}
+
 	fmt.Fprintln(w, "\nsteps:")
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for i, s := range p.Steps {

@@ -168,42 +168,76 @@ func Propose(shards []Shard, p Policy) []Op {
 	ops = append(ops, st.merges(shards)...)
 	// Moves: no server above its share.
 	if p.MaxServerShare > 0 && st.total > 0 {
-		limit := int64(p.MaxServerShare * float64(st.total))
-		for guard := 0; guard < len(shards); guard++ {
-			heavy := st.heaviest()
-			if heavy == "" || st.load[heavy] <= limit {
-				break
-			}
-			excess := st.load[heavy] - limit
-			to := st.lightest(heavy)
-			if to == "" {
-				break
-			}
-			// The smallest shard that brings the server under its share without
-			// pushing the receiver over; else the largest that fits the receiver.
-			var fit, under *Shard
-			for i := range byRows {
-				s := &byRows[i]
-				if s.Server != heavy || st.used[s.ID] || s.Rows == 0 || st.load[to]+s.Rows > limit {
+		ops = append(ops, st.shareMoves(byRows, int64(p.MaxServerShare*float64(st.total)))...)
+	}
+	return ops
+}
+
+// shareMoves brings every server under limit rows in two passes, as bin
+// packing does. First each server over it picks what to give away, in as few
+// shards as can be (the smallest shard that covers what is left of its
+// excess, else its largest; the count is then the lower bound of moves for
+// that server). Then the picked shards are placed largest first, each on the
+// receiver with the most room, so the big ones find room before the small
+// ones fill it. A shard that fits no receiver stays (its server stays over
+// its share, which the caller reports).
+func (st *state) shareMoves(byRows []Shard, limit int64) []Op {
+	onServer := map[string][]*Shard{}
+	for i := range byRows {
+		onServer[byRows[i].Server] = append(onServer[byRows[i].Server], &byRows[i]) // largest first
+	}
+	type pick struct {
+		s   *Shard
+		why string
+	}
+	var picks []pick
+	giving := map[string]bool{}
+	for _, srv := range st.places {
+		excess := st.load[srv] - limit
+		if excess <= 0 {
+			continue
+		}
+		giving[srv] = true
+		why := fmt.Sprintf("%s holds %.0f%% of the rows, over --max-server-share %.0f%%", srv, 100*float64(st.load[srv])/float64(st.total), 100*st.p.MaxServerShare)
+		taken := map[int]bool{}
+		for excess > 0 {
+			var cover, largest *Shard
+			for _, s := range onServer[srv] {
+				if st.used[s.ID] || taken[s.ID] || s.Rows == 0 {
 					continue
 				}
+				if largest == nil {
+					largest = s
+				}
 				if s.Rows >= excess {
-					if fit == nil || s.Rows < fit.Rows {
-						fit = s
-					}
-				} else if under == nil || s.Rows > under.Rows {
-					under = s
+					cover = s // the list is largest first: the last that covers is the smallest
 				}
 			}
-			best := fit
+			best := cover
 			if best == nil {
-				best = under
+				best = largest
 			}
 			if best == nil {
 				break
 			}
-			ops = append(ops, st.move(*best, to, fmt.Sprintf("%s holds %.0f%% of the rows, over --max-server-share %.0f%%", heavy, 100*float64(st.load[heavy])/float64(st.total), 100*p.MaxServerShare)))
+			taken[best.ID] = true
+			excess -= best.Rows
+			picks = append(picks, pick{best, why})
 		}
+	}
+	sort.SliceStable(picks, func(i, j int) bool { return picks[i].s.Rows > picks[j].s.Rows })
+	var ops []Op
+	for _, pk := range picks {
+		to := ""
+		for _, srv := range st.places {
+			if !giving[srv] && (to == "" || st.load[srv] < st.load[to]) {
+				to = srv
+			}
+		}
+		if to == "" || st.load[to]+pk.s.Rows > limit {
+			continue
+		}
+		ops = append(ops, st.move(*pk.s, to, pk.why))
 	}
 	return ops
 }
@@ -269,16 +303,6 @@ func (st *state) lightest(not string) string {
 	best := ""
 	for _, s := range st.places {
 		if s != not && (best == "" || st.load[s] < st.load[best]) {
-			best = s
-		}
-	}
-	return best
-}
-
-func (st *state) heaviest() string {
-	best := ""
-	for _, s := range st.places {
-		if best == "" || st.load[s] > st.load[best] {
 			best = s
 		}
 	}

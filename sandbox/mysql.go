@@ -10,8 +10,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/shardctl/shardctl/dbutil"
 )
 
 // Server flavors the sandbox runs.
@@ -193,21 +191,6 @@ func mysqlTemplate(ctx context.Context) (string, error) {
 	}
 	os.RemoveAll(tmp)
 	return dir, nil
-}
-
-// mysqlAccountStmts are the extra statements a MySQL server needs: MySQL 9.7
-// ships without MD5() (verify's checksums on MySQL and hash ranges use it)
-// unless this component is in.
-func mysqlExtraStmts() []string {
-	return []string{"INSTALL COMPONENT 'file://component_classic_hashing'"}
-}
-
-// ignoreAlreadyInstalled tells a component that is already there (error 3529) from a real failure.
-func ignoreAlreadyInstalled(err error) error {
-	if dbutil.ErrNumber(err) == 3529 {
-		return nil
-	}
-	return err
 }
 
 // purgeMySQL removes server i's files inside the root.

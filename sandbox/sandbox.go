@@ -367,13 +367,6 @@ func (c Config) createAccounts(ctx context.Context, i int) error {
 			return fmt.Errorf("create sandbox accounts: %w", err)
 		}
 	}
-	if c.mysql() {
-		for _, s := range mysqlExtraStmts() {
-			if _, err := conn.ExecContext(ctx, s); ignoreAlreadyInstalled(err) != nil {
-				return fmt.Errorf("sandbox set-up (%s): %w", s, err)
-			}
-		}
-	}
 	return nil
 }
 

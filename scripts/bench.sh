@@ -10,10 +10,13 @@
 #   6. copy of 4 tables of mixed types, 1M rows in all  vs mydumper+myloader
 #   7. verify (chunked checksums) of a 1M-row shard and its copy  vs pt-table-checksum on one server
 #   8. the copy's floor: the copy row's rows loaded from a file by the mariadb client (info)
+#   9. a split's planning with its foreign-key check on the rows (a child referencing its parent by id, 1M child rows)
+#      vs the same planning without the key, and the same join as one statement; a merge's planning (collision scan)
+#  10. a fleet of 1,000 small shards on the 3 servers: status, status --exact, rebalance --dry-run, plan list
 #
 # scripts/bench.sh [--small]     (--small: 10x smaller data, 3 cutovers; about 1 minute)
 #
-# Environment: BENCH_ONLY=copy,copymixed,floor,verify,memory,catchup,blackout,prune runs only those;
+# Environment: BENCH_ONLY=copy,copymixed,floor,verify,memory,catchup,blackout,prune,fkcheck,fleet runs only those;
 # BENCH_MAX_BLACKOUT=250ms passes --max-blackout to the cutover moves;
 # SHARDCTL_BENCH_DIR moves the sandbox, BENCH_PORT_BASE its ports (default 23406);
 # BENCH_FLAVOR=mysql runs every row on Oracle MySQL sandbox servers instead of
@@ -46,10 +49,10 @@ done
 
 if [ -n "$SMALL" ]; then
   COPY_ROWS=100000; CATCHUP_ROWS=20000; CATCHUP_T=5; CUTOVERS=3; EMPLOYEES=2000
-  PRUNE_ROWS=50000; MEM_ROWS_A=100000; MEM_ROWS_B=300000; MIXED_ROWS=100000; VERIFY_ROWS=100000; MODE=small
+  PRUNE_ROWS=50000; MEM_ROWS_A=100000; MEM_ROWS_B=300000; MIXED_ROWS=100000; VERIFY_ROWS=100000; FK_ROWS=100000; FLEET=300; MODE=small
 else
   COPY_ROWS=1000000; CATCHUP_ROWS=200000; CATCHUP_T=30; CUTOVERS=10; EMPLOYEES=5000
-  PRUNE_ROWS=500000; MEM_ROWS_A=1000000; MEM_ROWS_B=5000000; MIXED_ROWS=1000000; VERIFY_ROWS=1000000; MODE=full
+  PRUNE_ROWS=500000; MEM_ROWS_A=1000000; MEM_ROWS_B=5000000; MIXED_ROWS=1000000; VERIFY_ROWS=1000000; FK_ROWS=1000000; FLEET=1000; MODE=full
 fi
 STEP_TIMEOUT=${BENCH_STEP_TIMEOUT:-$([ -n "$SMALL" ] && echo 300 || echo 1800)}
 RUN_TIMEOUT=${BENCH_TIMEOUT:-$([ -n "$SMALL" ] && echo 900 || echo 7200)}
@@ -437,8 +440,8 @@ INSERT INTO typed SELECT seq, CAST(seq AS SIGNED) * 1000003 - 500000000000, 1844
   CASE WHEN seq MOD 5 = 0 THEN NULL WHEN seq MOD 11 = 0 THEN '' ELSE CONCAT('label ', seq, ' tab\there "q" \'s \\\\ 😀') END,
   IF(seq MOD 13 = 0, NULL, seq / 3e0), DATE'2000-01-01' + INTERVAL seq MOD 9000 DAY
   FROM seq_1_to_$((n / 5));
-INSERT INTO docs SELECT seq, CONCAT('doc ', seq, ' ', REPEAT(MD5(CAST(seq AS CHAR)), 8), '\n\tline two \\\\ é 😀'),
-  JSON_OBJECT('id', seq, 'tags', JSON_ARRAY('a', 'b', seq MOD 17), 'name', CONCAT('n', MD5(CAST(seq AS CHAR))), 'nested', JSON_OBJECT('x', seq * 0.5, 'ok', seq MOD 2 = 0)),
+INSERT INTO docs SELECT seq, CONCAT('doc ', seq, ' ', REPEAT(SUBSTRING(SHA2(CAST(seq AS CHAR), 256), 1, 32), 8), '\n\tline two \\\\ é 😀'),
+  JSON_OBJECT('id', seq, 'tags', JSON_ARRAY('a', 'b', seq MOD 17), 'name', CONCAT('n', SUBSTRING(SHA2(CAST(seq AS CHAR), 256), 1, 32)), 'nested', JSON_OBJECT('x', seq * 0.5, 'ok', seq MOD 2 = 0)),
   CONCAT(UNHEX(SHA2(CAST(seq AS CHAR), 512)), UNHEX(SHA2(CAST(seq + 1 AS CHAR), 512)), UNHEX(SHA2(CAST(seq + 2 AS CHAR), 512)), X'00090A0D5C27221A')
   FROM seq_1_to_$((n / 10));
 INSERT INTO events (ts, kind, val) SELECT FROM_UNIXTIME(1600000000 + seq * 7), seq MOD 250, CAST(seq * 31 MOD 1000003 AS SIGNED) - 500000
@@ -742,6 +745,122 @@ measure_prune() {
   M 1 -e "DROP DATABASE prune_src"
 }
 
+# measure_fkcheck: the planning cost of a split's check of a foreign key
+# without the shard key on the rows (docs/schemas.md), on Sakila's shape:
+# FK_ROWS payments reference FK_ROWS/2 rentals by the rental's own id, ten
+# payments per employee (the shard key). Timed: \`split --dry-run\` (every
+# planning check, the rows' one included), the same dry run once the key is
+# dropped (the difference is the check), and the check's join as one
+# unchunked statement (what an operator would run by hand).
+measure_fkcheck() {
+  local id at t0 t1 mf="$WORK/map-fk.json"
+  use_map bench_fk
+  sc "$mf" shardmap init
+  sc "$mf" shardmap add-function cust --type RANGE
+  sc "$mf" shardmap add-column rentals emp_no --function cust
+  sc "$mf" shardmap add-column payments emp_no --function cust
+  id=$(add_shard 1 fkshard)
+  sc "$mf" shardmap add-range --function cust --lower 0 --shard "$id"
+  at=$((FK_ROWS / 20))
+  progress "fkcheck: $FK_ROWS payments -> $((FK_ROWS / 2)) rentals"
+  local ddl="CREATE TABLE rentals (rental_id INT NOT NULL PRIMARY KEY, emp_no INT NOT NULL, item_id INT NOT NULL, rented DATETIME NOT NULL, KEY emp (emp_no));
+    CREATE TABLE payments (payment_id INT NOT NULL PRIMARY KEY, emp_no INT NOT NULL, rental_id INT NULL, amount DECIMAL(5,2) NOT NULL, paid DATETIME NOT NULL,
+      KEY emp (emp_no), KEY rental (rental_id), CONSTRAINT fk_payment_rental FOREIGN KEY (rental_id) REFERENCES rentals (rental_id) ON DELETE SET NULL);"
+  M 1 fkshard -e "$ddl
+    $(echo "INSERT INTO rentals SELECT seq, seq DIV 5, seq % 1000, '2005-05-24 22:53:30' FROM seq_1_to_$((FK_ROWS / 2));
+    SET foreign_key_checks = 0;
+    INSERT INTO payments SELECT seq, ((seq + 1) DIV 2) DIV 5, (seq + 1) DIV 2, 2.99, '2005-05-25 11:30:37' FROM seq_1_to_$FK_ROWS;" | seq_sql)
+    ANALYZE TABLE rentals, payments;" >/dev/null
+  settle 1
+  progress "fkcheck: split --shard $id --at $at --dry-run"
+  t0=$(now)
+  sc "$WORK/fk-dry.json" split --shard "$id" --at "$at" --to "$(addr 2)" --dry-run
+  t1=$(now)
+  put fk_plan_s "$(f "$t1 - $t0")"
+  put fk_rows "$(jq -r '.key_checks[0].rows' "$WORK/fk-dry.json")"
+  [ "$(get fk_rows)" = "$FK_ROWS" ] || fail "the dry run read $(get fk_rows) child rows, not $FK_ROWS" "$WORK/fk-dry.json"
+  t0=$(now)
+  M 1 -N -e "SELECT COUNT(*) FROM fkshard.payments c JOIN fkshard.rentals p ON p.rental_id = c.rental_id WHERE (c.emp_no >= $at) <> (p.emp_no >= $at)" >"$WORK/fk-join.txt"
+  t1=$(now)
+  put fk_join_s "$(f "$t1 - $t0")"
+  M 1 -e "ALTER TABLE fkshard.payments DROP FOREIGN KEY fk_payment_rental"
+  t0=$(now)
+  sc "$WORK/fk-dry-nokey.json" split --shard "$id" --at "$at" --to "$(addr 2)" --dry-run
+  t1=$(now)
+  put fk_nokey_s "$(f "$t1 - $t0")"
+  progress "fkcheck: dry run $(get fk_plan_s) s with the key, $(get fk_nokey_s) s without; one-statement join $(get fk_join_s) s"
+  # The merge's planning: a second shard of the same shape on server 2 (the
+  # next employees, ids after the first shard's), merged into the first: its
+  # collision scan walks both servers' primary and unique keys.
+  local id2 t2=$((FK_ROWS / 2))
+  id2=$(add_shard 2 fkshard2)
+  M 2 fkshard2 -e "$ddl
+    SET foreign_key_checks = 0;
+    $(echo "INSERT INTO rentals SELECT $FK_ROWS + seq, ($FK_ROWS + seq) DIV 5, seq % 1000, '2005-05-24 22:53:30' FROM seq_1_to_$t2;
+    INSERT INTO payments SELECT 2 * $FK_ROWS + seq, ($FK_ROWS + (seq + 1) DIV 2) DIV 5, $FK_ROWS + (seq + 1) DIV 2, 2.99, '2005-05-25 11:30:37' FROM seq_1_to_$FK_ROWS;" | seq_sql)
+    ANALYZE TABLE rentals, payments;" >/dev/null
+  sc "$mf" shardmap add-range --function cust --lower $((FK_ROWS / 5)) --shard "$id2"
+  settle 1
+  settle 2
+  progress "fkcheck: merge --shard $id2 --into $id --dry-run"
+  t0=$(now)
+  sc "$WORK/fk-merge-dry.json" merge --shard "$id2" --into "$id" --dry-run
+  t1=$(now)
+  put fk_merge_s "$(f "$t1 - $t0")"
+  put fk_merge_scanned "$(jq -r '.collision_scan.scanned | join(", ")' "$WORK/fk-merge-dry.json")"
+  t0=$(now)
+  M 1 -N -e "SELECT COUNT(*) FROM fkshard.payments; SELECT COUNT(*) FROM fkshard.rentals" >/dev/null
+  M 2 -N -e "SELECT COUNT(*) FROM fkshard2.payments; SELECT COUNT(*) FROM fkshard2.rentals" >/dev/null
+  t1=$(now)
+  put fk_count_s "$(f "$t1 - $t0")"
+  progress "fkcheck: merge dry run $(get fk_merge_s) s (scanned $(get fk_merge_scanned)); counting both shards' rows $(get fk_count_s) s"
+  M 1 -e "DROP DATABASE fkshard"
+  M 2 -e "DROP DATABASE fkshard2"
+}
+
+# measure_fleet: FLEET small shards (one sharded table of 20 rows each),
+# round-robin on the 3 servers, registered in one shard map; timed: the
+# commands cron runs over a whole fleet.
+measure_fleet() {
+  local s i sql reg sep t0 t1 cmd name
+  use_map bench_fleet
+  sc "$WORK/map-fleet.json" shardmap init
+  sc "$WORK/map-fleet.json" shardmap add-function fl --type RANGE
+  sc "$WORK/map-fleet.json" shardmap add-column ft k --function fl
+  progress "fleet: $FLEET shards of 20 rows on 3 servers"
+  for s in 1 2 3; do
+    sql=""
+    for ((i = s; i <= FLEET; i += 3)); do
+      sql+="CREATE DATABASE fl_$i; CREATE TABLE fl_$i.ft (k INT NOT NULL PRIMARY KEY, v INT NOT NULL); USE fl_$i; INSERT INTO ft SELECT $i * 1000 + seq, seq FROM seq_1_to_20;"$'\n'
+    done
+    echo "$sql" | seq_sql | M "$s" >/dev/null &
+  done
+  wait
+  reg="INSERT INTO locations (shard_id, host, port, schema_name) VALUES "
+  sep=""
+  for ((i = 1; i <= FLEET; i++)); do
+    reg+="$sep($i, '127.0.0.1', $(port $(((i - 1) % 3 + 1))), 'fl_$i')"
+    sep=", "
+  done
+  reg+="; INSERT INTO ranges (func_id, lower_bound, shard_id) SELECT f.func_id, l.shard_id * 1000, l.shard_id FROM locations l JOIN partition_functions f ON f.name = 'fl';
+    UPDATE version SET version = version + 1 WHERE id = 1;"
+  M 1 bench_fleet -e "$reg"
+  for cmd in "status" "status --exact" "rebalance --dry-run --max-shard-rows 1000000" "plan list"; do
+    name=$(echo "$cmd" | tr ' -' '__' | tr -s _)
+    t0=$(now)
+    # shellcheck disable=SC2086
+    sc "$WORK/fleet-$name.json" $cmd
+    t1=$(now)
+    put "fleet_$name" "$(f "$t1 - $t0")"
+  done
+  [ "$(jq '.shards | length' "$WORK/fleet-status_exact.json")" = "$FLEET" ] || fail "status --exact lists $(jq '.shards | length' "$WORK/fleet-status_exact.json") shards, not $FLEET" "$WORK/fleet-status_exact.json"
+  [ "$(jq '[.shards[].rows] | add' "$WORK/fleet-status_exact.json")" = "$((FLEET * 20))" ] || fail "status --exact counts the wrong rows" "$WORK/fleet-status_exact.json"
+  progress "fleet: status $(get fleet_status) s, --exact $(get fleet_status_exact) s, rebalance --dry-run $(get fleet_rebalance_dry_run_max_shard_rows_1000000) s, plan list $(get fleet_plan_list) s"
+  for ((i = 1; i <= FLEET; i++)); do echo "DROP DATABASE fl_$i;"; done | awk -v s=3 '{ print > "'"$WORK"'/fleet-drop-" ((NR - 1) % s + 1) ".sql" }'
+  for s in 1 2 3; do M "$s" <"$WORK/fleet-drop-$s.sql" >/dev/null & done
+  wait
+}
+
 # ---------------------------------------------------------------- run
 
 mkdir -p "$(dirname "$DIR")"
@@ -762,6 +881,8 @@ run_measure memory measure_memory
 run_measure catchup measure_catchup
 run_measure blackout measure_blackout
 run_measure prune measure_prune
+run_measure fkcheck measure_fkcheck
+run_measure fleet measure_fleet
 
 # ---------------------------------------------------------------- report
 
@@ -858,6 +979,22 @@ table() {
       "$c s ($(rps "$(get prune_deleted)" "$c"))" "$(get pt_bulk_s) s ($(rps "$(get pt_bulk_deleted)" "$(get pt_bulk_s)"))" "${r}×" "≥ 1.0×" "$(met "$r" ">=" 1.0)"
     r=$(div "$(get pt_row_s)" "$c")
     row "same vs pt-archiver without \`--bulk-delete\`" "$c s" "$(get pt_row_s) s ($(rps "$(get pt_row_deleted)" "$(get pt_row_s)"))" "${r}×" "≥ 3×" "$(met "$r" ">=" 3)"
+  fi
+  if failed fkcheck; then failrow "a split's foreign-key check on the rows" fkcheck "(info)"; else
+    c=$(f "$(get fk_plan_s) - $(get fk_nokey_s)")
+    r=$(div "$(get fk_join_s)" "$c")
+    row "a split's planning (\`split --dry-run\`) with a foreign key without the shard key checked on the rows, $(K $FK_ROWS) child rows (Sakila's payment -> rental): the check's cost (dry run with the key minus without it) vs the same join as one statement" \
+      "$c s ($(get fk_plan_s) s with the key, $(get fk_nokey_s) s without; $(rps "$FK_ROWS" "$c"))" "$(get fk_join_s) s" "${r}×" "(info; planning ≤ 5 s)" "$(met "$(get fk_plan_s)" "<=" 5)"
+  fi
+  if ! failed fkcheck; then
+    r=$(div "$(get fk_count_s)" "$(get fk_merge_s)")
+    row "a merge's planning (\`merge --dry-run\`) of two such shards ($(K $((FK_ROWS * 3 / 2))) rows each, on two servers): the collision scan of every unique key without the shard column ($(get fk_merge_scanned)) vs counting both shards' rows" \
+      "$(get fk_merge_s) s" "$(get fk_count_s) s" "${r}×" "(info; planning ≤ 5 s)" "$(met "$(get fk_merge_s)" "<=" 5)"
+  fi
+  if failed fleet; then failrow "a fleet of $FLEET shards" fleet "seconds"; else
+    row "a fleet of $FLEET small shards on 3 servers: \`status\` / \`status --exact\` / \`rebalance --dry-run\` / \`plan list\`" \
+      "$(get fleet_status) s / $(get fleet_status_exact) s / $(get fleet_rebalance_dry_run_max_shard_rows_1000000) s / $(get fleet_plan_list) s" "—" "—" "seconds each" \
+      "$(met "$(get fleet_status_exact)" "<=" 10)"
   fi
   if failed memory; then failrow "peak memory of move" memory "flat, ≤ 150 MB"; else
     m1=$(get mem1_rss_mb); m2=$(get mem2_rss_mb)

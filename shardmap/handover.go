@@ -34,6 +34,11 @@ func ShardRows(creds dbutil.Creds) RowProbe {
 		where, args := keys.SQL(dbutil.QuoteIdent)
 		var one int
 		err = db.QueryRowContext(ctx, "SELECT 1 FROM "+dbutil.Table(loc.Schema, table)+" WHERE "+where+" LIMIT 1", args...).Scan(&one)
+		if dbutil.IsMissingFunction(err) && len(keys.Arcs) > 0 {
+			// A server without MD5() (MySQL 9.6+ as installed): the ring
+			// positions are computed here, over the column's values.
+			return anyKeyMatches(ctx, db, loc, table, keys)
+		}
 		switch {
 		case err == sql.ErrNoRows:
 			return false, nil
@@ -44,6 +49,26 @@ func ShardRows(creds dbutil.Creds) RowProbe {
 		}
 		return true, nil
 	}
+}
+
+// anyKeyMatches streams the keys of table (through the column's index where
+// it has one) and reports whether one passes keys, stopping at the first.
+func anyKeyMatches(ctx context.Context, db *sql.DB, loc Location, table string, keys keyspace.Filter) (bool, error) {
+	rows, err := db.QueryContext(ctx, "SELECT "+dbutil.QuoteIdent(keys.Column)+" FROM "+dbutil.Table(loc.Schema, table))
+	if err != nil {
+		return false, fmt.Errorf("shard %d: read the keys of %s.%s: %w", loc.ShardID, loc.Schema, table, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var v any
+		if err := rows.Scan(&v); err != nil {
+			return false, err
+		}
+		if ok, err := keys.Match(v); err != nil || ok {
+			return ok, err
+		}
+	}
+	return false, rows.Err()
 }
 
 // handover checks that the shard giving keys to another one holds none of

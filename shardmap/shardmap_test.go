@@ -53,6 +53,7 @@ func check(t *testing.T, err error) {
 
 // The tool's lookup must agree with the book's own SQL, run on the tables.
 func TestLookupAgreesWithBookQueries(t *testing.T) {
+	testenv.Get(t).NeedMD5(t) // the book's hash query calls MD5() in the server
 	s := newStore(t, "sm_lookup")
 	var shards []int
 	for i := 1; i <= 5; i++ {

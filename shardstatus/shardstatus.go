@@ -7,6 +7,7 @@ import (
 	"context"
 	"database/sql"
 	"strings"
+	"sync"
 
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/shardmap"
@@ -35,74 +36,167 @@ type Shard struct {
 	Error     string             `json:"error,omitempty"`
 }
 
-// Read reads shard l's figures from its server (with exact: COUNT(*) of
-// each sharded table). A server it cannot reach is reported, not an error.
-func Read(ctx context.Context, m *shardmap.Map, l shardmap.Location, creds dbutil.Creds, exact bool) Shard {
-	st := Shard{ShardID: l.ShardID, Server: l.Addr().String(), Schema: l.Schema, Mappings: m.ShardMappings(l.ShardID)}
-	st.Status = "unmapped"
-	for i, mp := range st.Mappings {
-		switch {
-		case i == 0:
-			st.Status = mp.Status
-		case st.Status != mp.Status:
-			st.Status = "partial"
+// serversAtOnce bounds how many servers ReadAll reads in parallel, and
+// countsAtOnce how many exact counts run at once on one server.
+const (
+	serversAtOnce = 8
+	countsAtOnce  = 4
+)
+
+// ReadAll reads the figures of every shard in locs, in locs' order: per
+// server, not per shard (one connection, one statistics query and one
+// tablespace query for all its shards), several servers at once, so a map of
+// a thousand shards costs a few queries per server.
+func ReadAll(ctx context.Context, m *shardmap.Map, locs []shardmap.Location, creds dbutil.Creds, exact bool) []Shard {
+	out := make([]Shard, len(locs))
+	byServer := map[dbutil.Addr][]int{}
+	var servers []dbutil.Addr
+	for i, l := range locs {
+		out[i] = Shard{ShardID: l.ShardID, Server: l.Addr().String(), Schema: l.Schema, Mappings: m.ShardMappings(l.ShardID)}
+		out[i].Status = mappingStatus(out[i].Mappings)
+		if _, ok := byServer[l.Addr()]; !ok {
+			servers = append(servers, l.Addr())
 		}
+		byServer[l.Addr()] = append(byServer[l.Addr()], i)
 	}
-	db, err := dbutil.Open(ctx, l.Addr(), creds, "")
-	if err != nil {
-		st.Error = "unreachable"
-		return st
-	}
-	defer db.Close()
-	st.Reachable = true
 	sharded := map[string]bool{}
 	for _, c := range m.Columns {
 		sharded[c.Table] = true
 	}
+	sem := make(chan struct{}, serversAtOnce)
+	var wg sync.WaitGroup
+	for _, addr := range servers {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(addr dbutil.Addr, idx []int) {
+			defer func() { <-sem; wg.Done() }()
+			shards := make([]*Shard, len(idx))
+			for k, i := range idx {
+				shards[k] = &out[i]
+			}
+			readServer(ctx, addr, shards, sharded, creds, exact)
+		}(addr, byServer[addr])
+	}
+	wg.Wait()
+	return out
+}
+
+func mappingStatus(ms []shardmap.Mapping) string {
+	status := "unmapped"
+	for i, mp := range ms {
+		switch {
+		case i == 0:
+			status = mp.Status
+		case status != mp.Status:
+			status = "partial"
+		}
+	}
+	return status
+}
+
+// readServer fills in the figures of the shards that live on one server.
+func readServer(ctx context.Context, addr dbutil.Addr, shards []*Shard, sharded map[string]bool, creds dbutil.Creds, exact bool) {
+	fail := func(msg string) {
+		for _, st := range shards {
+			st.Error = msg
+		}
+	}
+	db, err := dbutil.Open(ctx, addr, creds, "")
+	if err != nil {
+		fail("unreachable")
+		return
+	}
+	defer db.Close()
+	for _, st := range shards {
+		st.Reachable = true
+		st.RowsKind, st.SizeKind = Estimate, Estimate
+	}
 	conn, err := db.Conn(ctx)
 	if err != nil {
-		st.Error = err.Error()
-		return st
+		fail(err.Error())
+		return
 	}
 	defer conn.Close()
 	freshStatistics(ctx, conn)
-	rows, err := conn.QueryContext(ctx, "SELECT TABLE_NAME, COALESCE(TABLE_ROWS,0), COALESCE(DATA_LENGTH,0)+COALESCE(INDEX_LENGTH,0) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_TYPE = 'BASE TABLE' AND TABLE_NAME <> ?", l.Schema, dbutil.FenceTable)
-	if err != nil {
-		st.Error = err.Error()
-		return st
+	bySchema := map[string][]*Shard{}
+	var args []any
+	for _, st := range shards {
+		if _, ok := bySchema[st.Schema]; !ok {
+			args = append(args, st.Schema)
+		}
+		bySchema[st.Schema] = append(bySchema[st.Schema], st)
 	}
-	var tables []string
-	all := 0
+	args = append(args, dbutil.FenceTable)
+	rows, err := conn.QueryContext(ctx, "SELECT TABLE_SCHEMA, TABLE_NAME, COALESCE(TABLE_ROWS,0), COALESCE(DATA_LENGTH,0)+COALESCE(INDEX_LENGTH,0) FROM information_schema.TABLES WHERE TABLE_SCHEMA IN ("+
+		dbutil.Placeholders(len(args)-1)+") AND TABLE_TYPE = 'BASE TABLE' AND TABLE_NAME <> ?", args...)
+	if err != nil {
+		fail(err.Error())
+		return
+	}
+	tables := map[string][]string{} // schema -> its sharded tables
+	all := map[string]int{}         // schema -> its tables
 	for rows.Next() {
-		var name string
+		var schema, name string
 		var n, b int64
-		if rows.Scan(&name, &n, &b) == nil {
-			all++
+		if rows.Scan(&schema, &name, &n, &b) != nil {
+			continue
+		}
+		all[schema]++
+		for _, st := range bySchema[schema] {
 			st.Bytes += b
 			if sharded[name] {
 				st.Rows += n
-				tables = append(tables, name)
 			}
+		}
+		if sharded[name] {
+			tables[schema] = append(tables[schema], name)
 		}
 	}
 	rows.Close()
-	st.RowsKind, st.SizeKind = Estimate, Estimate
-	if b, ok := tablespaceBytes(ctx, conn, l.Schema, all); ok {
-		st.Bytes, st.SizeKind = b, Tablespace
-	}
-	if exact {
-		st.RowsKind = Exact
-		st.Rows = 0
-		for _, t := range tables {
-			var n int64
-			if err := conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+dbutil.Table(l.Schema, t)).Scan(&n); err != nil {
-				st.Error = err.Error()
-				continue
+	if sizes, ok := tablespaceBytes(ctx, conn); ok {
+		for schema, sts := range bySchema {
+			if ts := sizes[schema]; ts.files > 0 && ts.files >= all[schema] {
+				for _, st := range sts {
+					st.Bytes, st.SizeKind = ts.bytes, Tablespace
+				}
 			}
-			st.Rows += n
 		}
 	}
-	return st
+	if exact {
+		countExactly(ctx, db, bySchema, tables)
+	}
+}
+
+// countExactly counts the sharded tables' rows of every schema, a few
+// statements at a time.
+func countExactly(ctx context.Context, db *sql.DB, bySchema map[string][]*Shard, tables map[string][]string) {
+	var mu sync.Mutex
+	sem := make(chan struct{}, countsAtOnce)
+	var wg sync.WaitGroup
+	for schema, sts := range bySchema {
+		for _, st := range sts {
+			st.RowsKind, st.Rows = Exact, 0
+		}
+		for _, t := range tables[schema] {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func(schema, t string, sts []*Shard) {
+				defer func() { <-sem; wg.Done() }()
+				var n int64
+				err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+dbutil.Table(schema, t)).Scan(&n)
+				mu.Lock()
+				defer mu.Unlock()
+				for _, st := range sts {
+					if err != nil {
+						st.Error = err.Error()
+					} else {
+						st.Rows += n
+					}
+				}
+			}(schema, t, sts)
+		}
+	}
+	wg.Wait()
 }
 
 // freshStatistics asks MySQL 8 not to serve cached statistics on this
@@ -112,19 +206,41 @@ func freshStatistics(ctx context.Context, conn *sql.Conn) {
 	_, _ = conn.ExecContext(ctx, "SET SESSION information_schema_stats_expiry = 0")
 }
 
-// tablespaceBytes is the allocated size of schema's InnoDB tablespace files
-// (file-per-table): current, unlike the statistics, and cheap to read. ok is
-// false where the server does not say (no such view, no privilege) or where
-// fewer files than the schema's tables exist (some live in a shared tablespace).
-func tablespaceBytes(ctx context.Context, conn *sql.Conn, schema string, tables int) (int64, bool) {
-	pattern := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(schema) + "/%"
+// tablespace is one schema's InnoDB files.
+type tablespace struct {
+	files int
+	bytes int64
+}
+
+// tablespaceBytes is the allocated size of each schema's InnoDB tablespace
+// files (file-per-table; NAME is schema/table): current, unlike the
+// statistics, and cheap to read. ok is false where the server does not say
+// (no such view, no privilege). A schema with fewer files than tables keeps
+// some in a shared tablespace: its size stays the estimate.
+func tablespaceBytes(ctx context.Context, conn *sql.Conn) (map[string]tablespace, bool) {
 	for _, view := range []string{"INNODB_TABLESPACES", "INNODB_SYS_TABLESPACES"} { // MySQL 8, MariaDB
-		var n int64
-		var b sql.NullInt64
-		err := conn.QueryRowContext(ctx, "SELECT COUNT(*), SUM(ALLOCATED_SIZE) FROM information_schema."+view+" WHERE NAME LIKE ?", pattern).Scan(&n, &b)
-		if err == nil && n > 0 && n >= int64(tables) && b.Valid {
-			return b.Int64, true
+		rows, err := conn.QueryContext(ctx, "SELECT NAME, COALESCE(ALLOCATED_SIZE, 0) FROM information_schema."+view+" WHERE NAME LIKE '%/%'")
+		if err != nil {
+			continue
+		}
+		out := map[string]tablespace{}
+		for rows.Next() {
+			var name string
+			var b int64
+			if rows.Scan(&name, &b) != nil {
+				continue
+			}
+			schema, _, _ := strings.Cut(name, "/")
+			ts := out[schema]
+			ts.files++
+			ts.bytes += b
+			out[schema] = ts
+		}
+		err = rows.Err()
+		rows.Close()
+		if err == nil {
+			return out, true
 		}
 	}
-	return 0, false
+	return nil, false
 }

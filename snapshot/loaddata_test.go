@@ -120,7 +120,7 @@ const awkwardDDL = "CREATE TABLE awk (id INT NOT NULL, k VARBINARY(16) NOT NULL,
 
 const awkwardCols = "id, k, ti, si, mi, bi, yr, c, vc, l1, tx, js, bn, vb, bl, d, tm, dt, ts, de, f, db, bt, en, st"
 
-const awkwardList = "id, HEX(k), ti, si, mi, bi, yr, HEX(c), HEX(vc), HEX(l1), HEX(tx), js, HEX(bn), HEX(vb), MD5(bl), " +
+const awkwardList = "id, HEX(k), ti, si, mi, bi, yr, HEX(c), HEX(vc), HEX(l1), HEX(tx), js, HEX(bn), HEX(vb), SHA2(bl, 256), " +
 	"d, tm, dt, ts, de, CAST(f AS DOUBLE), db, bt+0, en, st, g1, g2"
 
 func awkwardRows(n int) []string {

@@ -127,36 +127,44 @@ func CascadingParents(fks []ForeignKey, schema string) map[string]bool {
 	return out
 }
 
-// CrossingKeys lists the foreign keys that would span two shards, or reach
-// outside the shard's schema, once an operation moves part of a shard
-// (whole is false: split, merge) or the whole of it (move). ts are the
-// shard's tables with Sharded and ShardColumn set. Each entry says what to do.
-func CrossingKeys(ts []Table, fks []ForeignKey, schema string, whole bool) []string {
+// CrossingKeys sorts the foreign keys of a shard schema for an operation op
+// (move, split or merge). refused are the keys it cannot carry, each saying
+// what to do: a key reaching outside the shard's schema (the target does not
+// have it), and for split and merge a global table referencing a sharded one
+// (its rows would name rows of another shard). onData are the keys between
+// sharded tables that do not carry the shard key: a split is safe for them
+// only if no child row and its parent end on two sides of the split point,
+// which only the rows can tell (Sakila's payment -> rental, an order line ->
+// its order). A move and a merge keep every child with its parent, so they
+// check nothing more. ts are the shard's tables with Sharded and ShardColumn set.
+func CrossingKeys(ts []Table, fks []ForeignKey, schema, op string) (refused []string, onData []ForeignKey) {
 	byName := map[string]Table{}
 	for _, t := range ts {
 		byName[t.Name] = t
 	}
-	var out []string
 	for _, k := range fks {
 		if k.RefSchema != schema {
-			out = append(out, fmt.Sprintf("foreign key %s references another schema (%s): the target does not have it; drop the key or keep the referenced table in the shard schema", k, k.RefSchema))
+			refused = append(refused, fmt.Sprintf("foreign key %s references another schema (%s): the target does not have it; drop the key or keep the referenced table in the shard schema", k, k.RefSchema))
 			continue
 		}
-		if whole {
+		if op == "move" {
 			continue
 		}
 		child, parent := byName[k.Table], byName[k.RefTable]
 		switch {
 		case !child.Sharded && parent.Sharded:
-			out = append(out, fmt.Sprintf("foreign key %s makes global table %s reference sharded table %s: its rows would name rows of another shard after the operation; drop the key (ALTER TABLE %s DROP FOREIGN KEY %s) or shard %s too",
+			refused = append(refused, fmt.Sprintf("foreign key %s makes global table %s reference sharded table %s: its rows would name rows of another shard after the operation; drop the key (ALTER TABLE %s DROP FOREIGN KEY %s) or shard %s too",
 				k, k.Table, k.RefTable, k.Table, k.Name, k.Table))
-		case child.Sharded && parent.Sharded:
-			i := slices.Index(k.Columns, child.ShardColumn)
-			if i < 0 || k.RefColumns[i] != parent.ShardColumn {
-				out = append(out, fmt.Sprintf("foreign key %s between sharded tables does not carry the shard key (%s.%s -> %s.%s): a child and its parent could land on different shards; add the shard column to the key or drop it",
-					k, k.Table, child.ShardColumn, k.RefTable, parent.ShardColumn))
-			}
+		case child.Sharded && parent.Sharded && op == "split" && !carriesShardKey(k, child, parent):
+			onData = append(onData, k)
 		}
 	}
-	return out
+	return refused, onData
+}
+
+// carriesShardKey reports whether the key maps the child's shard column onto
+// the parent's: then a child and its parent always have the same shard key.
+func carriesShardKey(k ForeignKey, child, parent Table) bool {
+	i := slices.Index(k.Columns, child.ShardColumn)
+	return i >= 0 && k.RefColumns[i] == parent.ShardColumn
 }

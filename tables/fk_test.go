@@ -60,11 +60,20 @@ func TestCrossingKeys(t *testing.T) {
 		{Name: "bad2", Table: "notes", Columns: []string{"order_id"}, RefSchema: "s", RefTable: "orders", RefColumns: []string{"id"}},
 		{Name: "bad3", Table: "orders", Columns: []string{"x"}, RefSchema: "other", RefTable: "t", RefColumns: []string{"x"}},
 	}
-	got := CrossingKeys(ts, fks, "s", false)
-	if len(got) != 3 || !strings.Contains(got[0], "bad1") || !strings.Contains(got[1], "bad2") || !strings.Contains(got[2], "bad3") {
-		t.Fatalf("split: %q", got)
+	refused, onData := CrossingKeys(ts, fks, "s", "split")
+	if len(refused) != 2 || !strings.Contains(refused[0], "bad1") || !strings.Contains(refused[1], "bad3") {
+		t.Fatalf("split refused: %q", refused)
 	}
-	if got := CrossingKeys(ts, fks, "s", true); len(got) != 1 || !strings.Contains(got[0], "another schema") {
-		t.Fatalf("move: %q", got)
+	if len(onData) != 1 || onData[0].Name != "bad2" {
+		t.Fatalf("split checks on the data: %v", onData)
+	}
+	// A merge keeps every child with its parent: only the global -> sharded
+	// key and the other schema are refused, and no row is read.
+	refused, onData = CrossingKeys(ts, fks, "s", "merge")
+	if len(refused) != 2 || !strings.Contains(refused[0], "bad1") || !strings.Contains(refused[1], "bad3") || len(onData) != 0 {
+		t.Fatalf("merge: %q %v", refused, onData)
+	}
+	if refused, onData := CrossingKeys(ts, fks, "s", "move"); len(refused) != 1 || !strings.Contains(refused[0], "another schema") || len(onData) != 0 {
+		t.Fatalf("move: %q %v", refused, onData)
 	}
 }

@@ -244,3 +244,47 @@ func SQL(q string) string {
 			g[2], g[3], g[2], g[3])
 	})
 }
+
+var (
+	md5Mu    sync.Mutex
+	md5Users int
+)
+
+// NeedMD5 gives a test MD5() in SQL on every server for its duration. A
+// stock MySQL 9.6+ has none (it lives in component_classic_hashing), and the
+// sandbox runs servers as installed; only the tests of HASH maps, whose fence
+// triggers hash inside the server, install it. MariaDB always has MD5().
+func (e *Env) NeedMD5(t testing.TB) {
+	t.Helper()
+	if !MySQL() {
+		return
+	}
+	md5Mu.Lock()
+	defer md5Mu.Unlock()
+	if md5Users == 0 {
+		e.classicHashing(t, "INSTALL COMPONENT 'file://component_classic_hashing'", 3529) // already installed
+	}
+	md5Users++
+	t.Cleanup(func() {
+		md5Mu.Lock()
+		defer md5Mu.Unlock()
+		if md5Users--; md5Users == 0 {
+			e.classicHashing(t, "UNINSTALL COMPONENT 'file://component_classic_hashing'", 3537) // not installed
+		}
+	})
+}
+
+func (e *Env) classicHashing(t testing.TB, stmt string, harmless uint16) {
+	for i := range e.Servers {
+		db, err := dbutil.Open(context.Background(), e.Addr(i+1), sandbox.Creds(), "")
+		if err == nil {
+			if _, err = db.Exec(stmt); dbutil.ErrNumber(err) == harmless {
+				err = nil
+			}
+			db.Close()
+		}
+		if err != nil {
+			t.Errorf("server %d: %s: %v", i+1, stmt, err)
+		}
+	}
+}

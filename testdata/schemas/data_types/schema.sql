@@ -42,7 +42,7 @@ CREATE TABLE currencies (
 INSERT INTO currencies VALUES ('EUR', 'Euro'), ('eur', 'lower-case euro'), ('USD', 'Dollar'), ('JPY', 'Yen ¥');
 INSERT INTO profiles (emp_no, kind, flags, born, doc, photo, bio, seen, place)
   SELECT emp_no, ELT(1 + emp_no % 3, 'a', 'b', 'c'), IF(emp_no % 2 = 0, 'x,y', ''), 1950 + emp_no % 50,
-         JSON_OBJECT('k', emp_no, 'tags', JSON_ARRAY('a', 'ü')), UNHEX(MD5(CONCAT(emp_no))), CONCAT('Grüße ', first_name),
+         JSON_OBJECT('k', emp_no, 'tags', JSON_ARRAY('a', 'ü')), UNHEX(SUBSTRING(SHA2(CONCAT(emp_no), 256), 1, 32)), CONCAT('Grüße ', first_name),
          IF(emp_no % 5 = 0, '0000-00-00 00:00:00', '2021-03-04 05:06:07'),
          ST_GeomFromText(CONCAT('POINT(', emp_no % 90, ' ', emp_no % 45, ')'))
   FROM employees;
