@@ -11,7 +11,9 @@ package pipeline
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/shardctl/shardctl/chunk"
@@ -28,15 +30,24 @@ func autoIncrements(ctx context.Context, db *sql.DB, schema string) (map[string]
 	if err != nil {
 		return nil, err
 	}
-	var setup []string
-	if f.MySQL {
-		setup = append(setup, "SET SESSION information_schema_stats_expiry = 0")
-	}
-	conn, err := chunk.Session(ctx, db, setup...)
+	conn, err := db.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read the AUTO_INCREMENT counters of %s: %w", schema, err)
 	}
-	defer chunk.Release(conn)
+	defer conn.Close()
+	if f.MySQL {
+		if _, err := conn.ExecContext(ctx, "SET SESSION information_schema_stats_expiry = 0"); err != nil {
+			chunk.Release(conn)
+			return nil, fmt.Errorf("read the AUTO_INCREMENT counters of %s: %w", schema, err)
+		}
+		// The connection goes back to the pool (a new one costs a TLS
+		// handshake inside the blackout) with the setting undone, or is dropped.
+		defer func() {
+			if _, err := conn.ExecContext(context.WithoutCancel(ctx), "SET SESSION information_schema_stats_expiry = DEFAULT"); err != nil {
+				chunk.Release(conn)
+			}
+		}()
+	}
 	rows, err := conn.QueryContext(ctx, `SELECT TABLE_NAME, AUTO_INCREMENT FROM information_schema.TABLES
 		WHERE TABLE_SCHEMA = ? AND TABLE_TYPE = 'BASE TABLE' AND AUTO_INCREMENT IS NOT NULL`, schema)
 	if err != nil {
@@ -63,12 +74,14 @@ func autoIncrements(ctx context.Context, db *sql.DB, schema string) (map[string]
 // step that calls it stays idempotent. Each ALTER waits at most lockWait
 // for the table's metadata lock.
 func carryAutoIncrement(ctx context.Context, from *sql.DB, fromSchema string, to *sql.DB, toSchema string, tables []string, lockWait time.Duration) ([]string, error) {
-	want, err := autoIncrements(ctx, from, fromSchema)
-	if err != nil {
-		return nil, err
-	}
+	// Both sides at once: behind the fence this is blackout time.
+	var want map[string]uint64
+	var werr error
+	var wg sync.WaitGroup
+	wg.Go(func() { want, werr = autoIncrements(ctx, from, fromSchema) })
 	have, err := autoIncrements(ctx, to, toSchema)
-	if err != nil {
+	wg.Wait()
+	if err = errors.Join(werr, err); err != nil {
 		return nil, err
 	}
 	var raise []string

@@ -469,6 +469,10 @@ func (wr *windowRun) revert(ctx context.Context) error {
 	last, err := r.attempts(ctx, attemptLoop{
 		wait: wr.waitPostpone,
 		prepare: func(ctx context.Context) (func(), string, error) {
+			// A first raise of the counters, outside the blackout (as the cutover's).
+			if err := r.carryCounters(ctx, l.from, l.fromEP.Schema, l.to, l.toEP.Schema, windowTables(r.p)); err != nil {
+				return nil, "", fmt.Errorf("reverse window: %w", err)
+			}
 			s, why, err := armFence(ctx, l.from, l.fromEP.Schema, ts, budget)
 			if s == nil {
 				if err != nil {
