@@ -56,7 +56,7 @@ func (r *runner) fence(ctx context.Context) error {
 			// A first raise of the counters, outside the blackout: behind the
 			// fence only ids lost since then still need an ALTER. Best effort:
 			// the raise behind the fence is the one that counts.
-			if err := r.carryCounters(ctx, r.src, r.p.Source.Schema, r.dst, r.p.Target.Schema, r.p.Copy); err != nil {
+			if err := r.carryCounters(ctx, r.src, r.p.Source.Schema, r.dst, r.p.Target.Schema, r.p.Copy, true); err != nil {
 				r.env.Log.Warn("raising the AUTO_INCREMENT counters ahead of the blackout", "err", err)
 			}
 			ts := fenceTables(r.p)
@@ -602,7 +602,7 @@ func (r *runner) cutover(ctx context.Context) error {
 	}
 	// Before the window's position is read, so a reverse tail never sees the ALTERs.
 	counters := time.Now()
-	if err := r.carryCounters(ctx, r.src, r.p.Source.Schema, r.dst, r.p.Target.Schema, r.p.Copy); err != nil {
+	if err := r.carryCounters(ctx, r.src, r.p.Source.Schema, r.dst, r.p.Target.Schema, r.p.Copy, false); err != nil {
 		return err
 	}
 	countersMS := msSince(counters)
