@@ -33,6 +33,7 @@ func (t *Tailer) applyLoop() {
 // covered rows never wait more than a few lingers for one.
 func (t *Tailer) apply() error {
 	var b batch
+	ddl := false // a schema change was carried: checkpoint the boundary after it at once
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	for {
@@ -79,9 +80,10 @@ func (t *Tailer) apply() error {
 			}
 			t.mu.Unlock()
 			if len(b.acts) == 0 {
-				if err := t.advance(it.pos, it.when, false); err != nil {
+				if err := t.advance(it.pos, it.when, ddl); err != nil {
 					return err
 				}
+				ddl = false
 				continue
 			}
 			if b.covered == 0 {
@@ -96,6 +98,14 @@ func (t *Tailer) apply() error {
 					return err
 				}
 			}
+		case itemDDL:
+			if err := t.commitCovered(&b); err != nil {
+				return err
+			}
+			if err := t.carried(it.ddl); err != nil {
+				return err
+			}
+			ddl = true
 		case itemStop:
 			if err := t.commitCovered(&b); err != nil {
 				return errors.Join(it.err, err)

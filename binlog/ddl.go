@@ -76,13 +76,21 @@ func renameTargets(p *parser.Parser, query, defaultDB string) [][2]string {
 	return out
 }
 
-// words yields the identifiers of a statement outside string literals, in
-// order: bare words (quoted=false) and backquoted or double-quoted names with
-// their doubled quotes undone (quoted=true). An unterminated quoted name runs
-// to the end of the text. It is the one lexer behind mentionsIdent and
-// touchesTables.
-func words(q string) iter.Seq2[string, bool] {
-	return func(yield func(string, bool) bool) {
+// token is one identifier of a statement: its text (a quoted name with its
+// doubled quotes undone), where it stands in the statement (q[start:end],
+// quotes included), and whether it was quoted.
+type token struct {
+	text       string
+	start, end int
+	quoted     bool
+}
+
+// tokens yields the identifiers of a statement outside string literals, in
+// order: bare words and backquoted or double-quoted names. An unterminated
+// quoted name runs to the end of the text. It is the one lexer behind
+// mentionsIdent, touchesTables and retarget.
+func tokens(q string) iter.Seq[token] {
+	return func(yield func(token) bool) {
 		for i := 0; i < len(q); {
 			c := q[i]
 			switch {
@@ -103,7 +111,8 @@ func words(q string) iter.Seq2[string, bool] {
 					b.WriteByte(q[j])
 					j++
 				}
-				if !yield(b.String(), true) {
+				end := min(j+1, len(q))
+				if !yield(token{text: b.String(), start: i, end: end, quoted: true}) {
 					return
 				}
 				i = j + 1
@@ -112,12 +121,23 @@ func words(q string) iter.Seq2[string, bool] {
 				for j < len(q) && isIdentByte(q[j]) {
 					j++
 				}
-				if !yield(q[i:j], false) {
+				if !yield(token{text: q[i:j], start: i, end: j}) {
 					return
 				}
 				i = j
 			default:
 				i++
+			}
+		}
+	}
+}
+
+// words yields the identifiers of a statement (see tokens) and whether each was quoted.
+func words(q string) iter.Seq2[string, bool] {
+	return func(yield func(string, bool) bool) {
+		for t := range tokens(q) {
+			if !yield(t.text, t.quoted) {
+				return
 			}
 		}
 	}

@@ -211,10 +211,38 @@ func (h *handler) OnDDL(header *replication.EventHeader, next mysql.Position, qe
 	for _, c := range changed {
 		if strings.EqualFold(c[0], s) {
 			at := fmt.Sprintf("at %s:%d", next.Name, header.LogPos-header.EventSize)
+			if m := h.t.cfg.OnDDL; m == DDLApply || m == DDLIgnore {
+				return h.carry(string(qe.Query), string(qe.Schema), at, m)
+			}
 			return h.fail(ddlError(s, c[1], string(qe.Query), at))
 		}
 	}
 	return nil
+}
+
+// carry hands a schema change the tail may carry (--on-ddl apply|ignore) to
+// the applier, with the table's new columns, or stops at one it may not.
+func (h *handler) carry(query, defaultDB, at, mode string) error {
+	s := h.schema()
+	t, why := carry(h.parser, query, s, defaultDB, h.t.tables)
+	if why != "" {
+		return h.fail(fmt.Errorf("binlog tail of %s: %w %s: --on-ddl %s does not carry %s: %q; the tail stopped safely before it (the target has every change before it)",
+			s, ErrDDL, at, mode, why, shorten(query, 300)))
+	}
+	ct, err := h.t.canal.GetTable(s, t.Name)
+	if err != nil {
+		return h.fail(fmt.Errorf("binlog tail of %s: re-read %s.%s after the schema change %s: %w", s, s, t.Name, at, err))
+	}
+	cols := make([]string, len(ct.Columns))
+	for i, c := range ct.Columns {
+		cols[i] = c.Name
+	}
+	t.Columns = cols // rows after the statement are checked against these
+	d := &CarriedDDL{Table: t.Name, Statement: query, Columns: cols, At: h.last, Mode: mode}
+	if mode == DDLApply {
+		d.Ran = retarget(query, s, h.t.cfg.TargetSchema)
+	}
+	return h.t.push(item{kind: itemDDL, ddl: d})
 }
 
 // OnPosSynced marks a transaction boundary (XID, COMMIT, DDL) or a rotation.

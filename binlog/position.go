@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/shardctl/shardctl/dbutil"
 )
 
@@ -172,19 +171,6 @@ func ServerIdentity(ctx context.Context, db *sql.DB) (string, error) {
 		return "", fmt.Errorf("read the server identity: %w", err)
 	}
 	return id, nil
-}
-
-// GTIDContains reports whether the GTID set have contains every GTID of want.
-func GTIDContains(flavor, have, want string) (bool, error) {
-	h, err := mysql.ParseGTIDSet(flavor, have)
-	if err != nil {
-		return false, fmt.Errorf("GTID set %q: %w", have, err)
-	}
-	w, err := mysql.ParseGTIDSet(flavor, want)
-	if err != nil {
-		return false, fmt.Errorf("GTID set %q: %w", want, err)
-	}
-	return h.Contain(w), nil
 }
 
 // BinaryLogs lists the binlog files the server still has, oldest first.

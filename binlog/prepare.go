@@ -31,6 +31,8 @@ func validate(cfg *Config) error {
 		return fmt.Errorf("binlog tail of %s: no start position given", cfg.Schema)
 	case cfg.Source.Host == "" || cfg.Source.Port == 0:
 		return fmt.Errorf("binlog tail of %s: no source server address given", cfg.Schema)
+	case cfg.OnDDL != "" && cfg.OnDDL != DDLStop && cfg.OnDDL != DDLApply && cfg.OnDDL != DDLIgnore:
+		return fmt.Errorf("binlog tail of %s: on a schema change %q: give stop, apply or ignore", cfg.Schema, cfg.OnDDL)
 	}
 	if cfg.BatchRows <= 0 {
 		cfg.BatchRows = DefaultBatchRows

@@ -52,6 +52,11 @@ type Config struct {
 	// (tables.CascadingParents): their deletes are repeated with foreign
 	// key checks on.
 	Cascading map[string]bool
+	// OnDDL is what a schema change of a listed table does: DDLStop (also
+	// ""), DDLApply or DDLIgnore (carry.go). OnCarried is told of each one
+	// carried, on the applier's goroutine, before the checkpoint after it.
+	OnDDL     string
+	OnCarried func(ctx context.Context, d CarriedDDL) error
 }
 
 // Stats are counters of a running tail.
@@ -71,6 +76,7 @@ const (
 	itemRows     itemKind = iota + 1 // row actions of one rows event
 	itemBoundary                     // end of an event group at pos
 	itemStop                         // no more items; err says why
+	itemDDL                          // a schema change carried (carry.go)
 )
 
 // item travels from canal's handler to the applier.
@@ -81,6 +87,7 @@ type item struct {
 	when time.Time
 	txn  bool // the boundary ends a transaction (not a rotation)
 	err  error
+	ddl  *CarriedDDL
 }
 
 // Tailer is a running binlog tail.
@@ -158,8 +165,8 @@ func Start(ctx context.Context, cfg Config) (*Tailer, error) {
 		applierDone:  make(chan struct{}),
 		done:         make(chan struct{}),
 	}
-	for i := range cfg.Tables {
-		t.tables[cfg.Tables[i].Name] = &cfg.Tables[i]
+	for i := range t.cfg.Tables { // validate copied them: a carried schema change replaces a table's columns
+		t.tables[t.cfg.Tables[i].Name] = &t.cfg.Tables[i]
 	}
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	ok := false

@@ -197,6 +197,17 @@ func ParseMembers(colType string) ([]string, error) {
 	return out, nil
 }
 
+// Generated names the generated (virtual or stored) columns of schema.table:
+// the server computes them, so they are never written.
+func Generated(ctx context.Context, q dbutil.Querier, schema, table string) (map[string]bool, error) {
+	gen := map[string]bool{}
+	var n string
+	err := dbutil.ScanEach(ctx, q, `SELECT COLUMN_NAME FROM information_schema.COLUMNS
+		WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND COALESCE(GENERATION_EXPRESSION, '') <> ''`, []any{schema, table},
+		[]any{&n}, func() error { gen[n] = true; return nil })
+	return gen, err
+}
+
 // Expr is the select expression that yields the column's exact text form.
 func (c Column) Expr() string {
 	if c.Kind == Float {
@@ -289,6 +300,27 @@ func (c Column) Arg(text string) (any, error) {
 		return b, nil
 	}
 	return text, nil
+}
+
+// Value is the argument that writes a value read as raw (the column's Expr)
+// back: NULL as nil, BIT as a number (MySQL refuses its raw bytes as a
+// string parameter, error 3988), the rest as a copy of its bytes.
+func (c Column) Value(raw []byte) any {
+	switch {
+	case raw == nil:
+		return nil
+	case c.Kind == Bit:
+		var n uint64
+		for _, b := range raw {
+			n = n<<8 | uint64(b)
+		}
+		return n
+	case c.Type == "YEAR" && string(raw) == "0":
+		// The driver reads YEAR's text "0000" as the number 0; as text, a
+		// YEAR of '0' is 2000.
+		return []byte("0000")
+	}
+	return append([]byte{}, raw...)
 }
 
 // Placeholder is the column's argument placeholder. DECIMAL goes through a
@@ -392,17 +424,9 @@ func (k Key) Text(raw [][]byte) []string {
 
 // Compare renders "key op text" (op is >, >=, < or <=) with its arguments.
 func (k Key) Compare(op string, text []string) (string, []any, error) {
-	if len(text) != len(k.Cols) {
-		return "", nil, fmt.Errorf("table %s.%s: key bound %q has %d values, the key %d columns",
-			k.Schema, k.Table, text, len(text), len(k.Cols))
-	}
-	vals := make([]any, len(text))
-	for i, c := range k.Cols {
-		v, err := c.Arg(text[i])
-		if err != nil {
-			return "", nil, fmt.Errorf("table %s.%s: key bound %s = %q: %w", k.Schema, k.Table, c.Name, text[i], err)
-		}
-		vals[i] = v
+	vals, err := k.args(text)
+	if err != nil {
+		return "", nil, err
 	}
 	var args []any
 	s := tuple(len(k.Cols), op, func(i int, op string) string {
@@ -436,6 +460,36 @@ func (c Column) compare(op string, v any) (string, []any) {
 		return name + " IN (" + strings.TrimSuffix(strings.Repeat("?,", len(in)), ",") + ")", in
 	}
 	return name + " " + op + " " + c.Placeholder(), []any{v}
+}
+
+// Equal renders key = text (one row) with its arguments.
+func (k Key) Equal(text []string) (string, []any, error) {
+	args, err := k.args(text)
+	if err != nil {
+		return "", nil, err
+	}
+	parts := make([]string, len(k.Cols))
+	for i, c := range k.Cols {
+		parts[i] = dbutil.QuoteIdent(c.Name) + " = " + c.Placeholder()
+	}
+	return strings.Join(parts, " AND "), args, nil
+}
+
+// args turns a key's text values into the arguments the server compares.
+func (k Key) args(text []string) ([]any, error) {
+	if len(text) != len(k.Cols) {
+		return nil, fmt.Errorf("table %s.%s: key bound %q has %d values, the key %d columns",
+			k.Schema, k.Table, text, len(text), len(k.Cols))
+	}
+	vals := make([]any, len(text))
+	for i, c := range k.Cols {
+		v, err := c.Arg(text[i])
+		if err != nil {
+			return nil, fmt.Errorf("table %s.%s: key bound %s = %q: %w", k.Schema, k.Table, c.Name, text[i], err)
+		}
+		vals[i] = v
+	}
+	return vals, nil
 }
 
 // Range renders lo < key <= hi; a nil bound is open. Both open gives "1=1".

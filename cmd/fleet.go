@@ -70,9 +70,6 @@ func (a *app) loadFleet() error {
 			}
 		}
 	}
-	if a.v.GetDuration("hook-timeout") <= 0 {
-		return badInput("--hook-timeout must be positive")
-	}
 	a.fleet = &fleet{}
 	if len(paths) > 0 {
 		a.fleet.hooks = &hooks.Runner{Paths: paths, Timeout: a.v.GetDuration("hook-timeout"), Output: a.errOut, Log: a.log}

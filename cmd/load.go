@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -48,9 +49,6 @@ its current shard and nowhere else. The demo and the tests run it during moves.`
 			if m.Insert+m.Update+m.Delete != 100 {
 				return badInput("--mix %s: the insert/update/delete percentages must add up to 100, for example 40/45/15", mix)
 			}
-			if rate < 0 || conc < 1 || dur < 0 {
-				return badInput("--rate must be 0 (as fast as possible) or more, --concurrency 1 or more, --duration 0 or more")
-			}
 			return a.withStore(cmd, func(s *shardmap.Store) error {
 				r := router.New(s, router.Options{Creds: a.shardCreds()})
 				defer r.Close()
@@ -58,6 +56,10 @@ its current shard and nowhere else. The demo and the tests run it during moves.`
 					Progress: func(st load.Stats) {
 						a.log.Info("load", "elapsed", st.Elapsed.Round(time.Second), "acked", st.Acked, "errors", st.Errors, "retries", st.Retries)
 					}})
+				var ce *load.ConfigError
+				if errors.As(err, &ce) {
+					return badInput("%v", ce)
+				}
 				if err != nil {
 					return err
 				}

@@ -15,9 +15,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/lock"
 	"github.com/shardctl/shardctl/move"
 	"github.com/shardctl/shardctl/pipeline"
 	"github.com/shardctl/shardctl/plans"
+	"github.com/shardctl/shardctl/planstore"
 	"github.com/shardctl/shardctl/shardmap"
 )
 
@@ -43,7 +45,8 @@ type opFlags struct {
 	planOut                                 string
 	opts                                    plans.Options
 	maxBlackout, backoff, maxLag, chunkTime time.Duration
-	reverseWindow                           time.Duration
+	reverseWindow, killBlockers             time.Duration
+	onDDL                                   string
 }
 
 func (f *opFlags) register(c *cobra.Command) {
@@ -68,6 +71,8 @@ func (f *opFlags) register(c *cobra.Command) {
 	fl.DurationVar(&f.chunkTime, "chunk-time", 0, "copy: shrink chunks whose read takes longer than this (0: fixed --chunk-rows)")
 	fl.StringVar(&f.opts.PostponeFile, "postpone-cutover-file", "", "hold the cutover while this file exists (create it before starting; delete it to cut over)")
 	fl.DurationVar(&f.reverseWindow, "reverse-window", 0, "after cutover keep the source copy fenced and in sync this long, so 'plan revert' can switch back (0: no window, the source is cleaned up at once)")
+	fl.StringVar(&f.onDDL, "on-ddl", "stop", "a schema change of a copied table on the source while the binlog tail runs: stop (the tail stops before it), apply (run it on the target at the same point and go on), ignore (record it and go on)")
+	fl.DurationVar(&f.killBlockers, "kill-blockers", 0, "before each cutover attempt after the first, kill the sessions that have held a lock on a fenced table longer than this (0: never; the attempt record names them either way)")
 	fl.StringVar(&f.opts.ControlFile, "control-file", "", "re-read every 2 s while running: 'max-rate = N', 'max-threads-running = N', 'pause = true'")
 }
 
@@ -79,6 +84,11 @@ func (f *opFlags) options() plans.Options {
 	o.MaxLagMS = plans.MillisOf(f.maxLag)
 	o.ChunkTimeMS = plans.MillisOf(f.chunkTime)
 	o.ReverseWindowS = int64(f.reverseWindow.Seconds())
+	o.KillBlockersMS = plans.MillisOf(f.killBlockers)
+	o.OnDDL = f.onDDL
+	if o.OnDDL == "stop" {
+		o.OnDDL = "" // the default, as plans made before the flag have it
+	}
 	return o
 }
 
@@ -152,19 +162,41 @@ func (a *app) launch(cmd *cobra.Command, env pipeline.Env, p *plans.Plan, f *opF
 			return badInput("not confirmed; nothing was changed")
 		}
 	}
+	// Outputs that can refuse the run are opened before the plan is saved.
+	if _, err := a.metricsSink(); err != nil {
+		return err
+	}
 	path := plans.Path(a.planDir(), p.ID)
 	if err := plans.Save(path, p); err != nil {
 		return err
 	}
-	err := a.runPlan(cmd.Context(), env, p, path)
-	if err != nil && p.State == plans.StateNew && errors.Is(err, pipeline.ErrRefused) {
-		_ = os.Remove(path) // refused before any step: no plan to resume or abort
-	}
-	return err
+	return a.runPlan(cmd.Context(), env, p, path, true)
 }
 
-// runPlan runs (or resumes) a plan and reports it.
-func (a *app) runPlan(ctx context.Context, env pipeline.Env, p *plans.Plan, path string) error {
+// discardRefused removes a new plan's file and its copy in the sharding
+// database when its first run was refused (a check, the plan-start hook, the
+// shard's lock held by another run) before any step changed anything: there
+// is nothing to resume or abort, and a cron wrapper must not find it.
+func (a *app) discardRefused(s *shardmap.Store, p *plans.Plan, path string, err error) bool {
+	if err == nil || !p.Untouched() || !(errors.Is(err, pipeline.ErrRefused) || errors.Is(err, lock.ErrBusy)) {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), planstore.Timeout)
+	defer cancel()
+	if derr := planstore.New(s.DB, s.Schema).Delete(ctx, p.ID); derr != nil {
+		a.log.Warn("refused plan: could not remove its copy in the sharding database", "plan", p.ID, "err", derr)
+		return false // keep the file too: the two copies stay alike
+	}
+	if rerr := os.Remove(path); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+		a.log.Warn("refused plan: could not remove its file", "plan", p.ID, "err", rerr)
+		return false
+	}
+	return true
+}
+
+// runPlan runs (or resumes) a plan and reports it. A fresh plan (its first
+// run, saved by this process) refused before it changed anything is removed.
+func (a *app) runPlan(ctx context.Context, env pipeline.Env, p *plans.Plan, path string, fresh bool) error {
 	env.PlanPath = path
 	endView := a.startView(env.Observer, p)
 	a.log.Info("running plan", "plan", p.ID, "file", path)
@@ -181,12 +213,16 @@ func (a *app) runPlan(ctx context.Context, env pipeline.Env, p *plans.Plan, path
 		o.finish()
 	}
 	summary := map[string]any{"plan_id": p.ID, "plan_path": path, "operation": p.Operation, "state": p.State, "result": p.Result, "steps": p.Steps, "cutover_attempts": p.Attempts}
+	if fresh && a.discardRefused(env.Store, p, path, err) {
+		return a.opError(fmt.Errorf("%w (nothing was changed and no plan was kept)", err), nil)
+	}
 	if err != nil {
+		ref := p.ID
+		if filepath.Clean(path) != filepath.Clean(plans.Path(a.planDir(), p.ID)) {
+			ref = path // outside the plan directory: the id alone would not find it
+			err = &refError{err: err, id: p.ID, ref: ref}
+		}
 		if !a.jsonOut() && p.State != plans.StateNew {
-			ref := p.ID
-			if filepath.Clean(path) != filepath.Clean(plans.Path(a.planDir(), p.ID)) {
-				ref = path // outside the plan directory: the id alone would not find it
-			}
 			fmt.Fprintf(a.errOut, "plan %s stopped at step %s; it is saved in %s\n", p.ID, p.NextStep(), path)
 			if p.State == plans.StateStopped && !errors.Is(err, pipeline.ErrRefused) && !errors.Is(err, pipeline.ErrPurged) {
 				fmt.Fprintf(a.errOut, "continue it with: shardctl plan resume %s   (or undo it: shardctl plan abort %s)\n", ref, ref)
@@ -280,7 +316,7 @@ func (a *app) planCmd() *cobra.Command {
 							return a.opError(err, nil)
 						}
 					}
-					return a.runPlan(cmd.Context(), env, p, path)
+					return a.runPlan(cmd.Context(), env, p, path, false)
 				})
 			},
 		}
@@ -320,6 +356,24 @@ func (a *app) planCmd() *cobra.Command {
 	c.AddCommand(a.windowCmds()...)
 	return c
 }
+
+// refError names a plan in its advice by ref (its file's path) where the
+// message says 'shardctl plan abort|resume ID': a plan outside the plan
+// directory, written with --plan-out, is not found by its id.
+type refError struct {
+	err     error
+	id, ref string
+}
+
+func (e *refError) Error() string {
+	msg := e.err.Error()
+	for _, verb := range []string{"abort", "resume", "revert", "complete", "show"} {
+		msg = strings.ReplaceAll(msg, "shardctl plan "+verb+" "+e.id, "shardctl plan "+verb+" "+e.ref)
+	}
+	return msg
+}
+
+func (e *refError) Unwrap() error { return e.err }
 
 // observer renders pipeline progress: bars on a terminal, log lines otherwise.
 type observer struct {

@@ -2,7 +2,6 @@ package cmd
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +20,7 @@ import (
 	"github.com/shardctl/shardctl/planstore"
 	"github.com/shardctl/shardctl/rebalance"
 	"github.com/shardctl/shardctl/shardmap"
+	"github.com/shardctl/shardctl/shardstatus"
 	"github.com/shardctl/shardctl/split"
 )
 
@@ -34,6 +34,10 @@ type rebalanceFlags struct {
 	apply, exact, share bool
 	concurrency, rounds int
 	drain, servers      []string
+	// override applies this run's settings flags (those 'plan resume' takes)
+	// to a stopped plan it continues; overrides names them for the report.
+	override  func(*plans.Plan) error
+	overrides []string
 }
 
 // rebalanceItem is one plan in the report.
@@ -56,6 +60,54 @@ type rebalanceReport struct {
 	Started   []rebalanceItem   `json:"started"`
 	Finished  []rebalanceItem   `json:"finished"`
 	Left      []rebalanceItem   `json:"left"`
+	// Unmet are the limits still violated after the last proposal, each with
+	// why nothing was proposed for it (busy with a plan, no receiver, …).
+	Unmet []rebalance.Unmet `json:"unmet"`
+	// Error is the run's failure (exit 2 or 3), in the one JSON document.
+	Error string `json:"error,omitempty"`
+}
+
+// finish prints the report with the run's error, and returns the error.
+func (a *app) finishRebalance(rep *rebalanceReport, err error) error {
+	if err != nil {
+		rep.Error = dbutil.Redact(err, a.v.GetString("password")).Error()
+	}
+	if eerr := a.emit(rep, func(w io.Writer) { printRebalance(w, rep) }); eerr != nil {
+		return eerr
+	}
+	return err
+}
+
+// progressed reports whether the run did anything: continued, started or
+// finished a plan.
+func (r *rebalanceReport) progressed() bool {
+	for _, it := range append(append(r.Continued, r.Started...), r.Finished...) {
+		if it.PlanID != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// stuck is the exit-2 error of a run that could do nothing while the fleet
+// is outside the policy (a cron loop must not take that for "done").
+func (r *rebalanceReport) stuck() error {
+	if r.progressed() || r.DryRun && len(r.Proposed) > 0 {
+		return nil
+	}
+	var why []string
+	for _, u := range r.Unmet {
+		why = append(why, u.String())
+	}
+	for _, it := range r.Left {
+		if it.State == "refused" {
+			why = append(why, fmt.Sprintf("shard %d: %s refused: %s", it.ShardID, it.Operation, it.Error))
+		}
+	}
+	if len(why) == 0 {
+		return nil
+	}
+	return withCode(ExitBadInput, fmt.Errorf("rebalance: the fleet is outside the policy and nothing could be done: %s", strings.Join(why, "; ")))
 }
 
 func (a *app) rebalanceCmd() *cobra.Command {
@@ -75,7 +127,11 @@ ordinary plan, --concurrency at a time, never two on one shard or (unless
 --same-server) one server. Safe from cron (docs/cron.md): one rebalance runs
 per shard map (another exits 4), it first continues its own stopped plans,
 leaves shards with an operator's unfinished plan alone, and exits 0 when
-there is nothing to do.`,
+there is nothing to do. Limits it cannot meet are listed with why (a shard
+busy with a plan, no server to receive a shard, ...); when the fleet is outside
+the policy and a run can do nothing, it exits 2. The settings flags of a run
+(--max-blackout, --chunk-rows, ... as 'plan resume' takes them) apply to the
+stopped plans it continues.`,
 		Args: argsUsage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.op.planOut != "" {
@@ -84,8 +140,14 @@ there is nothing to do.`,
 			if f.apply && f.op.dryRun {
 				return badInput("give --apply or --dry-run, not both")
 			}
-			if f.concurrency < 1 {
-				return badInput("--concurrency must be at least 1")
+			if err := f.op.validate(cmd); err != nil {
+				return err
+			}
+			f.override = func(p *plans.Plan) error { return f.op.override(cmd, p) }
+			for _, name := range settings {
+				if fl := cmd.Flags().Lookup(name); fl != nil && fl.Changed {
+					f.overrides = append(f.overrides, "--"+name+"="+fl.Value.String())
+				}
 			}
 			for _, list := range []struct {
 				name string
@@ -136,6 +198,10 @@ func rebalanceLock(schema string) string {
 }
 
 func (a *app) rebalance(ctx context.Context, s *shardmap.Store, f *rebalanceFlags) error {
+	// Outputs that can refuse the run are opened before anything is planned or saved.
+	if _, err := a.metricsSink(); err != nil {
+		return err
+	}
 	rep := &rebalanceReport{DryRun: !f.apply, Proposed: []rebalance.Op{}, Continued: []rebalanceItem{}, Started: []rebalanceItem{}, Finished: []rebalanceItem{}, Left: []rebalanceItem{}}
 	ps := planstore.New(s.DB, s.Schema)
 	if !f.apply {
@@ -144,7 +210,8 @@ func (a *app) rebalance(ctx context.Context, s *shardmap.Store, f *rebalanceFlag
 			return err
 		}
 		rep.setFleet(fleet)
-		rep.Proposed = append(rep.Proposed, rebalance.Propose(fleet, f.policy)...)
+		ops, unmet := rebalance.Assess(fleet, f.policy)
+		rep.Proposed, rep.Unmet = append(rep.Proposed, ops...), unmet
 		for _, op := range rep.Proposed {
 			it := rebalanceItem{Operation: op.Kind, ShardID: op.Shard, Summary: op.String()}
 			if p, err := a.planOp(ctx, s, op, f); err != nil {
@@ -154,7 +221,7 @@ func (a *app) rebalance(ctx context.Context, s *shardmap.Store, f *rebalanceFlag
 			}
 			rep.Planned = append(rep.Planned, it)
 		}
-		return a.emit(rep, func(w io.Writer) { printRebalance(w, rep) })
+		return a.finishRebalance(rep, rep.stuck())
 	}
 	l, err := lock.Acquire(ctx, s.DB, s.Schema, []string{rebalanceLock(s.Schema)}, lock.Holder("rebalance"))
 	if err != nil {
@@ -186,8 +253,8 @@ func (a *app) rebalance(ctx context.Context, s *shardmap.Store, f *rebalanceFlag
 				return err
 			}
 			rep.setFleet(fleet)
-			ops := rebalance.Propose(fleet, f.policy)
-			rep.Proposed = append(rep.Proposed, ops...)
+			ops, unmet := rebalance.Assess(fleet, f.policy)
+			rep.Proposed, rep.Unmet = append(rep.Proposed, ops...), unmet
 			for _, op := range ops {
 				jobs = append(jobs, rebalanceJob{op: op})
 			}
@@ -204,17 +271,14 @@ func (a *app) rebalance(ctx context.Context, s *shardmap.Store, f *rebalanceFlag
 		}
 		jobs = nil
 	}
-	if err := a.emit(rep, func(w io.Writer) { printRebalance(w, rep) }); err != nil {
-		return err
-	}
 	if failed || ctx.Err() != nil {
 		cause := context.Cause(ctx)
 		if cause == nil {
 			cause = errors.New("some operations did not finish")
 		}
-		return withCode(ExitResumable, fmt.Errorf("rebalance: %d operations left (%v); the next run continues them", len(rep.Left), cause))
+		return a.finishRebalance(rep, withCode(ExitResumable, fmt.Errorf("rebalance: %d operations left (%v); the next run continues them", len(rep.Left), cause)))
 	}
-	return nil
+	return a.finishRebalance(rep, rep.stuck())
 }
 
 func (r *rebalanceReport) setFleet(fleet []rebalance.Shard) {
@@ -280,7 +344,7 @@ func (a *app) runJobs(ctx context.Context, s *shardmap.Store, f *rebalanceFlags,
 					rep.Finished = append(rep.Finished, it)
 				} else {
 					rep.Left = append(rep.Left, it)
-					failed = failed || it.State != "in flight"
+					failed = failed || it.State != "in flight" && it.State != "refused"
 				}
 				cond.Broadcast()
 			}()
@@ -305,12 +369,24 @@ func (a *app) runJob(ctx context.Context, s *shardmap.Store, f *rebalanceFlags, 
 	if p == nil {
 		var err error
 		if p, err = a.planOp(ctx, s, j.op, f); err != nil {
-			it.Error = err.Error()
+			it.Error = dbutil.Redact(err, a.v.GetString("password")).Error()
+			if exitCode(a.opError(err, nil)) == ExitBadInput {
+				it.State = "refused" // planning said no: the next run would too
+			}
 			return it, false
 		}
 		p.Args[byRebalance] = j.op.Reason
 	}
-	it.PlanID, it.Summary = p.ID, p.Summary
+	note := ""
+	if j.continued && len(f.overrides) > 0 {
+		// This run's settings apply to the plan it continues, as with 'plan resume'.
+		if err := f.override(p); err != nil {
+			it.Error = err.Error()
+			return it, false
+		}
+		note = " (with this run's " + strings.Join(f.overrides, " ") + ")"
+	}
+	it.PlanID, it.Summary = p.ID, p.Summary+note
 	path := plans.Path(a.planDir(), p.ID)
 	if !j.continued {
 		if err := plans.Save(path, p); err != nil {
@@ -327,6 +403,9 @@ func (a *app) runJob(ctx context.Context, s *shardmap.Store, f *rebalanceFlags, 
 		recorded()
 	}
 	it.State = p.State
+	if !j.continued && a.discardRefused(s, p, path, err) {
+		it.PlanID, it.State = "", "refused" // nothing changed, nothing kept
+	}
 	if err != nil {
 		it.Error = dbutil.Redact(err, a.v.GetString("password")).Error()
 		if errors.Is(err, lock.ErrBusy) {
@@ -363,78 +442,37 @@ func (a *app) readFleet(ctx context.Context, s *shardmap.Store, ps *planstore.St
 	if err != nil {
 		return nil, err
 	}
-	busy := map[int]bool{}
+	busy := map[int]string{} // shard: the plan that keeps it busy
 	unfinished, err := planstore.Unfinished(ctx, a.planDir(), ps)
 	if err != nil {
 		return nil, err
 	}
 	for _, p := range unfinished {
 		if p.ShardMap.Schema == "" || p.ShardMap.Schema == s.Schema {
-			busy[p.Source.ShardID], busy[p.Target.ShardID] = true, true
+			with := fmt.Sprintf("plan %s (%s; 'shardctl plan resume %s' or 'shardctl plan abort %s')", p.ID, p.State, p.ID, p.ID)
+			busy[p.Source.ShardID], busy[p.Target.ShardID] = with, with
 		}
 	}
-	sharded := map[string]bool{}
-	for _, c := range m.Columns {
-		sharded[c.Table] = true
-	}
-	pools := map[string]*sql.DB{}
-	defer func() {
-		for _, db := range pools {
-			db.Close()
-		}
-	}()
-	var out []rebalance.Shard
+	// Only mapped shards: nothing routes to one without a mapping (a split's
+	// new shard before its cutover). Read per server, as 'status' does.
+	var locs []shardmap.Location
 	for _, loc := range m.Locations {
-		mps := m.ShardMappings(loc.ShardID)
-		if len(mps) == 0 {
-			continue // nothing routes to it (a split's new shard before its cutover)
+		if len(m.ShardMappings(loc.ShardID)) > 0 {
+			locs = append(locs, loc)
 		}
-		sh := rebalance.Shard{ID: loc.ShardID, Server: loc.Addr().String(), Busy: busy[loc.ShardID]}
-		if len(mps) == 1 {
+	}
+	var out []rebalance.Shard
+	for _, st := range shardstatus.ReadAll(ctx, m, locs, a.shardCreds(), exact) {
+		if st.Error != "" {
+			return nil, fmt.Errorf("rebalance: shard %d (%s on %s): %s", st.ShardID, st.Schema, st.Server, st.Error)
+		}
+		sh := rebalance.Shard{ID: st.ShardID, Server: st.Server, Rows: st.Rows, Bytes: st.ShardedBytes, Busy: busy[st.ShardID] != "", BusyWith: busy[st.ShardID]}
+		if mps := st.Mappings; len(mps) == 1 {
 			sh.Func, sh.Kind = mps[0].FuncID, string(mps[0].Kind)
 			for i, o := range m.MappingsOf(mps[0].FuncID) {
-				if o.ShardID == loc.ShardID {
+				if o.ShardID == st.ShardID {
 					sh.Order = i
 				}
-			}
-		}
-		db := pools[sh.Server]
-		if db == nil {
-			if db, err = dbutil.Open(ctx, loc.Addr(), a.shardCreds(), ""); err != nil {
-				return nil, fmt.Errorf("rebalance: shard %d's server: %w", loc.ShardID, err)
-			}
-			pools[sh.Server] = db
-		}
-		rows, err := db.QueryContext(ctx, "SELECT TABLE_NAME, COALESCE(TABLE_ROWS, 0), COALESCE(DATA_LENGTH, 0) + COALESCE(INDEX_LENGTH, 0) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_TYPE = 'BASE TABLE' AND TABLE_NAME <> ?", loc.Schema, dbutil.FenceTable)
-		if err != nil {
-			return nil, fmt.Errorf("rebalance: sizes of shard %d (%s): %w", loc.ShardID, loc.Schema, err)
-		}
-		var names []string
-		for rows.Next() {
-			var name string
-			var n, b int64
-			if err := rows.Scan(&name, &n, &b); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			if sharded[name] {
-				names = append(names, name)
-				sh.Rows += n
-				sh.Bytes += b
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
-		if exact {
-			sh.Rows = 0
-			for _, t := range names {
-				var n int64
-				if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+dbutil.Table(loc.Schema, t)).Scan(&n); err != nil {
-					return nil, fmt.Errorf("rebalance: count %s.%s: %w", loc.Schema, t, err)
-				}
-				sh.Rows += n
 			}
 		}
 		out = append(out, sh)
@@ -452,9 +490,12 @@ func printRebalance(w io.Writer, r *rebalanceReport) {
 	for _, s := range servers {
 		fmt.Fprintf(w, "server %s: %d rows\n", s, r.Servers[s])
 	}
+	defer printUnmet(w, r.Unmet)
 	if r.DryRun {
 		if len(r.Proposed) == 0 {
-			fmt.Fprintln(w, "nothing to do: every shard and server is inside the policy")
+			if len(r.Unmet) == 0 {
+				fmt.Fprintln(w, "nothing to do: every shard and server is inside the policy")
+			}
 			return
 		}
 		fmt.Fprintln(w, "proposed operations (dry run: nothing was changed; --apply runs them):")
@@ -469,7 +510,9 @@ func printRebalance(w io.Writer, r *rebalanceReport) {
 		return
 	}
 	if len(r.Continued)+len(r.Started)+len(r.Left) == 0 {
-		fmt.Fprintln(w, "nothing to do: every shard and server is inside the policy")
+		if len(r.Unmet) == 0 {
+			fmt.Fprintln(w, "nothing to do: every shard and server is inside the policy")
+		}
 		return
 	}
 	for _, g := range []struct {
@@ -483,6 +526,17 @@ func printRebalance(w io.Writer, r *rebalanceReport) {
 			}
 			fmt.Fprintln(w, strings.TrimSpace(line))
 		}
+	}
+}
+
+// printUnmet lists the limits left violated, each with why nothing was proposed.
+func printUnmet(w io.Writer, unmet []rebalance.Unmet) {
+	if len(unmet) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "outside the policy, and nothing proposed for it:")
+	for _, u := range unmet {
+		fmt.Fprintf(w, "  - %s\n", u)
 	}
 }
 

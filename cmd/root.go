@@ -117,7 +117,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stderr, "shardctl: "+msg)
 	if a.jsonOut() && !a.emitted {
 		// stdout carries exactly one JSON document: the result, or this error.
-		_ = json.NewEncoder(stdout).Encode(map[string]any{"error": msg, "exit_code": code})
+		doc := map[string]any{"error": msg, "exit_code": code}
+		var of *opFailure
+		if errors.As(err, &of) && of.plan != nil {
+			doc["plan_id"], doc["state"] = of.plan.ID, of.plan.State // a script resumes or aborts it by id
+		}
+		_ = json.NewEncoder(stdout).Encode(doc)
 	}
 	return code
 }
@@ -188,6 +193,12 @@ func (a *app) loadConfig(cmd *cobra.Command) error {
 		if err := v.ReadInConfig(); err != nil {
 			return badInput("read config file %s: %v", f, err)
 		}
+	}
+	if err := a.configIntoFlags(cmd); err != nil {
+		return err
+	}
+	if err := checkFlags(cmd); err != nil {
+		return err
 	}
 	switch v.GetString("output") {
 	case "text", "json":

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/shardctl/shardctl/binlog"
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/keyspace"
 	"github.com/shardctl/shardctl/lock"
@@ -128,6 +129,9 @@ func (a *app) smAddShard() *cobra.Command {
 				if !ok {
 					return badInput("schema %s does not exist on %s: add-shard registers an existing shard; a split creates its new shard's schema and location itself", schema, addr)
 				}
+				if err := a.refuseAlias(cmd.Context(), s, addr, schema); err != nil {
+					return err
+				}
 				id, err := s.AddShard(cmd.Context(), addr.Host, addr.Port, schema)
 				if err != nil {
 					return err
@@ -139,6 +143,45 @@ func (a *app) smAddShard() *cobra.Command {
 	c.Flags().StringVar(&server, "server", "", "server HOST:PORT")
 	c.Flags().StringVar(&schema, "schema", "", "schema holding the shard")
 	return c
+}
+
+// refuseAlias refuses to register addr/schema when a location of the map is
+// that same schema on the same server under another address (localhost for
+// 127.0.0.1, a second DNS name): two shard ids for one copy of the rows.
+func (a *app) refuseAlias(ctx context.Context, s *shardmap.Store, addr dbutil.Addr, schema string) error {
+	m, err := s.Load(ctx)
+	if err != nil {
+		return err
+	}
+	var id string
+	for _, l := range m.Locations {
+		if l.Schema != schema || l.Addr() == addr {
+			continue
+		}
+		if id == "" {
+			if id, err = serverIdentity(ctx, addr, a.shardCreds()); err != nil {
+				return withCode(ExitBadInput, fmt.Errorf("add-shard: %s: %w", addr, err))
+			}
+		}
+		other, err := serverIdentity(ctx, l.Addr(), a.shardCreds())
+		if err != nil {
+			continue // an unreachable server is not the one that answered as addr
+		}
+		if other == id {
+			return badInput("%s/%s is shard %d (%s/%s) under another address: the same server and schema; use shard %d", addr, schema, l.ShardID, l.Addr(), l.Schema, l.ShardID)
+		}
+	}
+	return nil
+}
+
+// serverIdentity names the server at addr (binlog.ServerIdentity).
+func serverIdentity(ctx context.Context, addr dbutil.Addr, creds dbutil.Creds) (string, error) {
+	db, err := dbutil.Open(ctx, addr, creds, "")
+	if err != nil {
+		return "", err
+	}
+	defer db.Close()
+	return binlog.ServerIdentity(ctx, db)
 }
 
 func (a *app) smAddFunction() *cobra.Command {

@@ -8,53 +8,16 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/plans"
 )
 
 // validate checks the operation flags; the message names the allowed range.
 func (f *opFlags) validate(c *cobra.Command) error {
+	// Ranges and addresses: checkFlags (flagrules.go), before any command runs.
 	o := f.options()
-	intIn := func(name string, v, lo, hi int) error {
-		if v < lo || v > hi {
-			return badInput("--%s %d: allowed %d to %d", name, v, lo, hi)
-		}
-		return nil
-	}
-	durIn := func(name string, v, lo, hi time.Duration) error {
-		if v < lo || v > hi {
-			return badInput("--%s %s: allowed %s to %s", name, v, lo, hi)
-		}
-		return nil
-	}
-	for _, err := range []error{
-		intIn("chunk-rows", o.ChunkRows, 1, 1_000_000),
-		intIn("prune-chunk-rows", o.PruneChunkRows, 1, 1_000_000),
-		intIn("parallel", o.Parallel, 1, 64),
-		intIn("prune-sleep-ms", int(o.PruneSleepMS), 0, 60_000),
-		intIn("cutover-attempts", o.FenceAttempts, 1, 1000),
-		intIn("max-threads-running", o.MaxThreadsRunning, 0, 100_000),
-		durIn("max-blackout", f.maxBlackout, 10*time.Millisecond, time.Hour),
-		durIn("cutover-backoff", f.backoff, 0, time.Hour),
-		durIn("max-lag", f.maxLag, 0, 24*time.Hour),
-		durIn("chunk-time", f.chunkTime, 0, time.Hour),
-	} {
-		if err != nil {
-			return err
-		}
-	}
-	if o.MaxRate < 0 {
-		return badInput("--max-rate %d: allowed 0 (no limit) or more rows per second", o.MaxRate)
-	}
-	for _, r := range o.Replicas {
-		if _, err := dbutil.ParseAddr(r); err != nil {
-			return badInput("--replica %q: %v (give HOST:PORT)", r, err)
-		}
-	}
 	if o.MaxLagMS > 0 && len(o.Replicas) == 0 {
 		return badInput("--max-lag needs at least one --replica HOST:PORT whose lag it watches")
 	}
@@ -142,7 +105,7 @@ func noPasswordInDSN(raw string) error {
 
 // settings are the flags 'plan apply' and 'plan resume' take to change a
 // plan's budget and throttles without editing the file.
-var settings = []string{"chunk-rows", "prune-chunk-rows", "parallel", "max-rate", "prune-sleep-ms", "max-blackout", "cutover-attempts", "cutover-backoff", "max-threads-running", "max-lag", "replica"}
+var settings = []string{"chunk-rows", "prune-chunk-rows", "parallel", "max-rate", "prune-sleep-ms", "max-blackout", "cutover-attempts", "cutover-backoff", "max-threads-running", "max-lag", "replica", "kill-blockers", "on-ddl"}
 
 // registerSettings registers the settings flags (with the defaults of a new plan).
 func (f *opFlags) registerSettings(c *cobra.Command) {
@@ -176,6 +139,8 @@ func (f *opFlags) override(c *cobra.Command, p *plans.Plan) error {
 	set("max-threads-running", func() { p.Options.MaxThreadsRunning = o.MaxThreadsRunning })
 	set("max-lag", func() { p.Options.MaxLagMS = o.MaxLagMS })
 	set("replica", func() { p.Options.Replicas = o.Replicas })
+	set("kill-blockers", func() { p.Options.KillBlockersMS = o.KillBlockersMS })
+	set("on-ddl", func() { p.Options.OnDDL = o.OnDDL })
 	if p.Options.MaxLagMS > 0 && len(p.Options.Replicas) == 0 {
 		return badInput("--max-lag needs at least one --replica HOST:PORT whose lag it watches")
 	}

@@ -2,16 +2,21 @@ package cmd
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/internal/fault"
 	"github.com/shardctl/shardctl/lock"
 	"github.com/shardctl/shardctl/pipeline"
 	"github.com/shardctl/shardctl/plans"
@@ -47,26 +52,40 @@ func (a *app) ownedTables(ctx context.Context, s *shardmap.Store, id int) (*shar
 }
 
 func (a *app) verifyCmd() *cobra.Command {
-	var shard, chunkRows int
+	var shard, chunkRows, maxRows int
 	var against, schema, planRef string
+	var repair, resume bool
 	c := &cobra.Command{
-		Use:   "verify (--shard ID --against HOST:PORT [--schema NAME] | --plan PLAN)",
-		Short: "Chunked checksums of a shard's rows against a copy on another server",
+		Use:   "verify (--shard ID --against HOST:PORT [--schema NAME] | --plan PLAN) [--repair] [--resume]",
+		Short: "Chunked checksums of a shard's rows against a copy on another server; names and repairs the rows that differ",
 		Long: `verify compares, chunk by chunk, the rows shard ID owns (per the shard map;
 global tables whole) at its location with the same schema (or --schema) on
 --against; or, with --plan, a plan's source and target rows (before its
 cleanup, or after a move with --keep-source). Each differing chunk is reported
-with its primary-key bounds; the exit code is 5 when anything differs. No
-replication link is needed; each chunk is one short statement per side.`,
+with its primary-key bounds and the rows in it that differ (keys on one side
+only, keys whose values differ with the columns that do; --max-rows per
+chunk); the exit code is 5 when anything differs. No replication link is
+needed; each chunk is one short statement per side.
+
+--repair makes the copy match the serving side for the rows that differ,
+then verifies again (exit 0 when it then matches). The shard map decides
+which side serves: the shard's location (--shard), or for --plan the source
+until cutover and the target after it. The copy's triggers do not fire on
+the repair's writes, foreign keys are not checked (rows arrive as the serving
+side has them), and it holds the shard's (or the plan's) operation lock, so
+it waits for no running operation: a plan that is running refuses it (exit 4).
+
+A verify saves its progress as it goes (a checkpoint file beside the plans,
+at most once a second); --resume continues an interrupted one from there
+instead of starting over. A verify that ran to its end removes its checkpoint.`,
 		Args: argsUsage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			if chunkRows < 1 || chunkRows > 1_000_000 {
-				return badInput("--chunk-rows %d: allowed 1 to 1000000", chunkRows)
-			}
 			return a.withStore(cmd, func(s *shardmap.Store) error {
 				var src, dst plans.Endpoint
 				var ts []tables.Table
+				var locks []string
+				var holder string
 				switch {
 				case planRef != "":
 					p, err := plans.Load(plans.Resolve(a.planDir(), planRef))
@@ -77,12 +96,25 @@ replication link is needed; each chunk is one short statement per side.`,
 						return withCode(ExitBadInput, err)
 					}
 					src, dst, ts = p.Source, p.Target, p.Copy
+					if pipeline.Serving(p) == plans.SideTarget {
+						src, dst = dst, src
+					}
+					if repair {
+						m, err := s.Load(ctx)
+						if err != nil {
+							return err
+						}
+						if err := pipeline.CheckServing(m, src); err != nil {
+							return withCode(ExitBadInput, err)
+						}
+					}
+					locks, holder = p.Locks, p.ID+" (verify --repair)"
 				case shard > 0 && against != "":
 					addr, err := dbutil.ParseAddr(against)
 					if err != nil {
 						return badInput("--against: %v", err)
 					}
-					_, loc, owned, err := a.ownedTables(ctx, s, shard)
+					m, loc, owned, err := a.ownedTables(ctx, s, shard)
 					if err != nil {
 						return err
 					}
@@ -94,7 +126,13 @@ replication link is needed; each chunk is one short statement per side.`,
 					if addr == loc.Addr() && dst.Schema == src.Schema {
 						return badInput("--against %s is shard %d's own location (%s/%s): a shard always matches itself; give the server (and --schema) of the copy", against, shard, loc.Addr(), loc.Schema)
 					}
+					if repair {
+						if err := pipeline.CheckRepairable(m, dst); err != nil {
+							return withCode(ExitBadInput, err)
+						}
+					}
 					ts = owned
+					locks, holder = []string{lock.Name(s.Schema, shard)}, fmt.Sprintf("verify --repair shard %d", shard)
 				default:
 					return badInput("give --shard ID with --against HOST:PORT, or --plan PLAN")
 				}
@@ -108,27 +146,67 @@ replication link is needed; each chunk is one short statement per side.`,
 					return withCode(ExitBadInput, err)
 				}
 				defer tdb.Close()
+				if repair {
+					l, err := lock.Acquire(ctx, s.DB, s.Schema, locks, lock.Holder(holder))
+					if err != nil {
+						return a.opError(err, nil)
+					}
+					defer l.Release()
+				}
 				p := a.newProgress("verify", 0)
 				v := &verify.Verifier{Source: sdb, Target: tdb, SourceSchema: src.Schema, TargetSchema: dst.Schema, ChunkRows: chunkRows,
+					Narrow: maxRows > 0, MaxRows: maxRows,
 					Progress: func(_ string, n int64) { p.Set(p.done+n, p.done+n, "") }}
+				// The checkpoint is named by what is compared, so another
+				// comparison never continues it.
+				key := fmt.Sprintf("%s/%s against %s/%s, shard %d, plan %q, chunk rows %d", src.Addr(), src.Schema, dst.Addr(), dst.Schema, shard, planRef, chunkRows)
+				sum := sha256.Sum256([]byte(key))
+				ckpt := filepath.Join(a.planDir(), "verify-"+hex.EncodeToString(sum[:6])+".checkpoint")
+				var out verifyReport
+				if resume {
+					from, ok, err := verify.LoadCheckpoint(ckpt, key)
+					if err != nil {
+						return withCode(ExitBadInput, err)
+					}
+					if ok {
+						v.From = from
+						out.Resumed = fmt.Sprintf("%d tables done, %s from key %s", len(from.Done), from.Table, strings.Join(from.After, ","))
+					}
+				}
+				var saved time.Time
+				v.Checkpoint = func(cp verify.Checkpoint) error {
+					// At most once a second: a resume repeats at most a
+					// second's chunks, and a fast verify does not wait on fsync.
+					if time.Since(saved) < time.Second {
+						return nil
+					}
+					cp.Key = key
+					if err := verify.SaveCheckpoint(ckpt, cp); err != nil {
+						return err
+					}
+					saved = time.Now()
+					fault.Hit("verify:chunk") // tests: a verify killed part-way
+					return nil
+				}
 				res, err := v.All(ctx, ts)
 				p.Finish()
 				if err != nil {
 					return err
 				}
-				if err := a.emit(res, func(w io.Writer) {
-					fmt.Fprintf(w, "verified %s/%s against %s/%s: %d tables, %d chunks, %d rows\n", src.Addr(), src.Schema, dst.Addr(), dst.Schema, res.Tables, res.Chunks, res.Rows)
-					for _, m := range res.Mismatches {
-						fmt.Fprintf(w, "  DIFFERS: %s rows %s: %d rows here, %d there\n", m.Table, bounds(m.Lo, m.Hi), m.SourceRows, m.TargetRows)
+				_ = os.Remove(ckpt) // the comparison ran to its end
+				out.Result = res
+				if repair && len(res.Mismatches) > 0 {
+					done, again, err := pipeline.Repair(ctx, v, ts, res)
+					if err != nil {
+						return a.opError(err, nil)
 					}
-					if len(res.Mismatches) == 0 {
-						fmt.Fprintln(w, "  OK: every chunk matches")
-					}
-				}); err != nil {
+					out.Repaired, out.After = &done, &again
+				}
+				if err := a.emit(out, func(w io.Writer) { out.text(w, src, dst) }); err != nil {
 					return err
 				}
-				if len(res.Mismatches) > 0 {
-					return withCode(ExitMismatch, fmt.Errorf("verify: %d chunks differ", len(res.Mismatches)))
+				if n := out.differing(); n > 0 {
+					return withCode(ExitMismatch, fmt.Errorf("verify: %d chunks differ", n))
 				}
 				return nil
 			})
@@ -139,7 +217,55 @@ replication link is needed; each chunk is one short statement per side.`,
 	c.Flags().StringVar(&schema, "schema", "", "schema of the copy (default: the shard's schema name)")
 	c.Flags().StringVar(&planRef, "plan", "", "verify a plan's source against its target")
 	c.Flags().IntVar(&chunkRows, "chunk-rows", 5000, "rows per chunk")
+	c.Flags().IntVar(&maxRows, "max-rows", 100, "differing rows listed per chunk (0: name chunks only)")
+	c.Flags().BoolVar(&resume, "resume", false, "continue an interrupted verify of the same comparison from its last checkpoint")
+	c.Flags().BoolVar(&repair, "repair", false, "make the copy match the serving side for the rows that differ, then verify again")
 	return c
+}
+
+// verifyReport is what verify prints: the comparison, and with --repair
+// what was repaired and the comparison after it.
+type verifyReport struct {
+	verify.Result
+	Resumed  string           `json:"resumed,omitempty"` // where a --resume continued from
+	Repaired *verify.Repaired `json:"repaired,omitempty"`
+	After    *verify.Result   `json:"after_repair,omitempty"`
+}
+
+// differing counts the chunks that still differ.
+func (r verifyReport) differing() int {
+	if r.After != nil {
+		return len(r.After.Mismatches)
+	}
+	return len(r.Mismatches)
+}
+
+func (r verifyReport) text(w io.Writer, src, dst plans.Endpoint) {
+	here, there := "source "+src.Addr()+"/"+src.Schema, "copy "+dst.Addr()+"/"+dst.Schema
+	result := func(res verify.Result) {
+		for _, m := range res.Mismatches {
+			fmt.Fprintf(w, "  DIFFERS: %s rows %s: %d rows here, %d there\n", m.Table, m.Bounds(), m.SourceRows, m.TargetRows)
+			for _, d := range m.Rows {
+				fmt.Fprintf(w, "    %s\n", d.Describe(m.KeyColumns, "source", "copy"))
+			}
+			if m.MoreRows > 0 {
+				fmt.Fprintf(w, "    and %d more rows (--max-rows)\n", m.MoreRows)
+			}
+		}
+		if len(res.Mismatches) == 0 {
+			fmt.Fprintln(w, "  OK: every chunk matches")
+		}
+	}
+	if r.Resumed != "" {
+		fmt.Fprintf(w, "resumed from the checkpoint (%s)\n", r.Resumed)
+	}
+	fmt.Fprintf(w, "verified %s against %s: %d tables, %d chunks, %d rows\n", here, there, r.Tables, r.Chunks, r.Rows)
+	result(r.Result)
+	if r.Repaired != nil {
+		fmt.Fprintf(w, "repaired the %s: %d rows written, %d deleted\n", there, r.Repaired.Written, r.Repaired.Deleted)
+		fmt.Fprintf(w, "verified again: %d tables, %d chunks, %d rows\n", r.After.Tables, r.After.Chunks, r.After.Rows)
+		result(*r.After)
+	}
 }
 
 func (a *app) pruneCmd() *cobra.Command {
@@ -160,16 +286,6 @@ table and changes nothing.`,
 			ctx := cmd.Context()
 			if shard <= 0 {
 				return badInput("give --shard ID")
-			}
-			switch {
-			case chunkRows < 1 || chunkRows > 1_000_000:
-				return badInput("--chunk-rows %d: allowed 1 to 1000000", chunkRows)
-			case maxRate < 0:
-				return badInput("--max-rate %d: allowed 0 (no limit) or more rows per second", maxRate)
-			case sleepMS < 0 || sleepMS > 60_000:
-				return badInput("--sleep-ms %d: allowed 0 to 60000", sleepMS)
-			case maxThreads < 0:
-				return badInput("--max-threads-running %d: allowed 0 (off) or more", maxThreads)
 			}
 			return a.withStore(cmd, func(s *shardmap.Store) (err error) {
 				_, loc, ts, err := a.ownedTables(ctx, s, shard)
@@ -273,16 +389,4 @@ table and changes nothing.`,
 	c.Flags().IntVar(&sleepMS, "sleep-ms", 0, "pause between chunks")
 	c.Flags().IntVar(&maxThreads, "max-threads-running", 0, "pause while the server's Threads_running is above this (0: off)")
 	return c
-}
-
-// bounds renders a chunk's primary-key range (lo, hi] for people.
-func bounds(lo, hi []string) string {
-	l, h := "start", "end"
-	if lo != nil {
-		l = strings.Join(lo, ",")
-	}
-	if hi != nil {
-		h = strings.Join(hi, ",")
-	}
-	return "(" + l + " .. " + h + "]"
 }

@@ -281,6 +281,13 @@ func (m *viewModel) attemptLines(st viewStyle) []string {
 			line = sgrYellow + line + sgrReset
 		}
 		out = append(out, line)
+		if len(a.Blockers) > 0 { // who held the fenced tables (plan show lists them all)
+			b := "        held by " + a.Blockers[0].String()
+			if n := len(a.Blockers) - 1; n > 0 {
+				b += fmt.Sprintf(" (and %d more)", n)
+			}
+			out = append(out, cut(b, st.width))
+		}
 	}
 	return out
 }

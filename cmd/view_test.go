@@ -18,7 +18,8 @@ func TestViewLines(t *testing.T) {
 	m.setState(plans.StepCopy, "started", t0)
 	m.progress(plans.StepCopy, 1000, 10000, "", t0.Add(time.Second))
 	m.progress(plans.StepCopy, 3000, 10000, "throttled", t0.Add(3*time.Second))
-	m.setAttempt(1, plans.Attempt{Result: "backed off: too slow", BlackoutM: 120.5})
+	m.setAttempt(1, plans.Attempt{Result: "backed off: too slow", BlackoutM: 120.5, Blockers: []plans.Blocker{
+		{ID: 12, User: "app@10.0.0.5", AgeMS: 2774, Table: "employees", Lock: "SHARED_WRITE", Source: "metadata_locks"}, {ID: 13}}})
 	m.setAttempt(2, plans.Attempt{Result: "fencing"})
 	got := m.lines(viewStyle{width: 200}, t0.Add(3*time.Second))
 	want := []string{
@@ -30,6 +31,7 @@ func TestViewLines(t *testing.T) {
 		"  · verify     pending",
 		"  · fence      pending",
 		"      cutover attempt 1: backed off: too slow (blackout 120.5 ms)",
+		"        held by session 12 (app@10.0.0.5), open 2.774s, holds employees (SHARED_WRITE): idle in transaction [metadata_locks] (and 1 more)",
 		"      cutover attempt 2: fencing",
 		"  · cutover    pending",
 		"  · cleanup    pending",

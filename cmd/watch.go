@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/shardctl/shardctl/lock"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/planstore"
 )
@@ -33,6 +34,25 @@ func (l fleetLoader) LoadPlan(ctx context.Context, ref string) (*plans.Plan, err
 	return p, err
 }
 
+// Running reports whether a process runs p (holds its shard locks); known
+// is false without the sharding database.
+func (l fleetLoader) Running(ctx context.Context, p *plans.Plan) (known, running bool) {
+	if l.store == nil || len(p.Locks) == 0 {
+		return false, false
+	}
+	running, err := lock.InUse(ctx, l.store.DB, p.Locks)
+	return err == nil, running
+}
+
+// runChecker is a planLoader that can tell whether anyone runs a plan.
+type runChecker interface {
+	Running(ctx context.Context, p *plans.Plan) (known, running bool)
+}
+
+// unrunGrace is how long a plan's locks may stay free before watch says
+// nobody runs it: a run saves its plan a moment before it takes them.
+const unrunGrace = 5 * time.Second
+
 func (a *app) planWatchCmd() *cobra.Command {
 	var every time.Duration
 	c := &cobra.Command{
@@ -45,9 +65,6 @@ watching (exit 0); the plan keeps running. Off a terminal it prints one line
 per step change.`,
 		Args: argsUsage(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if every < 100*time.Millisecond {
-				return badInput("--every %s: give at least 100ms", every)
-			}
 			ps, closeFn := a.planStore(cmd.Context())
 			defer closeFn()
 			return a.watchPlan(cmd.Context(), fleetLoader{dir: a.planDir(), store: ps}, args[0], every)
@@ -83,6 +100,7 @@ func (a *app) watchPlan(ctx context.Context, l planLoader, ref string, every tim
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	failures := 0
+	var freeSince time.Time // when the plan's locks were first seen free
 	for {
 		if v != nil {
 			v.update(func(m *viewModel) {
@@ -98,6 +116,17 @@ func (a *app) watchPlan(ctx context.Context, l planLoader, ref string, every tim
 		}
 		if p.State == plans.StateDone || p.State == plans.StateStopped || p.State == plans.StateAborted {
 			break
+		}
+		if rc, ok := l.(runChecker); ok {
+			if known, running := rc.Running(ctx, p); known && !running {
+				if freeSince.IsZero() {
+					freeSince = time.Now()
+				} else if time.Since(freeSince) >= unrunGrace {
+					break
+				}
+			} else {
+				freeSince = time.Time{}
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -127,6 +156,10 @@ func (a *app) watchPlan(ctx context.Context, l planLoader, ref string, every tim
 	}
 	var end error
 	switch p.State {
+	case plans.StateNew:
+		end = withCode(ExitResumable, fmt.Errorf("plan %s is not running: no process holds its shard lock and it has not started; run it with 'shardctl plan apply %s'", p.ID, ref))
+	case plans.StateRunning:
+		end = withCode(ExitResumable, fmt.Errorf("plan %s is not running: no process holds its shard lock (the process that ran it is gone) and it stands at step %s; continue it with 'shardctl plan resume %s'", p.ID, p.NextStep(), ref))
 	case plans.StateStopped:
 		end = withCode(ExitResumable, fmt.Errorf("plan %s stopped at step %s; continue it with 'shardctl plan resume %s'", p.ID, p.NextStep(), p.ID))
 	case plans.StateAborted:

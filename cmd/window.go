@@ -26,9 +26,6 @@ func (a *app) windowCmds() []*cobra.Command {
 				if _, err := os.Stat(path); err != nil {
 					return badInput("no plan %q (looked for %s; see 'shardctl plan list')", args[0], path)
 				}
-				if wait <= 0 {
-					return badInput("--wait must be positive")
-				}
 				return a.withStore(cmd, func(s *shardmap.Store) error {
 					p, err := pipeline.RequestWindow(cmd.Context(), a.env(s), path, action, wait)
 					if err != nil {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/sandbox"
 )
 
@@ -102,6 +103,16 @@ func TestBadInputCatalogue(t *testing.T) {
 	good, _ := os.ReadFile(planOut)
 	damaged := filepath.Join(c.dir, "damaged.json")
 	os.WriteFile(damaged, bytes.Replace(good, []byte(`"move"`), []byte(`"merge"`), 1), 0o600)
+	// The same plan with its state edited to done and the checksum computed again.
+	forged := filepath.Join(c.dir, "forged.json")
+	fp, err := plans.Load(planOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp.State = plans.StateDone
+	if err := plans.Save(forged, fp); err != nil {
+		t.Fatal(err)
+	}
 	os.MkdirAll(c.planDir, 0o700)
 	os.WriteFile(filepath.Join(c.planDir, "move-20200101T000000000Z.json"), good, 0o600)
 	wrongPW := []string{"SHARDCTL_PASSWORD=Wr0ngSecret-cat"}
@@ -138,6 +149,8 @@ func TestBadInputCatalogue(t *testing.T) {
 		{args: []string{"move", "--shard", "1", "--to", s1}, code: 2, hint: "choose another server"},
 		{args: []string{"move", "--shard", "1", "--to", "127.0.0.1:1"}, code: 2, hint: "is it running"},
 		{args: []string{"move", "--shard", "1", "--to", s3, "--max-rate", "-1"}, code: 2, hint: "allowed"},
+		{args: []string{"move", "--shard", "1", "--to", s3, "--on-ddl", "exec"}, code: 2, hint: "stop, apply or ignore"},
+		{args: []string{"move", "--shard", "1", "--to", s3, "--kill-blockers", "-1s"}, code: 2, hint: "allowed"},
 		{args: []string{"move", "--shard", "1", "--to", s3, "--chunk-rows", "0"}, code: 2, hint: "allowed 1"},
 		{args: []string{"move", "--shard", "1", "--to", s3, "--parallel", "0"}, code: 2, hint: "allowed 1"},
 		{args: []string{"move", "--shard", "1", "--to", s3, "--cutover-attempts", "-3"}, code: 2, hint: "allowed 1"},
@@ -173,6 +186,7 @@ func TestBadInputCatalogue(t *testing.T) {
 		{args: []string{"verify", "--shard", "1", "--against", "nohost"}, code: 2, hint: "is the address right"},
 		{args: []string{"verify", "--shard", "1", "--against", "a:b:c"}, code: 2, hint: "--against"},
 		{args: []string{"verify", "--plan", "/nonexistent/plan.json"}, code: 2, hint: "plan list"},
+		{args: []string{"verify", "--shard", "1", "--against", s3, "--max-rows", "-1"}, code: 2, hint: "allowed"},
 		{args: []string{"verify", "--shard", "1", "--against", s3, "--chunk-rows", "0"}, code: 2, hint: "allowed 1"},
 		// prune
 		{args: []string{"prune"}, code: 2, hint: "--shard"},
@@ -220,7 +234,31 @@ func TestBadInputCatalogue(t *testing.T) {
 		{args: []string{"load"}, code: 2, hint: "--keys"},
 		{args: []string{"load", "--keys", "bad"}, code: 2, hint: "--keys"},
 		{args: []string{"load", "--keys", "a=1-10", "--mix", "50/50/50"}, code: 2, hint: "add up to 100"},
-		{args: []string{"load", "--keys", "a=1-10", "--concurrency", "0"}, code: 2, hint: "--concurrency 1"},
+		{args: []string{"load", "--keys", "a=1-10", "--concurrency", "0"}, code: 2, hint: "--concurrency 0: allowed 1"},
+		{args: []string{"load", "--keys", "a=1-10", "--keys", "b=5-20", "--duration", "1s"}, code: 2, hint: "overlap"},
+		// issue 21: the same rule for a flag wherever it is given
+		{args: []string{"move", "--shard", "1", "--to", s3, "--reverse-window", "-5m", "--yes"}, code: 2, hint: "allowed 0 (no window) or 1s"},
+		{args: []string{"move", "--shard", "1", "--to", s3, "--reverse-window", "1ns", "--yes"}, code: 2, hint: "allowed 0 (no window) or 1s"},
+		{args: []string{"split", "--shard", "1", "--to", s3, "--reverse-window", "-1m", "--yes"}, code: 2, hint: "allowed 0 (no window)"},
+		{args: []string{"merge", "--shard", "3", "--into", "2", "--reverse-window", "500ms", "--yes"}, code: 2, hint: "allowed 0 (no window)"},
+		{args: []string{"split", "--shard", "1", "--to", s3, "--schema", strings.Repeat("s", 65), "--dry-run"}, code: 2, hint: "at most 64"},
+		{args: []string{"split", "--shard", "1", "--to", s3, "--schema", strings.Repeat("s", 65), "--yes"}, code: 2, hint: "at most 64"},
+		{args: []string{"rebalance", "--max-shard-rows", "-5"}, code: 2, hint: "--max-shard-rows -5: allowed 0 (off)"},
+		{args: []string{"rebalance", "--max-shard-rows", "10", "--chunk-rows", "0"}, code: 2, hint: "--chunk-rows 0: allowed 1"},
+		{args: []string{"rebalance", "--max-shard-rows", "10", "--parallel", "0", "--apply"}, code: 2, hint: "--parallel 0: allowed 1"},
+		{args: []string{"rebalance", "--max-shard-rows", "10", "--max-rate", "-1", "--apply"}, code: 2, hint: "--max-rate -1"},
+		{args: []string{"rebalance", "--max-shard-rows", "10", "--rounds", "-1", "--apply"}, code: 2, hint: "--rounds -1: allowed 1"},
+		{args: []string{"rebalance", "--max-shard-rows", "10", "--max-blackout", "0", "--apply"}, code: 2, hint: "--max-blackout 0s: allowed 10ms"},
+		{args: []string{"rebalance", "--max-server-share", "1.5"}, code: 2, hint: "--max-server-share 1.5"},
+		{args: []string{"plan", "resume", planOut, "--max-blackout", "0"}, code: 2, hint: "allowed 10ms"},
+		{args: []string{"plan", "resume", forged}, code: 2, hint: "state done, but step preflight is pending"},
+		{args: []string{"plan", "abort", forged}, code: 2, hint: "signed again"},
+		// issue 21: rebalance that can do nothing says so (exit 2), with why
+		{args: []string{"rebalance", "--max-server-share", "0.5", "--exact"}, code: 2, hint: "over --max-server-share 50%"},
+		{args: []string{"rebalance", "--max-server-share", "0.5", "--exact", "--apply"}, code: 2, hint: "nothing could be done"},
+		{args: []string{"rebalance", "--drain", s1, "--drain", c.env.Addr(2).String(), "--apply"}, code: 2, hint: "every server is drained"},
+		// issue 21: an alias of a live shard's server
+		{args: []string{"shardmap", "add-shard", "--server", "localhost:" + fmt.Sprint(c.env.Addr(1).Port), "--schema", c.shards[0].Schema}, code: 2, hint: "under another address"},
 	}
 	before := catState(t, c, h)
 	status := c.mustRun("status", "-o", "json").stdout

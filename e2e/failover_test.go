@@ -172,18 +172,7 @@ func waitPlanStep(t *testing.T, dir, step string) string {
 // asynchronous GTID replica.
 func primaryReplica(t *testing.T) (fo sandbox.Config, primary, replica dbutil.Addr, pdb, rdb *sql.DB) {
 	t.Helper()
-	port, err := testenv.FreePorts(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fo = sandbox.Config{Dir: t.TempDir(), Servers: 2, BasePort: port, Flavor: testenv.Flavor(), ServerIDBase: 10}
-	upCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	srv, err := sandbox.Up(upCtx, fo)
-	cancel()
-	t.Cleanup(func() { _ = sandbox.Down(context.Background(), fo, true) })
-	if err != nil {
-		t.Fatal(err)
-	}
+	fo, srv := upSandbox(t, 2, testenv.Flavor(), 10)
 	primary, replica = srv[0].Addr(), srv[1].Addr()
 	pdb = openAt(t, primary)
 	rdb = openAt(t, replica)
@@ -246,4 +235,138 @@ func heldMove(t *testing.T, c *cluster, to string) (postpone string, lp *loadPro
 	time.Sleep(time.Second) // the tail applies some of the load's writes
 	lp.stop(t)
 	return postpone, lp, move, path
+}
+
+// TestRepointRefusesUncheckedSource: 'plan resume --source' with a server
+// that holds a copy of the schema but is no replica of the source (a row
+// missing), and with a server of the other flavor, is refused with exit 2
+// before the shard map changes: the map, the plan file and the plans table's
+// copy are as before, and the plan still runs to the end on its source.
+func TestRepointRefusesUncheckedSource(t *testing.T) {
+	env := testenv.Get(t)
+	c := newCluster(t, "e2e_repoint", []int{1}, []int{200})
+	postpone, _, move, path := heldMove(t, c, env.Addr(2).String())
+	time.Sleep(1500 * time.Millisecond) // the tail checkpoints what it applied
+	_ = move.Process.Kill()
+	_ = move.Wait()
+	p, err := plans.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := c.shards[0].Schema
+	copySchemaButOneRow(t, c.db(1), c.db(3), schema)
+
+	other := otherFlavorServer(t)
+	unchanged := c.stateOf(p.ID, path)
+	for _, cand := range []struct{ addr, want string }{
+		{env.Addr(3).String(), "lacks transactions the target already applied"},
+		{other.String(), "runs the same kind of server"},
+	} {
+		r := c.run([]string{"SHARDCTL_FAULT=short:gtid-wait"}, "plan", "resume", p.ID, "--source", cand.addr)
+		if r.code != 2 || !strings.Contains(r.stderr, cand.want) {
+			t.Fatalf("resume --source %s: exit %d, want 2 saying %q\n%s\n%s", cand.addr, r.code, cand.want, r.stdout, r.stderr)
+		}
+		if got := c.stateOf(p.ID, path); got != unchanged {
+			t.Fatalf("resume --source %s was refused but changed the shard map, the plan file or the plans table:\nbefore %s\nafter  %s", cand.addr, unchanged, got)
+		}
+		t.Logf("refused: %s", lastLines(r.stderr, 1))
+	}
+	if err := os.Remove(postpone); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.run(nil, "plan", "resume", p.ID); r.code != 0 {
+		t.Fatalf("resume on the plan's own source after the refusals: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+// stateOf is the shard map, plan file and plans-table row of plan id, for
+// comparing before and after a refused run.
+func (c *cluster) stateOf(id, path string) string {
+	c.t.Helper()
+	var row string
+	err := c.db(1).QueryRow("SELECT CONCAT(revision, '/', state, '/', document) FROM "+dbutil.Table(c.name, "plans")+" WHERE id = ?", id).Scan(&row)
+	if err != nil && err != sql.ErrNoRows {
+		c.t.Fatal(err)
+	}
+	return c.mapJSON() + "\n" + readAll(c.t, path) + "\n" + row
+}
+
+// copySchemaButOneRow creates schema on dst with src's tables and rows, less
+// the first row of employees: a copy that is no replica of src.
+func copySchemaButOneRow(t *testing.T, src, dst *sql.DB, schema string) {
+	t.Helper()
+	conn, err := dst.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	q := dbutil.QuoteIdent(schema)
+	for _, s := range []string{"SET SESSION foreign_key_checks = 0", "DROP DATABASE IF EXISTS " + q, "CREATE DATABASE " + q, "USE " + q} {
+		if _, err := conn.ExecContext(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tb := range queryStrings(t, src, "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_TYPE = 'BASE TABLE'", schema) {
+		var name, ddl string
+		if err := src.QueryRow("SHOW CREATE TABLE "+dbutil.Table(schema, tb)).Scan(&name, &ddl); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.ExecContext(ctx, ddl); err != nil {
+			t.Fatal(err)
+		}
+		rs, err := src.Query("SELECT * FROM " + dbutil.Table(schema, tb))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols, _ := rs.Columns()
+		skip := tb == "employees"
+		for rs.Next() {
+			vals := make([]any, len(cols))
+			for i := range vals {
+				vals[i] = new(sql.NullString)
+			}
+			if err := rs.Scan(vals...); err != nil {
+				t.Fatal(err)
+			}
+			if skip {
+				skip = false
+				continue
+			}
+			marks := strings.TrimSuffix(strings.Repeat("?, ", len(cols)), ", ")
+			if _, err := conn.ExecContext(ctx, "INSERT INTO "+dbutil.QuoteIdent(tb)+" VALUES ("+marks+")", vals...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rs.Close()
+	}
+}
+
+// otherFlavorServer starts one server of the flavor the tests do not run.
+func otherFlavorServer(t *testing.T) dbutil.Addr {
+	t.Helper()
+	flavor := sandbox.FlavorMySQL
+	if testenv.MySQL() {
+		flavor = sandbox.FlavorMariaDB
+	}
+	_, srv := upSandbox(t, 1, flavor, 20)
+	return srv[0].Addr()
+}
+
+// upSandbox starts a sandbox of n servers of flavor outside the shared one,
+// stopped and removed when the test ends.
+func upSandbox(t *testing.T, n int, flavor string, idBase int) (sandbox.Config, []sandbox.Server) {
+	t.Helper()
+	port, err := testenv.FreePorts(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := sandbox.Config{Dir: t.TempDir(), Servers: n, BasePort: port, Flavor: flavor, ServerIDBase: idBase}
+	upCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	srv, err := sandbox.Up(upCtx, cfg)
+	cancel()
+	t.Cleanup(func() { _ = sandbox.Down(context.Background(), cfg, true) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, srv
 }

@@ -184,3 +184,83 @@ func TestRebalanceHashRing(t *testing.T) {
 	}
 	t.Logf("rows per shard after: %v", c.ownership())
 }
+
+// Issue 21, items 4 and 6: rebalance tells the truth. A shard over
+// --max-shard-rows that an operator's stopped plan keeps busy, a server over
+// --max-server-share that no move can fix, and --drain of every server are
+// each named with why, and the run exits 2 (outside the policy, nothing
+// could be done) instead of 0 "nothing to do". A run's settings flags apply
+// to the stopped plans it continues.
+func TestRebalanceTellsTheTruth(t *testing.T) {
+	c := newCluster(t, "e2e_rebtruth", []int{1, 2}, []int{300, 280})
+	s1, s2 := c.env.Addr(1).String(), c.env.Addr(2).String()
+	type out struct {
+		rebalanceOut
+		Unmet []struct {
+			Shard  int    `json:"shard_id"`
+			Server string `json:"server"`
+			Why    string `json:"why"`
+		} `json:"unmet"`
+	}
+	check := func(name string, wantCode int, want string, args ...string) out {
+		t.Helper()
+		for _, apply := range [][]string{nil, {"--apply"}} {
+			before := c.world()
+			r := c.run(nil, append(append([]string{"rebalance", "--exact", "-o", "json"}, args...), apply...)...)
+			var o out
+			if err := json.Unmarshal([]byte(r.stdout), &o); err != nil || r.code != wantCode || !strings.Contains(r.stdout, want) {
+				t.Fatalf("%s %v: exit %d (want %d), output without %q (%v)\n%s\n%s", name, apply, r.code, wantCode, want, err, r.stdout, r.stderr)
+			}
+			if wantCode == 2 && c.world() != before {
+				t.Fatalf("%s %v: a rebalance that could do nothing changed something", name, apply)
+			}
+			if wantCode == 2 {
+				t.Logf("%s %v: %s", name, apply, lastLines(r.stderr, 1))
+			}
+			if apply == nil && wantCode == 0 {
+				return o
+			}
+		}
+		return out{}
+	}
+	check("server over its share, no move fits", 2, "over --max-server-share 50%", "--max-server-share", "0.5")
+	check("every server drained", 2, "every server is drained", "--drain", s1, "--drain", s2)
+
+	// An operator's move of shard 1 stopped after its copy: shard 1 is busy.
+	r := c.run([]string{"SHARDCTL_FAULT=after:copy"}, "move", "--shard", "1", "--to", s2, "--yes")
+	if !r.killed {
+		t.Fatalf("move not killed: exit %d\n%s", r.code, r.stderr)
+	}
+	op := planID(planFiles(t, c.planDir)[0])
+	check("busy shard over --max-shard-rows", 2, "busy with plan "+op, "--max-shard-rows", "2550")
+	if r := c.mustRun("plan", "abort", op); r.code != 0 {
+		t.Fatal(r.stderr)
+	}
+	os.Remove(filepath.Join(c.planDir, op+".json"))
+
+	// Rebalance's own split, killed after its copy, is continued by the next
+	// run with that run's --chunk-rows and --max-blackout.
+	r = c.run([]string{"SHARDCTL_FAULT=after:copy"}, "rebalance", "--apply", "--max-shard-rows", "2550", "--exact")
+	if !r.killed {
+		t.Fatalf("rebalance not killed: exit %d\n%s", r.code, r.stderr)
+	}
+	files := planFiles(t, c.planDir)
+	if len(files) != 1 {
+		t.Fatalf("plan files after the killed rebalance: %v", files)
+	}
+	r = c.run(nil, "rebalance", "--apply", "--max-shard-rows", "2550", "--exact", "--chunk-rows", "777", "--max-blackout", "3s", "-o", "json")
+	var o out
+	if err := json.Unmarshal([]byte(r.stdout), &o); err != nil || r.code != 0 || len(o.Continued) != 1 {
+		t.Fatalf("rebalance continuing its split: exit %d (%v)\n%s\n%s", r.code, err, r.stdout, r.stderr)
+	}
+	p, err := plans.Load(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Options.ChunkRows != 777 || p.Options.MaxBlackoutMS.D() != 3*time.Second || p.State != plans.StateDone {
+		t.Fatalf("the continued plan kept its saved options: chunk rows %d, max blackout %s, state %s", p.Options.ChunkRows, p.Options.MaxBlackoutMS.D(), p.State)
+	}
+	if !strings.Contains(r.stdout, "with this run's --chunk-rows=777 --max-blackout=3s") {
+		t.Errorf("the report does not say which options the continued plan got:\n%s", r.stdout)
+	}
+}

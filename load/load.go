@@ -307,13 +307,20 @@ func (r *runner) snapshot(now time.Time) Stats {
 	return s
 }
 
+// ConfigError is a configuration Run refuses before it writes anything
+// (overlapping key groups, …): bad input, not a failure.
+type ConfigError struct{ Err error }
+
+func (e *ConfigError) Error() string { return e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
 // Run writes until cfg.Duration has passed or ctx is cancelled (a normal
 // stop). Its error is for bad configuration and ledger I/O; failed writes
 // are counted in the stats.
 func Run(ctx context.Context, cfg Config) (Stats, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
-		return Stats{}, err
+		return Stats{}, &ConfigError{err}
 	}
 	m, err := cfg.Router.Map(ctx)
 	if err != nil {

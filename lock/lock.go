@@ -83,6 +83,21 @@ func Acquire(ctx context.Context, db *sql.DB, schema string, names []string, hol
 	return l, nil
 }
 
+// InUse reports whether any of names is held by some session now (a run of
+// the plan that takes them is alive).
+func InUse(ctx context.Context, db *sql.DB, names []string) (bool, error) {
+	for _, n := range names {
+		var id sql.NullInt64
+		if err := db.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?)", n).Scan(&id); err != nil {
+			return false, fmt.Errorf("lock %s: %w", n, err)
+		}
+		if id.Valid {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 func (l *Lock) holderOf(ctx context.Context, db *sql.DB, name string) string {
 	var who string
 	err := db.QueryRowContext(ctx, "SELECT holder FROM "+dbutil.Table(l.schema, "locks")+" WHERE name = ? AND connection_id = IS_USED_LOCK(?)", name, name).Scan(&who)

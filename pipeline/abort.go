@@ -60,7 +60,15 @@ func Abort(ctx context.Context, env Env, p *plans.Plan) error {
 		}
 		return fmt.Errorf("abort: restore shard map: %w", err)
 	}
-	if p.Step(plans.StepCreate).Attempts > 0 {
+	made := p.Step(plans.StepCreate).Attempts > 0
+	if made {
+		// A create step that failed before its CREATE DATABASE (a name the
+		// server refused) made no target copy: nothing to remove there.
+		if made, err = schemaExists(ctx, r.dst, p.Target.Schema); err != nil {
+			return fmt.Errorf("abort: target %s: %w", p.Target.Addr(), err)
+		}
+	}
+	if made {
 		if p.DropTargetSchema {
 			if err := GuardRemoval(ctx, env.Store, p.Target, nil); err != nil {
 				return fmt.Errorf("abort: %w", err)

@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -83,6 +84,10 @@ func (r *runner) fence(ctx context.Context) error {
 		try:       func(ctx context.Context, note string) error { return r.tryFence(ctx, budget, note, sessions) },
 		postponed: "postponed: ",
 		backedOff: "backed off: ",
+		blockers: func(ctx context.Context) []plans.Blocker {
+			return r.reportBlockers(ctx, r.src, r.p.Source.Schema, fenceNames(r.p))
+		},
+		kill: r.killBefore(r.src, r.p.Source.Schema, fenceNames(r.p)),
 	})
 	if last == nil && err == nil {
 		return nil
@@ -115,6 +120,16 @@ type attemptLoop struct {
 	try       func(ctx context.Context, note string) error                   // one attempt (note: how readiness ended); errBackedOff: undone, try again
 	postponed string                                                         // prefix of a postponed attempt's result
 	backedOff string                                                         // prefix of a backed-off attempt's result
+	blockers  func(ctx context.Context) []plans.Blocker                      // optional: the sessions holding the fenced tables, for a lock wait's record (blockers.go)
+	kill      func(ctx context.Context)                                      // optional: --kill-blockers, before every attempt after the first
+}
+
+// named lists the blocking sessions where the loop can.
+func (l attemptLoop) named(ctx context.Context) []plans.Blocker {
+	if l.blockers == nil {
+		return nil
+	}
+	return l.blockers(ctx)
 }
 
 // armFence opens a fence session per table of ts on db and arms their
@@ -153,6 +168,9 @@ func (r *runner) attempts(ctx context.Context, l attemptLoop) (last error, err e
 			case <-time.After(backoff):
 			}
 			backoff = min(2*backoff, 30*time.Second)
+			if l.kill != nil {
+				l.kill(ctx)
+			}
 		}
 		if err := l.wait(ctx); err != nil {
 			return nil, err
@@ -166,7 +184,7 @@ func (r *runner) attempts(ctx context.Context, l attemptLoop) (last error, err e
 		}
 		if why != "" {
 			if postponed++; postponed <= 3 {
-				r.recordAttempt(plans.Attempt{Started: time.Now().UTC(), Result: l.postponed + why})
+				r.recordAttempt(plans.Attempt{Started: time.Now().UTC(), Result: l.postponed + why, Blockers: l.named(ctx)})
 				last = errors.New(why)
 				continue
 			}
@@ -181,7 +199,7 @@ func (r *runner) attempts(ctx context.Context, l attemptLoop) (last error, err e
 				// Arming the fence gave up within the budget: an attempt that
 				// backed off, though nothing was offline.
 				postponed = 0
-				r.recordAttempt(plans.Attempt{Started: time.Now().UTC(), Result: l.backedOff + why})
+				r.recordAttempt(plans.Attempt{Started: time.Now().UTC(), Result: l.backedOff + why, Blockers: l.named(ctx)})
 				last = errors.New(why)
 				continue
 			}
@@ -302,6 +320,7 @@ func (r *runner) noteAttempt(idx int) {
 	r.mu.Lock()
 	a := r.p.Attempts[idx]
 	a.Phases = nil // the observer gets a copy; the map stays the runner's
+	a.Blockers = slices.Clone(a.Blockers)
 	r.mu.Unlock()
 	ao.Attempt(idx+1, a)
 }
@@ -412,9 +431,15 @@ func (r *runner) tryFence(ctx context.Context, budget time.Duration, note string
 		if aerr := r.env.Store.Apply(bg, "put the mappings back online", onlineAgain(r.p.Offline)); aerr != nil {
 			err = errors.Join(err, aerr)
 		}
+		took := msSince(start)
+		var held []plans.Blocker
+		if isFenceTimeout(reason) { // named after the fence is lifted: not part of the blackout
+			held = r.reportBlockers(bg, r.src, r.p.Source.Schema, fenceNames(r.p))
+		}
 		r.mu.Lock()
 		r.p.Attempts[idx].Result = "backed off: " + reason.Error()
-		r.p.Attempts[idx].BlackoutM = msSince(start)
+		r.p.Attempts[idx].BlackoutM = took
+		r.p.Attempts[idx].Blockers = held
 		r.mu.Unlock()
 		r.noteAttempt(idx)
 		_ = r.save(true)

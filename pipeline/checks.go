@@ -33,7 +33,8 @@ type CheckEnv struct {
 	Src, Dst *sql.DB
 	Plan     *plans.Plan
 	Map      *shardmap.Map // read under the plan's locks at apply/resume
-	Planning bool          // the plan is being made (a dry run or --plan-out included)
+	Store    *shardmap.Store
+	Planning bool // the plan is being made (a dry run or --plan-out included)
 }
 
 var registry []Check
@@ -72,7 +73,7 @@ func (r *runner) runChecks(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := RunChecks(ctx, &CheckEnv{Src: r.src, Dst: r.dst, Plan: r.p, Map: m}); err != nil {
+	if err := RunChecks(ctx, &CheckEnv{Src: r.src, Dst: r.dst, Plan: r.p, Map: m, Store: r.env.Store}); err != nil {
 		return fmt.Errorf("%s %s: %w", r.p.Operation, r.shardName(), err)
 	}
 	return nil
@@ -85,7 +86,7 @@ func (r *runner) planChecks(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := RunChecks(ctx, &CheckEnv{Src: r.src, Dst: r.dst, Plan: r.p, Map: m, Planning: true}); err != nil {
+	if err := RunChecks(ctx, &CheckEnv{Src: r.src, Dst: r.dst, Plan: r.p, Map: m, Store: r.env.Store, Planning: true}); err != nil {
 		return err
 	}
 	// The replicas a run watches must answer now, not only when the run starts.

@@ -106,35 +106,43 @@ func (r *runner) sourceMoved(ctx context.Context, from binlog.Position) (bool, e
 	if from.GTID == "" {
 		return true, fmt.Errorf("%w: %w", ErrRefused, binlog.ErrNoGTID)
 	}
-	f, err := dbutil.FlavorOf(ctx, r.src)
-	if err != nil {
+	if err := awaitGTID(ctx, r.src, r.p.Source.Addr(), from.GTID, r.p.ID); err != nil {
 		return true, err
 	}
+	r.env.Log.Info("resuming the binlog tail on another server by GTID", "source", r.p.Source.Addr(), "gtid", from.GTID)
+	return true, nil
+}
+
+// awaitGTID waits up to gtidWait for the server at addr to hold every
+// transaction of want (a checkpoint's GTID set), and refuses when it does
+// not: the target may have applied transactions an asynchronous replica
+// never received, and a server that is no replica of the source at all holds
+// none of them.
+func awaitGTID(ctx context.Context, db *sql.DB, addr, want, planID string) error {
 	wait := gtidWait
 	if fault.On("short:gtid-wait") {
 		wait = time.Second // tests of the refusal
 	}
 	deadline := time.Now().Add(wait)
 	for {
-		var have string
-		if err := r.src.QueryRowContext(ctx, f.GTIDExecutedSQL()).Scan(&have); err != nil {
-			return true, fmt.Errorf("read the GTID set of the source %s: %w", r.p.Source.Addr(), err)
-		}
-		ok, err := binlog.GTIDContains(f.Name(), have, from.GTID)
+		flavor, have, err := binlog.HeldGTIDs(ctx, db)
 		if err != nil {
-			return true, err
+			return fmt.Errorf("the source %s: %w", addr, err)
+		}
+		ok, err := binlog.GTIDContains(flavor, have, want)
+		if err != nil {
+			return err
 		}
 		if ok {
-			r.env.Log.Info("resuming the binlog tail on another server by GTID", "source", r.p.Source.Addr(), "gtid", from.GTID)
-			return true, nil
+			return nil
 		}
 		if time.Now().After(deadline) {
-			return true, fmt.Errorf("%w: the source %s (a promoted replica?) lacks transactions the target already applied (it has %s, the checkpoint needs %s): wait until it has them, or abort the plan ('shardctl plan abort %s') and start again",
-				ErrRefused, r.p.Source.Addr(), have, from.GTID, r.p.ID)
+			return fmt.Errorf("%w: the source %s (a promoted replica?) lacks transactions the target already applied (it has %s, the checkpoint needs %s): wait until it has them, or abort the plan ('shardctl plan abort %s') and start again",
+				ErrRefused, addr, have, want, planID)
 		}
 		select {
 		case <-ctx.Done():
-			return true, ctx.Err()
+			return ctx.Err()
 		case <-time.After(500 * time.Millisecond):
 		}
 	}

@@ -27,13 +27,11 @@ func (r *runner) hook(ctx context.Context, point, step string) error {
 }
 
 // afterStep runs the hooks that follow a finished step; their failure is the
-// hook's business (logged by the hook runner), not the plan's.
+// hook's business (logged by the hook runner), not the plan's. The cleanup
+// is the last step: Run calls its hook once the plan is saved done.
 func (r *runner) afterStep(ctx context.Context, step string) {
-	switch step {
-	case plans.StepCutover:
+	if step == plans.StepCutover {
 		_ = r.hook(ctx, HookAfterCutover, step)
-	case plans.StepCleanup:
-		_ = r.hook(ctx, HookAfterCleanup, step)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/shardctl/shardctl/fence"
@@ -115,9 +116,22 @@ func restoreTargetTriggers(ctx context.Context, dst *sql.DB, p *plans.Plan) erro
 // GuardTriggers swaps the triggers of ts in schema for guarded versions and
 // returns the function that puts the originals back (shardctl prune).
 func GuardTriggers(ctx context.Context, db *sql.DB, schema string, ts []tables.Table) (func(context.Context) error, error) {
+	return guardTriggers(ctx, db, schema, ts, false)
+}
+
+// guardTriggers is GuardTriggers; with keep, triggers guarded already (an
+// operation's copy) are left out, so the restore leaves them guarded.
+func guardTriggers(ctx context.Context, db *sql.DB, schema string, ts []tables.Table, keep bool) (func(context.Context) error, error) {
 	trig, err := triggersOn(ctx, db, schema, ts)
 	if err != nil {
 		return nil, err
+	}
+	if keep {
+		guarded, err := guardedTriggers(ctx, db, schema)
+		if err != nil {
+			return nil, fmt.Errorf("read the triggers of %s: %w", schema, err)
+		}
+		trig = slices.DeleteFunc(trig, func(o schemaobj.Object) bool { return guarded[o.Name] })
 	}
 	if err := schemaobj.Replace(ctx, db, schema, schema, trig, true); err != nil {
 		return nil, fmt.Errorf("guard the triggers of %s: %w", schema, err)

@@ -118,12 +118,15 @@ func Run(ctx context.Context, env Env, p *plans.Plan) error {
 	if err := r.runChecks(ctx); err != nil {
 		return err // refused before anything changed: the plan file is left as it was
 	}
+	// The plan-start hook may veto the run: before anything is saved, so a
+	// veto leaves the plan as it was (a new plan: nothing to resume).
+	if err := r.hook(ctx, HookPlanStart, p.NextStep()); err != nil {
+		_ = r.hook(context.Background(), HookOnFailure, p.NextStep())
+		return fmt.Errorf("%w: the plan-start hook refused plan %s: %v", ErrRefused, p.ID, err)
+	}
 	p.State = plans.StateRunning
 	if err := r.save(true); err != nil {
 		return err
-	}
-	if err := r.hook(ctx, HookPlanStart, p.NextStep()); err != nil {
-		return r.fail(p.NextStep(), fmt.Errorf("%w: the plan-start hook failed: %v", ErrRefused, err))
 	}
 	for _, s := range p.Steps { // plans.Steps, plus the window where the plan has one
 		name := s.Name
@@ -177,7 +180,13 @@ func Run(ctx context.Context, env Env, p *plans.Plan) error {
 	if reverted(p) {
 		p.State = plans.StateAborted // the window ended with the source serving: the move was undone
 	}
-	return r.save(true)
+	if err := r.save(true); err != nil {
+		return err
+	}
+	if p.Done(plans.StepCleanup) {
+		_ = r.hook(ctx, HookAfterCleanup, plans.StepCleanup) // it sees the plan done
+	}
+	return nil
 }
 
 var errSkipped = errors.New("skipped")
@@ -365,6 +374,8 @@ func (r *runner) ensureTail(ctx context.Context) error {
 		Logger:    r.env.Log,
 		Throttle:  func(ctx context.Context) error { return r.thr.Wait(ctx, 0) },
 		Cascading: tables.CascadingParents(fks, r.p.Source.Schema),
+		OnDDL:     r.p.Options.OnDDL,
+		OnCarried: r.carriedDDL,
 	})
 	if err != nil {
 		return fmt.Errorf("start binlog tail from %s: %w", from, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -301,13 +302,17 @@ func (r *runner) verify(ctx context.Context) error {
 			_, err := r.waitCaughtUp(ctx, 0)
 			return err
 		},
+		Narrow: true, // a stop at verify names the rows
 	}
 	var done int64
 	v.Progress = func(_ string, rows int64) {
 		done += rows
 		r.env.Observer.Progress(plans.StepVerify, done, done, "")
 	}
-	res, err := v.All(ctx, r.p.Copy)
+	r.mu.Lock()
+	ts := slices.Clone(r.p.Copy) // a carried schema change may replace a table's columns meanwhile
+	r.mu.Unlock()
+	res, err := v.All(ctx, ts)
 	if err != nil {
 		return err
 	}
@@ -332,9 +337,12 @@ func (r *runner) verify(ctx context.Context) error {
 				fmt.Fprintf(&b, "; and %d more", len(res.Mismatches)-5)
 				break
 			}
-			fmt.Fprintf(&b, "; %s rows (%s]..(%s]: source %d rows, target %d rows", c.Table, strings.Join(c.Lo, ","), strings.Join(c.Hi, ","), c.SourceRows, c.TargetRows)
+			fmt.Fprintf(&b, "; %s rows %s: source %d rows, target %d rows", c.Table, c.Bounds(), c.SourceRows, c.TargetRows)
+			if len(c.Rows) > 0 || c.MoreRows > 0 {
+				fmt.Fprintf(&b, " (%s)", c.RowsText(5))
+			}
 		}
-		return fmt.Errorf("%w in %d chunks%s", ErrMismatch, len(res.Mismatches), b.String())
+		return fmt.Errorf("%w in %d chunks%s; 'shardctl verify --plan %s' lists the rows, --repair makes the target match", ErrMismatch, len(res.Mismatches), b.String(), r.p.ID)
 	}
 	return nil
 }

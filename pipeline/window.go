@@ -492,6 +492,10 @@ func (wr *windowRun) revert(ctx context.Context) error {
 		try:       func(ctx context.Context, note string) error { return wr.trySwitch(ctx, budget, note, sessions) },
 		postponed: "switch postponed: ",
 		backedOff: "switch backed off: ",
+		blockers: func(ctx context.Context) []plans.Blocker {
+			return r.reportBlockers(ctx, l.from, l.fromEP.Schema, names(ts))
+		},
+		kill: r.killBefore(l.from, l.fromEP.Schema, names(ts)),
 	})
 	if last == nil && err == nil {
 		return nil
@@ -929,7 +933,8 @@ func RequestWindow(ctx context.Context, env Env, path, action string, wait time.
 	err = os.Link(tmp, RequestPath(path))
 	os.Remove(tmp)
 	if errors.Is(err, os.ErrExist) {
-		return p, fmt.Errorf("%w: another request is waiting for plan %s (%s); wait for it, or remove that file if no process runs the plan", ErrNotNow, p.ID, RequestPath(path))
+		// Busy, not resumable: the other request is being carried out (exit 4).
+		return p, fmt.Errorf("%w: another request is waiting for plan %s (%s); wait for it, or remove that file if no process runs the plan", lock.ErrBusy, p.ID, RequestPath(path))
 	} else if err != nil {
 		return p, fmt.Errorf("write request: %w", err)
 	}

@@ -1,12 +1,17 @@
 package pipeline
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/shardctl/shardctl/keyspace"
+	"github.com/shardctl/shardctl/lock"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/shardmap"
 )
@@ -56,7 +61,9 @@ func TestInWindow(t *testing.T) {
 	if p.InWindow() {
 		t.Fatal("in window before cutover")
 	}
-	p.Step(plans.StepCutover).State = plans.Done
+	for _, s := range plans.Steps[:slices.Index(plans.Steps, plans.StepCutover)+1] {
+		p.Step(s).State = plans.Done
+	}
 	p.State = plans.StateRunning
 	if !p.InWindow() {
 		t.Fatal("not in window after cutover")
@@ -167,5 +174,28 @@ func TestHashMergeWindowChanges(t *testing.T) {
 	}
 	if off := offChanges(p, plans.SideSource); len(off) != 1 || off[0].Op != shardmap.OpSetStatus || off[0].Status != shardmap.Offline {
 		t.Fatalf("offline from the source %+v", off)
+	}
+}
+
+// TestSecondWindowRequestIsBusy: of two concurrent 'plan revert'/'plan
+// complete' calls, the one that finds the other's request waiting is busy
+// (lock.ErrBusy, exit 4), not resumable.
+func TestSecondWindowRequestIsBusy(t *testing.T) {
+	p := plans.New("move", "move shard 1")
+	p.Window = &plans.Window{DurationS: 60, Serving: plans.SideTarget}
+	for _, s := range plans.Steps[:slices.Index(plans.Steps, plans.StepCutover)+1] {
+		p.Step(s).State = plans.Done
+	}
+	p.State = plans.StateRunning
+	path := filepath.Join(t.TempDir(), p.ID+".json")
+	if err := plans.Save(path, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(RequestPath(path), []byte(`{"id":"other","action":"complete"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := RequestWindow(context.Background(), Env{}, path, ActionRevert, time.Second)
+	if !errors.Is(err, lock.ErrBusy) || errors.Is(err, ErrNotNow) {
+		t.Fatalf("a request while another waits: %v, want busy", err)
 	}
 }

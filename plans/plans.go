@@ -159,6 +159,8 @@ type Options struct {
 	PostponeFile      string   `json:"postpone_file,omitempty"`       // the cutover waits while this file exists
 	ControlFile       string   `json:"control_file,omitempty"`        // re-read every 2 s: max-rate, max-threads-running, pause
 	ReverseWindowS    int64    `json:"reverse_window_s,omitempty"`    // after cutover keep the source fenced and in sync this long (0: no window)
+	KillBlockersMS    Millis   `json:"kill_blockers_ms,omitempty"`    // before an attempt, kill sessions holding a fenced table's lock longer than this (0: never)
+	OnDDL             string   `json:"on_ddl,omitempty"`              // a schema change of a copied table during the tail: stop (""), apply or ignore
 }
 
 // DefaultOptions are the settings a plan starts with.
@@ -230,6 +232,9 @@ type Attempt struct {
 	BlackoutM float64            `json:"blackout_ms"`
 	Phases    map[string]float64 `json:"phases_ms,omitempty"` // where the blackout went: offline, fence, final, cutover
 	Result    string             `json:"result"`
+	// Blockers are the sessions that held locks on fenced tables when the
+	// attempt could not take its own within the budget (blockers.go).
+	Blockers []Blocker `json:"blockers,omitempty"`
 }
 
 // Checkpoints are the durable progress marks a resume starts from.
@@ -311,6 +316,19 @@ type Plan struct {
 	Attempts    []Attempt    `json:"cutover_attempts,omitempty"`
 	Result      Result       `json:"result"`
 	Window      *Window      `json:"window,omitempty"` // reverse-replication window after cutover (window.go)
+	DDL         []DDL        `json:"ddl_carried,omitempty"`
+}
+
+// DDL is a schema change of a copied table that the tail carried past
+// (--on-ddl apply or ignore).
+type DDL struct {
+	At        time.Time `json:"at"`
+	Position  Position  `json:"position"` // the source's binlog boundary before it
+	Table     string    `json:"table"`
+	Statement string    `json:"statement"`     // as the source ran it
+	Ran       string    `json:"ran,omitempty"` // as run on the target (apply)
+	Mode      string    `json:"mode"`
+	Note      string    `json:"note,omitempty"`
 }
 
 // New starts a plan with every step pending.
@@ -341,6 +359,44 @@ func (p *Plan) Step(name string) *StepRecord {
 func (p *Plan) Done(name string) bool {
 	s := p.Step(name)
 	return s != nil && (s.State == Done || s.State == Skipped)
+}
+
+// consistent checks what every run keeps true, so a plan whose state was
+// edited (and the checksum computed again) is not taken at its word: steps
+// finish in order, a new plan has started none, a done plan finished all.
+func (p *Plan) consistent() error {
+	switch p.State {
+	case StateNew, StateRunning, StateStopped, StateDone, StateAborted:
+	default:
+		return fmt.Errorf("unknown state %q", p.State)
+	}
+	open := ""
+	for _, s := range p.Steps {
+		finished := s.State == Done || s.State == Skipped
+		switch {
+		case p.State == StateNew && (s.State != Pending || s.Attempts > 0):
+			return fmt.Errorf("state new, but step %s is %s", s.Name, s.State)
+		case p.State == StateDone && !finished:
+			return fmt.Errorf("state done, but step %s is %s", s.Name, s.State)
+		case finished && open != "":
+			return fmt.Errorf("step %s is %s before step %s finished", s.Name, s.State, open)
+		case !finished && open == "":
+			open = s.Name
+		}
+	}
+	return nil
+}
+
+// Untouched reports whether no step that changes anything has started: at
+// most the preflight, which only reads, has run. A refused run of such a plan
+// leaves nothing behind worth resuming or aborting.
+func (p *Plan) Untouched() bool {
+	for _, s := range p.Steps {
+		if s.Name != StepPreflight && (s.State != Pending || s.Attempts > 0) {
+			return false
+		}
+	}
+	return true
 }
 
 // CutOver reports whether the shard map already points at the target.
@@ -387,6 +443,9 @@ func Unmarshal(b []byte) (*Plan, error) {
 	if p.FormatVersion != FormatVersion {
 		return nil, fmt.Errorf("plan format %d: this shardctl reads format %d; use the shardctl version that wrote it", p.FormatVersion, FormatVersion)
 	}
+	if err := p.consistent(); err != nil {
+		return nil, fmt.Errorf("%w: plan %s: %v (the file was edited and signed again, or damaged); restore it or abort the operation by hand", ErrDamaged, p.ID, err)
+	}
 	// Empty checkpoint maps are omitted from the file; a resumed run writes to them.
 	if p.Checkpoints.Copy == nil {
 		p.Checkpoints.Copy = map[string]watermark.Mark{}
@@ -413,13 +472,23 @@ func Save(path string, p *Plan) error {
 	if err != nil {
 		return err
 	}
+	if err := WriteAtomic(path, b); err != nil {
+		return fmt.Errorf("save plan: %w", err)
+	}
+	return nil
+}
+
+// WriteAtomic writes b to path (mode 0600) so that a crash leaves either
+// the old file or the new one: a temporary file, fsync, rename, fsync of the
+// directory.
+func WriteAtomic(path string, b []byte) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("plan dir %s: %w", dir, err)
+		return fmt.Errorf("directory %s: %w", dir, err)
 	}
 	f, err := os.CreateTemp(dir, ".plan-*.tmp")
 	if err != nil {
-		return fmt.Errorf("save plan: %w", err)
+		return err
 	}
 	tmp := f.Name()
 	defer os.Remove(tmp) // no-op after a successful rename
@@ -429,17 +498,17 @@ func Save(path string, p *Plan) error {
 	}
 	if _, err := f.Write(b); err != nil {
 		f.Close()
-		return fmt.Errorf("save plan: %w", err)
+		return err
 	}
 	if err := f.Sync(); err != nil {
 		f.Close()
-		return fmt.Errorf("save plan: %w", err)
+		return err
 	}
 	if err := f.Close(); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("save plan: %w", err)
+		return err
 	}
 	if d, err := os.Open(dir); err == nil {
 		_ = d.Sync()

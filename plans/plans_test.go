@@ -107,3 +107,34 @@ func TestPrintShowsStepsTablesAndSQL(t *testing.T) {
 		}
 	}
 }
+
+// TestForgedStateIsDamaged: a plan whose state was edited and the checksum
+// computed again is refused as damaged when its steps say otherwise.
+func TestForgedStateIsDamaged(t *testing.T) {
+	forge := func(edit func(p *Plan)) error {
+		p := New("move", "move shard 1")
+		edit(p)
+		b, err := Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = Unmarshal(b)
+		return err
+	}
+	for name, edit := range map[string]func(p *Plan){
+		"done with steps pending":  func(p *Plan) { p.State = StateDone },
+		"new with a step done":     func(p *Plan) { p.Step(StepPreflight).State = Done },
+		"cutover before the fence": func(p *Plan) { p.State = StateStopped; p.Step(StepCutover).State = Done },
+		"an unknown state":         func(p *Plan) { p.State = "finished" },
+	} {
+		if err := forge(edit); !errors.Is(err, ErrDamaged) {
+			t.Errorf("%s: %v, want damaged", name, err)
+		}
+	}
+	if err := forge(func(p *Plan) {
+		p.State = StateStopped
+		p.Step(StepPreflight).State, p.Step(StepCreate).State, p.Step(StepCopy).State = Done, Done, Failed
+	}); err != nil {
+		t.Errorf("a plan stopped in its copy step: %v", err)
+	}
+}

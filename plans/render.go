@@ -104,6 +104,16 @@ func Print(w io.Writer, p *Plan) {
 		fmt.Fprintln(w, "\ncutover attempts:")
 		for i, a := range p.Attempts {
 			fmt.Fprintf(w, "  %d. %s  blackout %.1f ms  %s\n", i+1, a.Started.Format(time.RFC3339), a.BlackoutM, a.Result)
+			printBlockers(w, a)
+		}
+	}
+	if len(p.DDL) > 0 {
+		fmt.Fprintln(w, "\nschema changes carried (--on-ddl):")
+		for i, d := range p.DDL {
+			fmt.Fprintf(w, "  %d. %s  %s  %s at %s: %s\n", i+1, d.At.Format(time.RFC3339), d.Mode, d.Table, d.Position, d.Statement)
+			if d.Note != "" {
+				fmt.Fprintf(w, "       %s\n", d.Note)
+			}
 		}
 	}
 	PrintWindow(w, p)

@@ -54,6 +54,17 @@ const errNoTable = 1146
 // Put stores p unless the stored copy has a higher revision. The caller
 // holds the shard's lock (pipeline.Run and Abort call it through Env.Saved).
 func (s *Store) Put(ctx context.Context, p *plans.Plan) error {
+	return s.PutIn(ctx, s.DB, p)
+}
+
+// execer is a pool or a transaction.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// PutIn is Put through db, a transaction of the sharding database when the
+// plan must change together with the shard map (pipeline.Repoint).
+func (s *Store) PutIn(ctx context.Context, db execer, p *plans.Plan) error {
 	if fault.On("planstore:put") {
 		return errors.New("injected plan store failure")
 	}
@@ -64,7 +75,7 @@ func (s *Store) Put(ctx context.Context, p *plans.Plan) error {
 	host, _ := os.Hostname()
 	put := func() error {
 		args := []any{p.Revision, p.Operation, p.Source.ShardID, p.State, host, p.UpdatedAt, doc}
-		res, err := s.DB.ExecContext(ctx, "UPDATE "+s.table()+" SET revision = ?, operation = ?, shard_id = ?, state = ?, host = ?, updated_at = ?, document = ? WHERE id = ? AND revision < ?",
+		res, err := db.ExecContext(ctx, "UPDATE "+s.table()+" SET revision = ?, operation = ?, shard_id = ?, state = ?, host = ?, updated_at = ?, document = ? WHERE id = ? AND revision < ?",
 			append(args, p.ID, p.Revision)...)
 		if err != nil {
 			return err
@@ -73,7 +84,7 @@ func (s *Store) Put(ctx context.Context, p *plans.Plan) error {
 			return nil
 		}
 		// New, or the stored copy is as late or later: INSERT IGNORE leaves that one.
-		_, err = s.DB.ExecContext(ctx, "INSERT IGNORE INTO "+s.table()+" (revision, operation, shard_id, state, host, updated_at, document, id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+		_, err = db.ExecContext(ctx, "INSERT IGNORE INTO "+s.table()+" (revision, operation, shard_id, state, host, updated_at, document, id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
 			append(args, p.ID)...)
 		return err
 	}
@@ -85,6 +96,15 @@ func (s *Store) Put(ctx context.Context, p *plans.Plan) error {
 	}
 	if err != nil {
 		return fmt.Errorf("store plan %s in %s.plans: %w", p.ID, s.Schema, err)
+	}
+	return nil
+}
+
+// Delete removes plan id's copy (a refused run's, that changed nothing).
+func (s *Store) Delete(ctx context.Context, id string) error {
+	_, err := s.DB.ExecContext(ctx, "DELETE FROM "+s.table()+" WHERE id = ?", id)
+	if err != nil && dbutil.ErrNumber(err) != errNoTable {
+		return fmt.Errorf("remove plan %s from %s.plans: %w", id, s.Schema, err)
 	}
 	return nil
 }
@@ -242,6 +262,29 @@ func ListAll(ctx context.Context, dir string, s *Store) ([]plans.Entry, error) {
 // Timeout bounds one store write: a slow sharding database must not hold up a run.
 const Timeout = 3 * time.Second
 
+// Unfinished returns the stored plans that are not done or aborted.
+func (s *Store) Unfinished(ctx context.Context) ([]*plans.Plan, error) {
+	rows, err := s.DB.QueryContext(ctx, "SELECT document FROM "+s.table()+" WHERE state NOT IN (?, ?)", plans.StateDone, plans.StateAborted)
+	if dbutil.ErrNumber(err) == errNoTable {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read unfinished plans from %s.plans: %w", s.Schema, err)
+	}
+	defer rows.Close()
+	var out []*plans.Plan
+	for rows.Next() {
+		var doc []byte
+		if err := rows.Scan(&doc); err != nil {
+			return nil, err
+		}
+		if p, err := plans.Unmarshal(doc); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out, rows.Err()
+}
+
 // Unfinished returns every plan not done or aborted, from the plan directory
 // and the store (s may be nil), the later copy of each.
 func Unfinished(ctx context.Context, dir string, s *Store) ([]*plans.Plan, error) {
@@ -253,24 +296,12 @@ func Unfinished(ctx context.Context, dir string, s *Store) ([]*plans.Plan, error
 		}
 	}
 	if s != nil {
-		rows, err := s.DB.QueryContext(ctx, "SELECT document FROM "+s.table()+" WHERE state NOT IN (?, ?)", plans.StateDone, plans.StateAborted)
-		if err != nil && dbutil.ErrNumber(err) != errNoTable {
-			return nil, fmt.Errorf("read unfinished plans from %s.plans: %w", s.Schema, err)
+		stored, err := s.Unfinished(ctx)
+		if err != nil {
+			return nil, err
 		}
-		if err == nil {
-			defer rows.Close()
-			for rows.Next() {
-				var doc []byte
-				if err := rows.Scan(&doc); err != nil {
-					return nil, err
-				}
-				if p, err := plans.Unmarshal(doc); err == nil {
-					byID[p.ID] = Later(byID[p.ID], p)
-				}
-			}
-			if err := rows.Err(); err != nil {
-				return nil, err
-			}
+		for _, p := range stored {
+			byID[p.ID] = Later(byID[p.ID], p)
 		}
 	}
 	var out []*plans.Plan

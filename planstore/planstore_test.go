@@ -64,6 +64,9 @@ func TestPutGetLoad(t *testing.T) {
 	}
 	// The later copy wins: the store moves on, this host's file is stale.
 	p.State = plans.StateDone
+	for i := range p.Steps {
+		p.Steps[i].State = plans.Done // a done plan finished its steps (else it reads as damaged)
+	}
 	p.Revision = 10
 	if err := s.Put(ctx, p); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,8 @@ package rebalance
 import (
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
 )
 
 // Shard is one shard as the policy sees it.
@@ -24,8 +26,32 @@ type Shard struct {
 	Rows   int64  `json:"rows"`
 	Bytes  int64  `json:"bytes"`
 	// Busy shards (an operator's unfinished plan, or one in flight) are
-	// counted in their server's total but never touched.
-	Busy bool `json:"busy,omitempty"`
+	// counted in their server's total but never touched; BusyWith says why.
+	Busy     bool   `json:"busy,omitempty"`
+	BusyWith string `json:"busy_with,omitempty"`
+}
+
+// Unmet is a limit the proposal leaves violated, and why nothing was
+// proposed for it.
+type Unmet struct {
+	Shard  int    `json:"shard_id,omitempty"` // 0: a server's limit
+	Server string `json:"server"`
+	Why    string `json:"why"`
+}
+
+func (u Unmet) String() string {
+	if u.Shard != 0 {
+		return fmt.Sprintf("shard %d (%s): %s", u.Shard, u.Server, u.Why)
+	}
+	return fmt.Sprintf("server %s: %s", u.Server, u.Why)
+}
+
+// busyWhy names what keeps s busy.
+func busyWhy(s Shard) string {
+	if s.BusyWith != "" {
+		return "skipped, busy with " + s.BusyWith
+	}
+	return "skipped, busy with another plan"
 }
 
 // Policy is the limits; a zero limit is off.
@@ -106,6 +132,15 @@ type state struct {
 // Propose returns the operations that bring the fleet inside the policy:
 // drains first, then splits, merges, and moves for the server share.
 func Propose(shards []Shard, p Policy) []Op {
+	ops, _ := Assess(shards, p)
+	return ops
+}
+
+// Assess is Propose, and also lists each limit the operations leave
+// violated with why nothing was proposed for it (a busy shard, no server
+// that may receive it, no shard that fits), so a run never reports a fleet
+// inside the policy when it is not.
+func Assess(shards []Shard, p Policy) ([]Op, []Unmet) {
 	st := &state{p: p, load: map[string]int64{}, used: map[int]bool{}, drain: map[string]bool{}}
 	for _, d := range p.Drain {
 		st.drain[d] = true
@@ -128,24 +163,32 @@ func Propose(shards []Shard, p Policy) []Op {
 		}
 	}
 	sort.Strings(st.places)
-	if len(st.places) == 0 {
-		return nil
-	}
 	byRows := append([]Shard(nil), shards...)
 	sort.SliceStable(byRows, func(i, j int) bool { return byRows[i].Rows > byRows[j].Rows })
 
 	var ops []Op
+	var unmet []Unmet
 	// Drain: every shard off the drained servers, largest first.
 	for _, s := range byRows {
-		if st.drain[s.Server] && !st.used[s.ID] {
-			to := st.lightest("")
-			ops = append(ops, st.move(s, to, "drain "+s.Server))
+		if !st.drain[s.Server] {
+			continue
 		}
+		switch {
+		case st.used[s.ID]:
+			unmet = append(unmet, Unmet{s.ID, s.Server, "on a drained server, " + busyWhy(s)})
+		case len(st.places) == 0:
+			unmet = append(unmet, Unmet{s.ID, s.Server, "on a drained server, and every server is drained: no server may receive it (name one with --server HOST:PORT)"})
+		default:
+			ops = append(ops, st.move(s, st.lightest(""), "drain "+s.Server))
+		}
+	}
+	if len(st.places) == 0 {
+		return ops, unmet
 	}
 	// Split what is too big, at its median key (ring arc midpoint); the upper half goes to the lightest server.
 	for _, s := range byRows {
-		if st.used[s.ID] || (s.Kind != "RANGE" && s.Kind != "HASH") || s.Func == 0 {
-			continue
+		if st.used[s.ID] && !s.Busy {
+			continue // drained above
 		}
 		var why string
 		switch {
@@ -154,6 +197,14 @@ func Propose(shards []Shard, p Policy) []Op {
 		case p.MaxShardBytes > 0 && s.Bytes > p.MaxShardBytes:
 			why = fmt.Sprintf("%d bytes, over --max-shard-bytes %d", s.Bytes, p.MaxShardBytes)
 		default:
+			continue
+		}
+		switch {
+		case s.Busy:
+			unmet = append(unmet, Unmet{s.ID, s.Server, why + ", " + busyWhy(s)})
+			continue
+		case (s.Kind != "RANGE" && s.Kind != "HASH") || s.Func == 0:
+			unmet = append(unmet, Unmet{s.ID, s.Server, why + ", but only a shard with exactly one RANGE or HASH mapping splits"})
 			continue
 		}
 		to := st.lightest("")
@@ -168,9 +219,15 @@ func Propose(shards []Shard, p Policy) []Op {
 	ops = append(ops, st.merges(shards)...)
 	// Moves: no server above its share.
 	if p.MaxServerShare > 0 && st.total > 0 {
-		ops = append(ops, st.shareMoves(byRows, int64(p.MaxServerShare*float64(st.total)))...)
+		limit := int64(p.MaxServerShare * float64(st.total))
+		ops = append(ops, st.shareMoves(byRows, limit)...)
+		for _, srv := range st.places {
+			if st.load[srv] > limit {
+				unmet = append(unmet, Unmet{Server: srv, Why: fmt.Sprintf("holds %s of the rows, over --max-server-share %s, and no movable shard fits elsewhere without taking that server over the limit (busy shards are not moved; add a server with --server HOST:PORT, or split its shards)", st.share(srv), pct(p.MaxServerShare))})
+			}
+		}
 	}
-	return ops
+	return ops, unmet
 }
 
 // shareMoves brings every server under limit rows in two passes, as bin
@@ -240,6 +297,12 @@ func (st *state) shareMoves(byRows []Shard, limit int64) []Op {
 		ops = append(ops, st.move(*pk.s, to, pk.why))
 	}
 	return ops
+}
+
+func (st *state) share(srv string) string { return pct(float64(st.load[srv]) / float64(st.total)) }
+
+func pct(f float64) string {
+	return strings.TrimSuffix(strconv.FormatFloat(100*f, 'f', 1, 64), ".0") + "%"
 }
 
 func (st *state) move(s Shard, to, why string) Op {

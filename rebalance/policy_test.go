@@ -121,3 +121,27 @@ func TestPolicyValid(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestAssessNamesWhatItCannotFix: the fleets that rebalance called
+// "inside the policy": a shard over --max-shard-rows that is busy, a server
+// at 51% with --max-server-share 0.5 where no move fits, and --drain of
+// every server. Each limit left violated is listed with why.
+func TestAssessNamesWhatItCannotFix(t *testing.T) {
+	busy := rng(1, "a", 0, 900)
+	busy.Busy, busy.BusyWith = true, "plan move-1 (stopped)"
+	o, unmet := Assess([]Shard{busy, rng(2, "b", 1, 100)}, Policy{MaxShardRows: 500})
+	if len(o) != 0 || len(unmet) != 1 || unmet[0].Shard != 1 || !strings.Contains(unmet[0].Why, "busy with plan move-1 (stopped)") {
+		t.Fatalf("busy shard over the limit: ops %s, unmet %v", ops(o), unmet)
+	}
+	o, unmet = Assess([]Shard{rng(1, "a", 0, 510), rng(2, "b", 1, 490)}, Policy{MaxServerShare: 0.5})
+	if len(o) != 0 || len(unmet) != 1 || unmet[0].Server != "a" || !strings.Contains(unmet[0].Why, "51% of the rows") {
+		t.Fatalf("server at 51%%: ops %s, unmet %v", ops(o), unmet)
+	}
+	o, unmet = Assess([]Shard{rng(1, "a", 0, 10), rng(2, "b", 1, 10)}, Policy{Drain: []string{"a", "b"}})
+	if len(o) != 0 || len(unmet) != 2 || !strings.Contains(unmet[0].Why, "every server is drained") {
+		t.Fatalf("drain of every server: ops %s, unmet %v", ops(o), unmet)
+	}
+	if _, unmet := Assess([]Shard{rng(1, "a", 0, 400), rng(2, "b", 1, 400)}, Policy{MaxShardRows: 500, MaxServerShare: 0.6}); len(unmet) != 0 {
+		t.Fatalf("a fleet inside the policy has unmet limits: %v", unmet)
+	}
+}

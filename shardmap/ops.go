@@ -226,6 +226,13 @@ func (s *Store) AddPoint(ctx context.Context, fn, key string, shardID int) error
 // Apply makes every change in one transaction and bumps the version once.
 // Each change is idempotent, so a resumed operation can apply a list again.
 func (s *Store) Apply(ctx context.Context, what string, changes []Change) error {
+	return s.ApplyWith(ctx, what, changes, nil)
+}
+
+// ApplyWith applies changes like Apply and runs also in the same
+// transaction once they are in (a plan's record that must change with the
+// map, or not at all).
+func (s *Store) ApplyWith(ctx context.Context, what string, changes []Change, also func(*sql.Tx) error) error {
 	return s.Update(ctx, what, func(tx *sql.Tx, m *Map) (bool, error) {
 		changed := false
 		for _, c := range changes {
@@ -241,6 +248,11 @@ func (s *Store) Apply(ctx context.Context, what string, changes []Change) error 
 					return false, err
 				}
 				*m = *nm
+			}
+		}
+		if also != nil { // committed with the changes, or alone when the map had them already
+			if err := also(tx); err != nil {
+				return false, err
 			}
 		}
 		return changed, nil

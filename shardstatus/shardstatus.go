@@ -31,6 +31,9 @@ type Shard struct {
 	Rows      int64              `json:"rows"`      // rows of the sharded tables (exact with --exact, else estimates)
 	RowsKind  string             `json:"rows_kind"` // exact (COUNT(*)) or estimate (table statistics)
 	Bytes     int64              `json:"bytes"`     // size of the whole schema
+	// ShardedBytes is the sharded tables' data and indexes (table
+	// statistics): what a split divides, unlike the global tables.
+	ShardedBytes int64 `json:"sharded_bytes"`
 	SizeKind  string             `json:"size_kind"` // tablespace (InnoDB file sizes, current) or estimate (table statistics)
 	Reachable bool               `json:"reachable"`
 	Error     string             `json:"error,omitempty"`
@@ -146,6 +149,7 @@ func readServer(ctx context.Context, addr dbutil.Addr, shards []*Shard, sharded 
 			st.Bytes += b
 			if sharded[name] {
 				st.Rows += n
+				st.ShardedBytes += b
 			}
 		}
 		if sharded[name] {

@@ -13,16 +13,6 @@ import (
 	"github.com/shardctl/shardctl/watermark"
 )
 
-// generatedColumns names the generated (virtual or stored) columns of schema.table.
-func generatedColumns(ctx context.Context, q dbutil.Querier, schema, table string) (map[string]bool, error) {
-	gen := map[string]bool{}
-	var n string
-	err := dbutil.ScanEach(ctx, q, `SELECT COLUMN_NAME FROM information_schema.COLUMNS
-		WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND COALESCE(GENERATION_EXPRESSION, '') <> ''`, []any{schema, table},
-		[]any{&n}, func() error { gen[n] = true; return nil })
-	return gen, err
-}
-
 func selectList(cols []chunk.Column) string {
 	e := make([]string, len(cols))
 	for i, c := range cols {

@@ -149,7 +149,7 @@ func (c *Copier) CopyTable(ctx context.Context, t tables.Table, from watermark.M
 	defer chunk.Release(src)
 	// Generated columns are computed by the target: they are not written, and
 	// read only when part of the key.
-	gen, err := generatedColumns(ctx, src, c.SourceSchema, t.Name)
+	gen, err := chunk.Generated(ctx, src, c.SourceSchema, t.Name)
 	if err != nil {
 		return from, wrap("read columns", err)
 	}

@@ -109,6 +109,9 @@ func Plan(ctx context.Context, env pipeline.Env, req Request) (*plans.Plan, erro
 		}
 	}
 	p.Abort = append(p.Abort, shardmap.Change{Op: shardmap.OpRemoveLocation, ShardID: shardmap.NewShard})
+	if err := dbutil.CheckSchemaName(req.Schema); err != nil {
+		return nil, fmt.Errorf("%w: the new shard's schema: %v (give --schema NAME)", shardmap.ErrBadInput, err)
+	}
 	pipeline.Skeleton(env, p, loc, plans.Endpoint{ShardID: shardmap.NewShard, Host: req.To.Host, Port: req.To.Port, Schema: req.Schema}, req.Options, req.ShardID)
 	p.Args["shard"], p.Args["to"] = fmt.Sprint(req.ShardID), req.To.String()
 	// The new shard's location is registered by the create step, as the plan's first change.

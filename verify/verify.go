@@ -35,6 +35,11 @@ type Chunk struct {
 	// differed because writes kept landing on it, not necessarily because the
 	// copy is wrong. Callers re-check such chunks where the source is still.
 	Changing bool `json:"changing,omitempty"`
+	// With Verifier.Narrow, the rows that differ (at most MaxRows of them;
+	// MoreRows counts the rest) and the names of the key's columns.
+	KeyColumns []string  `json:"key_columns,omitempty"`
+	Rows       []RowDiff `json:"rows,omitempty"`
+	MoreRows   int64     `json:"more_rows,omitempty"`
 }
 
 // Result sums up a verification. Rows counts source rows.
@@ -53,6 +58,14 @@ type Verifier struct {
 	Settle                     func(ctx context.Context) error // optional: on a mismatch, called (e.g. to let the binlog tail catch up) before the chunk is checked again
 	Retries                    int                             // re-checks after Settle, default 5 when Settle is set; none without Settle
 	Progress                   func(table string, rows int64)  // optional, source rows of each chunk
+	// Narrow: each chunk that still differs (and did not keep changing) is
+	// read again row by row to name the rows that differ (rows.go).
+	Narrow  bool
+	MaxRows int // rows listed per differing chunk, default 100
+	// From continues All from a checkpoint; Checkpoint, if set, is called
+	// after every chunk with where All has got to (resume.go).
+	From       *Checkpoint
+	Checkpoint func(Checkpoint) error
 }
 
 const (
@@ -63,7 +76,14 @@ const (
 // Table verifies one table. A mismatch does not stop it: every chunk is
 // checked and every mismatching chunk reported.
 func (v *Verifier) Table(ctx context.Context, t tables.Table) (Result, error) {
-	res := Result{Tables: 1}
+	return v.table(ctx, t, nil, Result{}, nil)
+}
+
+// table verifies t from the chunk after key `after` (nil: from the start),
+// adding to res (what earlier chunks of t found); done, if set, is called
+// after every chunk with its upper key and the table's result so far.
+func (v *Verifier) table(ctx context.Context, t tables.Table, after []string, res Result, done func(hi []string, res Result) error) (Result, error) {
+	res.Tables = 1
 	wrap := func(step string, err error) error {
 		return fmt.Errorf("verify %s.%s against %s.%s: %s: %w", v.SourceSchema, t.Name, v.TargetSchema, t.Name, step, err)
 	}
@@ -73,10 +93,7 @@ func (v *Verifier) Table(ctx context.Context, t tables.Table) (Result, error) {
 	}
 	defer sc.close()
 	src, dst, key, where, whereArgs, sum := sc.src, sc.dst, sc.key, sc.where, sc.whereArgs, sc.sum
-	n := v.ChunkRows
-	if n <= 0 {
-		n = defaultChunkRows
-	}
+	n := v.chunkRows()
 	retries := 0
 	if v.Settle != nil {
 		retries = v.Retries
@@ -85,7 +102,7 @@ func (v *Verifier) Table(ctx context.Context, t tables.Table) (Result, error) {
 		}
 	}
 
-	var lo []string
+	lo := after
 	for {
 		if err := ctx.Err(); err != nil {
 			return res, wrap("interrupted", err)
@@ -117,12 +134,22 @@ func (v *Verifier) Table(ctx context.Context, t tables.Table) (Result, error) {
 			}
 		}
 		if c.SourceRows != c.TargetRows || c.SourceSum != c.TargetSum {
+			if v.Narrow && !c.Changing {
+				if err := v.list(ctx, sc, &c); err != nil {
+					return res, wrap(fmt.Sprintf("name the rows of chunk (%q, %q]", lo, hi), err)
+				}
+			}
 			res.Mismatches = append(res.Mismatches, c)
 		}
 		res.Chunks++
 		res.Rows += c.SourceRows
 		if v.Progress != nil {
 			v.Progress(t.Name, c.SourceRows)
+		}
+		if done != nil {
+			if err := done(hi, res); err != nil {
+				return res, wrap("checkpoint", err)
+			}
 		}
 		if !more {
 			return res, nil
@@ -161,20 +188,52 @@ func (v *Verifier) Recheck(ctx context.Context, t tables.Table, cs []Chunk) ([]C
 	return differ, nil
 }
 
-// All verifies each table in turn and adds up the results.
+// All verifies each table in turn and adds up the results; with From set it
+// continues from that checkpoint, and with Checkpoint set it reports one
+// after every chunk (resume.go).
 func (v *Verifier) All(ctx context.Context, ts []tables.Table) (Result, error) {
-	var res Result
-	for _, t := range ts {
-		r, err := v.Table(ctx, t)
-		res.Tables += r.Tables
-		res.Chunks += r.Chunks
-		res.Rows += r.Rows
-		res.Mismatches = append(res.Mismatches, r.Mismatches...)
-		if err != nil {
-			return res, err
-		}
+	var cp Checkpoint
+	if v.From != nil {
+		cp = *v.From
 	}
-	return res, nil
+	finished := map[string]bool{}
+	for _, d := range cp.Done {
+		finished[d] = true
+	}
+	for _, t := range ts {
+		if finished[t.Name] {
+			continue
+		}
+		var after []string
+		var part Result
+		if cp.Table == t.Name {
+			after, part = cp.After, cp.Partial
+		}
+		var saved func([]string, Result) error
+		if v.Checkpoint != nil {
+			saved = func(hi []string, r Result) error {
+				cp.Table, cp.After, cp.Partial = t.Name, hi, r
+				return v.Checkpoint(cp)
+			}
+		}
+		r, err := v.table(ctx, t, after, part, saved)
+		if err != nil {
+			return cp.Result.add(r), err
+		}
+		cp.Result = cp.Result.add(r)
+		cp.Done = append(cp.Done, t.Name)
+		cp.Table, cp.After, cp.Partial = "", nil, Result{}
+	}
+	return cp.Result, nil
+}
+
+// add sums two results.
+func (r Result) add(o Result) Result {
+	r.Tables += o.Tables
+	r.Chunks += o.Chunks
+	r.Rows += o.Rows
+	r.Mismatches = append(slices.Clone(r.Mismatches), o.Mismatches...)
+	return r
 }
 
 // check runs the chunk's checksum on both sides at once.
@@ -212,7 +271,9 @@ type scope struct {
 	where     string
 	whereArgs []any
 	sum       string
-	step      string // what failed, when open returns an error
+	cols      []chunk.Column // every column, as compared
+	keyPos    []int          // where each key column stands among cols
+	step      string         // what failed, when open returns an error
 }
 
 func (sc *scope) close() {
@@ -254,7 +315,8 @@ func (v *Verifier) open(ctx context.Context, t tables.Table) (sc *scope, err err
 		cols[i].Null = cols[i].Null || dcols[i].Null
 	}
 	sc.step = "primary key"
-	if sc.key, _, err = chunk.KeyAmong(v.SourceSchema, t.Name, t.Index(), t.PK, cols); err != nil {
+	sc.cols = cols
+	if sc.key, sc.keyPos, err = chunk.KeyAmong(v.SourceSchema, t.Name, t.Index(), t.PK, cols); err != nil {
 		return sc, err
 	}
 	sc.step = "server flavors"
