@@ -10,8 +10,10 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math/big"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -32,7 +34,7 @@ const (
 	Float                // FLOAT: read through CAST(… AS DOUBLE), its plain text keeps only 6 digits
 	Double               // DOUBLE: its text is the shortest exact form
 	Bit                  // BIT: raw bytes on the wire; as a key, decimal text and uint64 arguments
-	Enum                 // ENUM and SET: data only, they sort by index but compare by text
+	Enum                 // ENUM and SET: they sort by their number (index, bit set); as a key, that number's decimal text
 )
 
 // Column is one column of a table with what the server said about its type.
@@ -42,6 +44,9 @@ type Column struct {
 	Kind  Kind
 	Scale int64 // DECIMAL scale
 	Null  bool  // may hold NULL (true when the driver cannot tell)
+	// Members are an ENUM's or SET's values in definition order (Probe
+	// reads them): a key value's text is turned into its number with them.
+	Members []string
 }
 
 // ColumnOf classifies a result column.
@@ -94,10 +99,102 @@ func Probe(ctx context.Context, q dbutil.Querier, schema, table string, names []
 		return nil, fmt.Errorf("read column types of %s.%s: %w", schema, table, err)
 	}
 	out := make([]Column, len(names))
+	enums := false
 	for i, ct := range cts {
 		out[i] = ColumnOf(names[i], ct)
+		enums = enums || out[i].Kind == Enum
 	}
-	return out, rows.Err()
+	// Closed before the members are read: a pinned connection runs one query at a time.
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if enums {
+		if err := loadMembers(ctx, q, schema, table, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// loadMembers fills the Members of the ENUM and SET columns among cols.
+func loadMembers(ctx context.Context, q dbutil.Querier, schema, table string, cols []Column) error {
+	types := map[string]string{}
+	var name, typ string
+	if err := dbutil.ScanEach(ctx, q, "SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
+		[]any{schema, table}, []any{&name, &typ}, func() error { types[name] = typ; return nil }); err != nil {
+		return fmt.Errorf("read the ENUM and SET members of %s.%s: %w", schema, table, err)
+	}
+	for i, c := range cols {
+		if c.Kind != Enum {
+			continue
+		}
+		m, err := ParseMembers(types[c.Name])
+		if err != nil {
+			return fmt.Errorf("table %s.%s column %s: %w", schema, table, c.Name, err)
+		}
+		cols[i].Members = m
+	}
+	return nil
+}
+
+// ParseMembers reads the members of a COLUMN_TYPE such as enum('a','b'):
+// in a value, a quote is doubled and a backslash escapes what SHOW and
+// information_schema escape.
+func ParseMembers(colType string) ([]string, error) {
+	open := strings.IndexByte(colType, '(')
+	if open < 0 || !strings.HasSuffix(colType, ")") {
+		return nil, fmt.Errorf("cannot read the members of %q", colType)
+	}
+	body := colType[open+1 : len(colType)-1]
+	var out []string
+	for i := 0; i < len(body); {
+		if body[i] != '\'' {
+			return nil, fmt.Errorf("cannot read the members of %q", colType)
+		}
+		var b strings.Builder
+		i++
+		for ; ; i++ {
+			if i >= len(body) {
+				return nil, fmt.Errorf("cannot read the members of %q: unterminated value", colType)
+			}
+			c := body[i]
+			if c == '\'' {
+				if i+1 < len(body) && body[i+1] == '\'' {
+					b.WriteByte('\'')
+					i++
+					continue
+				}
+				i++
+				break
+			}
+			if c == '\\' && i+1 < len(body) {
+				i++
+				switch body[i] {
+				case 'n':
+					c = '\n'
+				case 'r':
+					c = '\r'
+				case 't':
+					c = '\t'
+				case '0':
+					c = 0
+				case 'Z':
+					c = 26
+				default:
+					c = body[i]
+				}
+			}
+			b.WriteByte(c)
+		}
+		out = append(out, b.String())
+		if i < len(body) {
+			if body[i] != ',' {
+				return nil, fmt.Errorf("cannot read the members of %q", colType)
+			}
+			i++
+		}
+	}
+	return out, nil
 }
 
 // Generated names the generated (virtual or stored) columns of schema.table:
@@ -124,20 +221,51 @@ func (c Column) keyable() bool {
 	switch c.Kind {
 	case Char, Temporal, Binary, Signed, Unsigned, Decimal, Float, Double, Bit:
 		return true
+	case Enum:
+		return c.Members != nil
 	}
 	return false
 }
 
 // Text is a key value's checkpoint form: the server's text, except binary
-// strings (0x-hex, so checkpoints stay valid JSON) and BIT (decimal).
+// strings (0x-hex, so checkpoints stay valid JSON), BIT (decimal) and ENUM
+// and SET (their number, in whose order the index sorts them; a value that
+// is no member stays text, which Arg refuses).
 func (c Column) Text(raw []byte) string {
 	switch c.Kind {
 	case Binary:
 		return "0x" + hex.EncodeToString(raw)
 	case Bit:
 		return new(big.Int).SetBytes(raw).String()
+	case Enum:
+		if n, ok := c.number(string(raw)); ok {
+			return strconv.FormatUint(n, 10)
+		}
 	}
 	return string(raw)
+}
+
+// number is an ENUM value's index (0: the empty error value) or a SET
+// value's bits.
+func (c Column) number(v string) (uint64, bool) {
+	if c.Type == "SET" {
+		var n uint64
+		if v == "" {
+			return 0, true
+		}
+		for _, part := range strings.Split(v, ",") {
+			i := slices.Index(c.Members, part)
+			if i < 0 || i > 63 {
+				return 0, false
+			}
+			n |= 1 << i
+		}
+		return n, true
+	}
+	if i := slices.Index(c.Members, v); i >= 0 {
+		return uint64(i + 1), true
+	}
+	return 0, v == ""
 }
 
 // Arg turns a key value's text back into the argument the server compares
@@ -149,6 +277,12 @@ func (c Column) Arg(text string) (any, error) {
 		return strconv.ParseInt(text, 10, 64)
 	case Unsigned, Bit:
 		return strconv.ParseUint(text, 10, 64)
+	case Enum:
+		n, err := strconv.ParseUint(text, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s value %q is none of the column's members", c.Type, text)
+		}
+		return n, nil
 	case Float, Double:
 		return strconv.ParseFloat(text, 64)
 	case Binary:
@@ -198,28 +332,34 @@ func (c Column) Placeholder() string {
 	return "?"
 }
 
-// Key is a table's primary key, typed.
+// Key is the key a table's rows are paged by (its primary key, or the
+// UNIQUE key over NOT NULL columns that stands in for one), typed.
 type Key struct {
 	Schema, Table string
+	Index         string // the index's name: PRIMARY, or the UNIQUE key's
 	Cols          []Column
 }
 
-// LoadKey types the primary key columns pk of schema.table and checks that
-// keyset pagination on them is exact.
-func LoadKey(ctx context.Context, q dbutil.Querier, schema, table string, pk []string) (Key, error) {
+// ErrKeyType marks a key that keyset chunking cannot page on exactly.
+var ErrKeyType = errors.New("keyset chunking cannot page on it exactly")
+
+// LoadKey types the key columns pk (of the index named index) of
+// schema.table and checks that keyset pagination on them is exact.
+func LoadKey(ctx context.Context, q dbutil.Querier, schema, table, index string, pk []string) (Key, error) {
 	if len(pk) == 0 {
-		return Key{}, fmt.Errorf("table %s.%s has no primary key: chunking needs one", schema, table)
+		return Key{}, fmt.Errorf("table %s.%s has no key: chunking needs a primary key or a UNIQUE key over NOT NULL columns", schema, table)
 	}
 	cols, err := Probe(ctx, q, schema, table, pk)
 	if err != nil {
 		return Key{}, err
 	}
-	return NewKey(schema, table, cols)
+	return NewKey(schema, table, index, cols)
 }
 
-// KeyAmong types the primary key pk of schema.table from the table's probed
-// columns cols, and says where each key column stands among them.
-func KeyAmong(schema, table string, pk []string, cols []Column) (Key, []int, error) {
+// KeyAmong types the key pk (of the index named index) of schema.table from
+// the table's probed columns cols, and says where each key column stands
+// among them.
+func KeyAmong(schema, table, index string, pk []string, cols []Column) (Key, []int, error) {
 	pos := make([]int, len(pk))
 	kc := make([]Column, len(pk))
 	for i, name := range pk {
@@ -231,25 +371,25 @@ func KeyAmong(schema, table string, pk []string, cols []Column) (Key, []int, err
 			}
 		}
 		if pos[i] < 0 {
-			return Key{}, nil, fmt.Errorf("primary key column %s is not among the table's columns", name)
+			return Key{}, nil, fmt.Errorf("key column %s is not among the table's columns", name)
 		}
 	}
-	k, err := NewKey(schema, table, kc)
+	k, err := NewKey(schema, table, index, kc)
 	return k, pos, err
 }
 
-// NewKey builds a key from typed columns, refusing types keyset cannot page on.
-func NewKey(schema, table string, cols []Column) (Key, error) {
+// NewKey builds a key of the index named index from typed columns,
+// refusing types keyset cannot page on (ErrKeyType).
+func NewKey(schema, table, index string, cols []Column) (Key, error) {
 	if len(cols) == 0 {
-		return Key{}, fmt.Errorf("table %s.%s has no primary key: chunking needs one", schema, table)
+		return Key{}, fmt.Errorf("table %s.%s has no key: chunking needs a primary key or a UNIQUE key over NOT NULL columns", schema, table)
 	}
 	for _, c := range cols {
 		if !c.keyable() {
-			return Key{}, fmt.Errorf("table %s.%s: primary key column %s has type %s, which keyset chunking cannot page on exactly",
-				schema, table, c.Name, c.Type)
+			return Key{}, fmt.Errorf("table %s.%s: column %s of key %s has type %s: %w", schema, table, c.Name, index, c.Type, ErrKeyType)
 		}
 	}
-	return Key{Schema: schema, Table: table, Cols: cols}, nil
+	return Key{Schema: schema, Table: table, Index: index, Cols: cols}, nil
 }
 
 // Names are the key's column names.
@@ -270,7 +410,7 @@ func (k Key) Select() string {
 	return strings.Join(e, ", ")
 }
 
-// OrderBy is the ORDER BY list: the primary key, ascending.
+// OrderBy is the ORDER BY list: the key, ascending.
 func (k Key) OrderBy() string { return dbutil.QuoteIdents(k.Names()) }
 
 // Text converts raw key values (in key order) to their checkpoint form.
@@ -288,18 +428,38 @@ func (k Key) Compare(op string, text []string) (string, []any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	names := make([]string, len(k.Cols))
-	ph := make([]string, len(k.Cols))
-	for i, c := range k.Cols {
-		names[i] = dbutil.QuoteIdent(c.Name)
-		ph[i] = c.Placeholder()
-	}
-	s, order := Tuple(names, ph, op)
-	args := make([]any, len(order))
-	for i, j := range order {
-		args[i] = vals[j]
-	}
+	var args []any
+	s := tuple(len(k.Cols), op, func(i int, op string) string {
+		sql, a := k.Cols[i].compare(op, vals[i])
+		args = append(args, a...)
+		return sql
+	})
 	return s, args, nil
+}
+
+// maxInList is the most ENUM members a comparison lists: beyond it, a plain
+// comparison of the index (exact, but the optimizer reads it as a filter).
+const maxInList = 64
+
+// compare renders "column op v" (op: >, >=, <, <=, =) with its arguments.
+// An ENUM compared with a number compares its index, but the optimizer
+// makes no range of it: it gets the list of indexes that satisfy op, which
+// it does make ranges of.
+func (c Column) compare(op string, v any) (string, []any) {
+	name := dbutil.QuoteIdent(c.Name)
+	if n, ok := v.(uint64); ok && c.Kind == Enum && c.Type != "SET" && op != "=" && len(c.Members) <= maxInList {
+		var in []any
+		for i := uint64(0); i <= uint64(len(c.Members)); i++ {
+			if (op == ">" && i > n) || (op == ">=" && i >= n) || (op == "<" && i < n) || (op == "<=" && i <= n) {
+				in = append(in, i)
+			}
+		}
+		if len(in) == 0 {
+			return "1=0", nil
+		}
+		return name + " IN (" + strings.TrimSuffix(strings.Repeat("?,", len(in)), ",") + ")", in
+	}
+	return name + " " + op + " " + c.Placeholder(), []any{v}
 }
 
 // Equal renders key = text (one row) with its arguments.
@@ -318,7 +478,7 @@ func (k Key) Equal(text []string) (string, []any, error) {
 // args turns a key's text values into the arguments the server compares.
 func (k Key) args(text []string) ([]any, error) {
 	if len(text) != len(k.Cols) {
-		return nil, fmt.Errorf("table %s.%s: key bound %q has %d values, the primary key %d columns",
+		return nil, fmt.Errorf("table %s.%s: key bound %q has %d values, the key %d columns",
 			k.Schema, k.Table, text, len(text), len(k.Cols))
 	}
 	vals := make([]any, len(text))
@@ -364,6 +524,16 @@ func (k Key) Range(lo, hi []string) (string, []any, error) {
 // cols are quoted identifiers and ph their placeholders. order gives, for each
 // placeholder in the text, the index of the value it takes.
 func Tuple(cols, ph []string, op string) (sql string, order []int) {
+	sql = tuple(len(cols), op, func(i int, op string) string {
+		order = append(order, i)
+		return cols[i] + " " + op + " " + ph[i]
+	})
+	return sql, order
+}
+
+// tuple renders Tuple's expansion over n columns; cmp(i, op) renders column
+// i compared by op (>, >=, <, <= or =) and is called in the text's order.
+func tuple(n int, op string, cmp func(i int, op string) string) string {
 	var lead, inner string
 	switch op {
 	case ">", ">=":
@@ -373,24 +543,20 @@ func Tuple(cols, ph []string, op string) (sql string, order []int) {
 	default:
 		panic("chunk.Tuple: unknown operator " + op)
 	}
-	n := len(cols)
 	if n == 1 {
-		return cols[0] + " " + op + " " + ph[0], []int{0}
+		return cmp(0, op)
 	}
 	var b strings.Builder
-	b.WriteString("(" + cols[0] + " " + lead + " " + ph[0] + " AND (")
-	order = append(order, 0)
+	b.WriteString("(" + cmp(0, lead) + " AND (")
 	for i := 0; i < n-1; i++ {
-		b.WriteString(cols[i] + " " + inner + " " + ph[i] + " OR (" + cols[i] + " = " + ph[i] + " AND ")
-		order = append(order, i, i)
+		b.WriteString(cmp(i, inner) + " OR (" + cmp(i, "=") + " AND ")
 		if i < n-2 {
 			b.WriteString("(")
 		}
 	}
-	b.WriteString(cols[n-1] + " " + op + " " + ph[n-1])
-	order = append(order, n-1)
+	b.WriteString(cmp(n-1, op))
 	b.WriteString(strings.Repeat(")", 2*n-3) + "))")
-	return b.String(), order
+	return b.String()
 }
 
 // Upper returns the key of the n-th row, in key order, of those after `after`
@@ -405,7 +571,7 @@ func Upper(ctx context.Context, q dbutil.Querier, k Key, after []string, where s
 	if err != nil {
 		return nil, false, err
 	}
-	query := "SELECT " + k.Select() + " FROM " + dbutil.Table(k.Schema, k.Table) + " FORCE INDEX (PRIMARY)" +
+	query := "SELECT " + k.Select() + " FROM " + dbutil.Table(k.Schema, k.Table) + " FORCE INDEX (" + dbutil.QuoteIdent(k.Index) + ")" +
 		" WHERE " + rng + " AND " + where + " ORDER BY " + k.OrderBy() + " LIMIT 1 OFFSET ?"
 	args = append(append(args, whereArgs...), n-1)
 	rows, err := q.QueryContext(ctx, query, args...)

@@ -44,7 +44,7 @@ func TestTupleKeepsPlaceholders(t *testing.T) {
 }
 
 func key(cols ...Column) Key {
-	k, err := NewKey("s", "t", cols)
+	k, err := NewKey("s", "t", "PRIMARY", cols)
 	if err != nil {
 		panic(err)
 	}
@@ -134,10 +134,16 @@ func TestExprAndKeyable(t *testing.T) {
 	if e := (Column{Name: "a`b", Kind: Char}).Expr(); e != "`a``b`" {
 		t.Fatalf("quoting %s", e)
 	}
-	if _, err := NewKey("s", "t", []Column{{Name: "e", Type: "ENUM", Kind: Enum}}); err == nil {
-		t.Fatal("an ENUM key was accepted")
+	if _, err := NewKey("s", "t", "PRIMARY", []Column{{Name: "e", Type: "ENUM", Kind: Enum}}); err == nil {
+		t.Fatal("an ENUM key without its members was accepted")
 	}
-	if _, err := NewKey("s", "t", nil); err == nil {
+	if _, err := NewKey("s", "t", "PRIMARY", []Column{{Name: "e", Type: "ENUM", Kind: Enum, Members: []string{"a"}}}); err != nil {
+		t.Fatalf("an ENUM key was refused: %v", err)
+	}
+	if _, err := NewKey("s", "t", "PRIMARY", []Column{{Name: "g", Type: "GEOMETRY", Kind: Other}}); err == nil {
+		t.Fatal("a GEOMETRY key was accepted")
+	}
+	if _, err := NewKey("s", "t", "PRIMARY", nil); err == nil {
 		t.Fatal("an empty key was accepted")
 	}
 }

@@ -54,6 +54,12 @@ func (r *runner) fence(ctx context.Context) error {
 		// readiness is checked, so the attempt follows a good reading at
 		// once and fencing is one UPDATE (fence/armed.go).
 		prepare: func(ctx context.Context) (func(), string, error) {
+			// A first raise of the counters, outside the blackout: behind the
+			// fence only ids lost since then still need an ALTER. Best effort:
+			// the raise behind the fence is the one that counts.
+			if err := r.carryCounters(ctx, r.src, r.p.Source.Schema, r.dst, r.p.Target.Schema, r.p.Copy, true); err != nil {
+				r.env.Log.Warn("raising the AUTO_INCREMENT counters ahead of the blackout", "err", err)
+			}
 			ts := fenceTables(r.p)
 			if fault.On("during:fence:half") && len(ts) > 1 {
 				// A crash test's point: half the tables armed when the fence row
@@ -619,6 +625,12 @@ func (r *runner) cutover(ctx context.Context) error {
 			return err
 		}
 	}
+	// Before the window's position is read, so a reverse tail never sees the ALTERs.
+	counters := time.Now()
+	if err := r.carryCounters(ctx, r.src, r.p.Source.Schema, r.dst, r.p.Target.Schema, r.p.Copy, false); err != nil {
+		return err
+	}
+	countersMS := msSince(counters)
 	if err := r.windowAtCutover(ctx); err != nil {
 		return err
 	}
@@ -631,6 +643,7 @@ func (r *runner) cutover(ctx context.Context) error {
 	if n := len(r.p.Attempts); n > 0 {
 		a := &r.p.Attempts[n-1]
 		if a.Phases != nil {
+			a.Phases["counters"] = countersMS
 			// From the fence step's last phase to the switch: the step
 			// transition (the plan saved with the fence done, the window's position).
 			a.Phases["handoff"] = max(0, float64(start.Sub(a.Started).Microseconds())/1000-sumPhases(a.Phases))

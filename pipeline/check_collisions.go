@@ -156,7 +156,7 @@ func overlap(ctx context.Context, sdb, tdb *sql.DB, p *plans.Plan, t tables.Tabl
 	if err != nil {
 		return nil, err
 	}
-	key, err := chunk.NewKey(p.Source.Schema, t.Name, typed)
+	key, err := chunk.NewKey(p.Source.Schema, t.Name, idx, typed)
 	if err != nil {
 		return nil, fmt.Errorf("%w: merge preflight: %v; the scan for rows both shards hold cannot walk unique key %s", ErrRefused, err, idx)
 	}

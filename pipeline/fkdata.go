@@ -74,7 +74,7 @@ func checkKeyOnData(ctx context.Context, db *sql.DB, p *plans.Plan, k tables.For
 	if !ok1 || !ok2 {
 		return kc, nil, fmt.Errorf("table %s or %s is not in the plan", k.Table, k.RefTable)
 	}
-	key, err := chunk.LoadKey(ctx, db, p.Source.Schema, child.Name, child.PK)
+	key, err := chunk.LoadKey(ctx, db, p.Source.Schema, child.Name, child.Index(), child.PK)
 	if err != nil {
 		return kc, nil, err
 	}

@@ -81,6 +81,7 @@ type runner struct {
 	lastSave time.Time
 	tail     *binlog.Tailer
 	thr      *Throttler
+	counted  []string // tables with an AUTO_INCREMENT counter, as the last raise ahead of a blackout found (nil: unknown; autoinc.go)
 }
 
 // Run executes the plan's remaining steps. It holds the plan's locks for the

@@ -44,11 +44,11 @@ func Preflight(ctx context.Context, src, dst *sql.DB, p *plans.Plan) error {
 			problems = append(problems, fmt.Sprintf("the source %s has binlog_row_image=%s: set it to FULL", p.Source.Addr(), image))
 		}
 	}
-	for _, t := range p.Copy {
-		if len(t.PK) == 0 {
-			problems = append(problems, fmt.Sprintf("table %s.%s has no primary key: add one (rows are copied, applied and deleted by primary key)%s", p.Source.Schema, t.Name, uniqueKeyHint(ctx, src, p.Source.Schema, t.Name)))
-		}
+	keys, err := keyProblems(ctx, src, p)
+	if err != nil {
+		return probeError("the tables' keys", "source", p.Source.Addr(), err)
 	}
+	problems = append(problems, keys...)
 	fkProblems, err := foreignKeyProblems(ctx, src, p)
 	if err != nil {
 		return probeError("the foreign keys", "source", p.Source.Addr(), err)

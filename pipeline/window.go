@@ -469,6 +469,10 @@ func (wr *windowRun) revert(ctx context.Context) error {
 	last, err := r.attempts(ctx, attemptLoop{
 		wait: wr.waitPostpone,
 		prepare: func(ctx context.Context) (func(), string, error) {
+			// A first raise of the counters, outside the blackout (as the cutover's).
+			if err := r.carryCounters(ctx, l.from, l.fromEP.Schema, l.to, l.toEP.Schema, windowTables(r.p), true); err != nil {
+				r.env.Log.Warn("reverse window: raising the AUTO_INCREMENT counters ahead of the blackout", "err", err)
+			}
 			s, why, err := armFence(ctx, l.from, l.fromEP.Schema, ts, budget)
 			if s == nil {
 				if err != nil {
@@ -609,6 +613,10 @@ func (wr *windowRun) finishSwitch(ctx context.Context, start time.Time, idx int)
 		r.mu.Lock()
 		w.Tail = final // the tail's own checkpoint is saved lazily
 		r.mu.Unlock()
+	}
+	// Before the other side's position is read, so the next tail never sees the ALTERs.
+	if err := r.carryCounters(ctx, l.from, l.fromEP.Schema, l.to, l.toEP.Schema, windowTables(r.p), false); err != nil {
+		return fmt.Errorf("reverse window: %w", err)
 	}
 	if w.Next.IsZero() {
 		next, err := binlog.MasterStatus(ctx, l.to)

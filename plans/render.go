@@ -39,7 +39,11 @@ func Print(w io.Writer, p *Plan) {
 			which = mapdef.Render(q, args)
 		}
 		m := p.Checkpoints.Copy[t.Name]
-		fmt.Fprintf(tw, "  %s\t%s\t~%d\t~%s\t%d\t%s\n", t.Name, strings.Join(t.PK, ","), t.EstRows, mib(t.EstBytes), m.Rows, which)
+		key := strings.Join(t.PK, ",")
+		if t.Key != "" { // no primary key: the UNIQUE key that identifies its rows
+			key += " (unique key " + ident.Quote(t.Key) + ")"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t~%d\t~%s\t%d\t%s\n", t.Name, key, t.EstRows, mib(t.EstBytes), m.Rows, which)
 		rows += t.EstRows
 		size += t.EstBytes
 	}

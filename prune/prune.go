@@ -75,7 +75,7 @@ func (p *Pruner) Table(ctx context.Context, t tables.Table, from watermark.Mark,
 		return w, wrap("open session", err)
 	}
 	defer chunk.Release(conn)
-	key, err := chunk.LoadKey(ctx, conn, p.Schema, t.Name, t.PK)
+	key, err := chunk.LoadKey(ctx, conn, p.Schema, t.Name, t.Index(), t.PK)
 	if err != nil {
 		return w, wrap("primary key", err)
 	}

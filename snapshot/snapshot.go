@@ -169,7 +169,7 @@ func (c *Copier) CopyTable(ctx context.Context, t tables.Table, from watermark.M
 	if err != nil {
 		return from, wrap("read columns", err)
 	}
-	key, keyPos, err := chunk.KeyAmong(c.SourceSchema, t.Name, t.PK, cols)
+	key, keyPos, err := chunk.KeyAmong(c.SourceSchema, t.Name, t.Index(), t.PK, cols)
 	if err != nil {
 		return from, wrap("primary key", err)
 	}
@@ -203,7 +203,7 @@ func (c *Copier) CopyTable(ctx context.Context, t tables.Table, from watermark.M
 		limit: c.chunkRows(), load: load,
 	}
 	r.where, r.whereArgs = t.Filter.SQL(dbutil.QuoteIdent)
-	r.query = "SELECT " + selectList(cols) + " FROM " + dbutil.Table(c.SourceSchema, t.Name) + " FORCE INDEX (PRIMARY) WHERE "
+	r.query = "SELECT " + selectList(cols) + " FROM " + dbutil.Table(c.SourceSchema, t.Name) + " FORCE INDEX (" + dbutil.QuoteIdent(key.Index) + ") WHERE "
 
 	bounds, err := c.split(ctx, src, t, key, r.where, r.whereArgs, from)
 	if err != nil {

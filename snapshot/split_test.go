@@ -97,7 +97,7 @@ func TestCopyWithSeveralReadersResumes(t *testing.T) {
 
 func mustKey(t testing.TB, f fixture, tb tables.Table) chunk.Key {
 	t.Helper()
-	k, err := chunk.LoadKey(context.Background(), f.src, f.sname, tb.Name, tb.PK)
+	k, err := chunk.LoadKey(context.Background(), f.src, f.sname, tb.Name, tb.Index(), tb.PK)
 	if err != nil {
 		t.Fatal(err)
 	}

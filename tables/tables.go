@@ -20,7 +20,9 @@ type Table = tabledef.Table
 func Find(ts []Table, name string) (Table, bool) { return tabledef.Find(ts, name) }
 
 // Inspect reads every base table of schema from information_schema, in name order.
-// A table without a primary key is returned with an empty PK; callers refuse it.
+// A table without a primary key gets the columns of the UNIQUE key that
+// stands in for one as PK (and its name as Key); a table without either is
+// returned with an empty PK, which callers refuse.
 func Inspect(ctx context.Context, db *sql.DB, schema string) ([]Table, error) {
 	rows, err := db.QueryContext(ctx, `SELECT TABLE_NAME, COALESCE(TABLE_ROWS,0), COALESCE(DATA_LENGTH,0)+COALESCE(INDEX_LENGTH,0)
 		FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_TYPE = 'BASE TABLE' AND TABLE_NAME <> ? ORDER BY TABLE_NAME`, schema, dbutil.FenceTable)
@@ -76,6 +78,9 @@ func Inspect(ctx context.Context, db *sql.DB, schema string) ([]Table, error) {
 		}
 	}
 	pk.Close()
+	if err := chooseUniqueKeys(ctx, db, schema, byName); err != nil {
+		return nil, err
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
 }

@@ -163,7 +163,7 @@ func (v *Verifier) scanRows(ctx context.Context, sc *scope, q *sql.Conn, schema 
 		exprs[i] = c.Expr()
 	}
 	rows, err := q.QueryContext(ctx, "SELECT "+strings.Join(exprs, ", ")+" FROM "+dbutil.Table(schema, sc.key.Table)+
-		" FORCE INDEX (PRIMARY) WHERE "+rng+" AND "+sc.where+" ORDER BY "+sc.key.OrderBy(), append(args, sc.whereArgs...)...)
+		" FORCE INDEX ("+dbutil.QuoteIdent(sc.key.Index)+") WHERE "+rng+" AND "+sc.where+" ORDER BY "+sc.key.OrderBy(), append(args, sc.whereArgs...)...)
 	if err != nil {
 		return err
 	}

@@ -120,7 +120,7 @@ func (v *Verifier) table(ctx context.Context, t tables.Table, after []string, re
 		c := Chunk{Range: watermark.Range{Table: t.Name, Lo: lo, Hi: hi}}
 		for attempt := 0; ; attempt++ {
 			before := c.SourceSum
-			if err := v.check(ctx, src, dst, t.Name, sum, cond, args, &c); err != nil {
+			if err := v.check(ctx, src, dst, key, sum, cond, args, &c); err != nil {
 				return res, wrap(fmt.Sprintf("checksum chunk (%q, %q]", lo, hi), err)
 			}
 			if attempt > 0 && c.SourceSum != before {
@@ -178,7 +178,7 @@ func (v *Verifier) Recheck(ctx context.Context, t tables.Table, cs []Chunk) ([]C
 			return nil, wrap(err)
 		}
 		c.Changing = false
-		if err := v.check(ctx, src, dst, t.Name, sum, rng+" AND "+where, append(rngArgs, whereArgs...), &c); err != nil {
+		if err := v.check(ctx, src, dst, key, sum, rng+" AND "+where, append(rngArgs, whereArgs...), &c); err != nil {
 			return nil, wrap(err)
 		}
 		if c.SourceRows != c.TargetRows || c.SourceSum != c.TargetSum {
@@ -237,14 +237,14 @@ func (r Result) add(o Result) Result {
 }
 
 // check runs the chunk's checksum on both sides at once.
-func (v *Verifier) check(ctx context.Context, src, dst *sql.Conn, table, sum, cond string, args []any, c *Chunk) error {
+func (v *Verifier) check(ctx context.Context, src, dst *sql.Conn, key chunk.Key, sum, cond string, args []any, c *Chunk) error {
 	var wg sync.WaitGroup
 	var srcErr error
 	wg.Go(func() {
-		c.SourceRows, c.SourceSum, srcErr = checksum(ctx, src, v.SourceSchema, table, sum, cond, args)
+		c.SourceRows, c.SourceSum, srcErr = checksum(ctx, src, v.SourceSchema, key, sum, cond, args)
 	})
 	var dstErr error
-	c.TargetRows, c.TargetSum, dstErr = checksum(ctx, dst, v.TargetSchema, table, sum, cond, args)
+	c.TargetRows, c.TargetSum, dstErr = checksum(ctx, dst, v.TargetSchema, key, sum, cond, args)
 	wg.Wait()
 	if srcErr != nil {
 		return fmt.Errorf("source: %w", srcErr)
@@ -255,11 +255,11 @@ func (v *Verifier) check(ctx context.Context, src, dst *sql.Conn, table, sum, co
 	return nil
 }
 
-func checksum(ctx context.Context, q dbutil.Querier, schema, table, sum, cond string, args []any) (int64, string, error) {
+func checksum(ctx context.Context, q dbutil.Querier, schema string, key chunk.Key, sum, cond string, args []any) (int64, string, error) {
 	var rows int64
 	var s string
-	err := q.QueryRowContext(ctx, "SELECT COUNT(*), "+sum+" FROM "+dbutil.Table(schema, table)+
-		" FORCE INDEX (PRIMARY) WHERE "+cond, args...).Scan(&rows, &s)
+	err := q.QueryRowContext(ctx, "SELECT COUNT(*), "+sum+" FROM "+dbutil.Table(schema, key.Table)+
+		" FORCE INDEX ("+dbutil.QuoteIdent(key.Index)+") WHERE "+cond, args...).Scan(&rows, &s)
 	return rows, s, err
 }
 
@@ -316,7 +316,7 @@ func (v *Verifier) open(ctx context.Context, t tables.Table) (sc *scope, err err
 	}
 	sc.step = "primary key"
 	sc.cols = cols
-	if sc.key, sc.keyPos, err = chunk.KeyAmong(v.SourceSchema, t.Name, t.PK, cols); err != nil {
+	if sc.key, sc.keyPos, err = chunk.KeyAmong(v.SourceSchema, t.Name, t.Index(), t.PK, cols); err != nil {
 		return sc, err
 	}
 	sc.step = "server flavors"

@@ -9,12 +9,21 @@ import "github.com/shardctl/shardctl/keyspace"
 type Table struct {
 	Name        string          `json:"name"`
 	Columns     []string        `json:"columns"`
-	PK          []string        `json:"primary_key"`
+	PK          []string        `json:"primary_key"`            // the columns that identify a row: the primary key's, or Key's
+	Key         string          `json:"key,omitempty"`          // the UNIQUE key PK comes from when the table has no primary key
 	Filter      keyspace.Filter `json:"filter"`                 // rows the operation moves (all rows when Filter.Column is empty)
 	Sharded     bool            `json:"sharded"`                // listed in the shard map's columns table
 	ShardColumn string          `json:"shard_column,omitempty"` // its sharding column
 	EstRows     int64           `json:"est_rows"`               // information_schema estimate, for plans and progress
 	EstBytes    int64           `json:"est_bytes,omitempty"`    // data + index length
+}
+
+// Index is the name of the index PK comes from: PRIMARY or Key.
+func (t Table) Index() string {
+	if t.Key != "" {
+		return t.Key
+	}
+	return "PRIMARY"
 }
 
 // Find returns the table named name.

@@ -1,0 +1,197 @@
+package e2e
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/plans"
+	"github.com/shardctl/shardctl/router"
+	"github.com/shardctl/shardctl/sandbox"
+)
+
+// The AUTO_INCREMENT counter moves with the rows: during a move, a split and
+// a merge (under the ledger load, killed after the catch-up and again behind
+// the fence, resumed each time) the source issues ids it then loses (the
+// highest rows deleted, an insert rolled back). After the cutover the next
+// insert on the moved keys' new owner gets an id the source never issued.
+func TestAutoIncrementCarried(t *testing.T) {
+	for i, op := range corpusOps[:3] {
+		t.Run(op.name, func(t *testing.T) {
+			c := newCluster(t, fmt.Sprintf("e2e_autoinc%d", i), op.servers, op.sizes)
+			c.addTickets()
+			// The source's moving keys: the load's "moving" group.
+			var moving string
+			for _, g := range op.groups(c) {
+				if m, ok := strings.CutPrefix(g, "moving="); ok {
+					moving = strings.SplitN(m, "-", 2)[0]
+				}
+			}
+			src := ownerOf(t, c, moving)
+
+			lp := c.startLoad(100, op.groups(c)...)
+			args := append(op.args(c), "--yes", "--chunk-rows", "100", "--max-blackout", "5s")
+			if r := c.run([]string{"SHARDCTL_FAULT=after:catchup"}, args...); !r.killed {
+				t.Fatalf("not killed after the catch-up: exit %d\n%s", r.code, r.stderr)
+			}
+			// While the operation is down (its tail picks all of this up on
+			// resume): the highest ids are issued and deleted, an insert rolls back.
+			issued := src.issue(t, moving)
+			files := planFiles(t, c.planDir)
+			if len(files) != 1 {
+				t.Fatalf("plan files: %v", files)
+			}
+			id := strings.TrimSuffix(filepath.Base(files[0]), ".json")
+			if r := c.run([]string{"SHARDCTL_FAULT=after:fence"}, "plan", "resume", id); !r.killed {
+				t.Fatalf("not killed behind the fence: exit %d\n%s", r.code, r.stderr)
+			}
+			if r := c.run(nil, "plan", "resume", id); r.code != 0 {
+				t.Fatalf("plan resume: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+			}
+			lp.stop(t)
+			c.checkLedger(lp)
+			if p, _ := c.onlyPlan(); len(p.Attempts) > 0 {
+				a := p.Attempts[len(p.Attempts)-1]
+				t.Logf("%s: blackout %.1f ms, of which carrying the counters %.1f ms", op.name, a.BlackoutM, a.Phases["counters"])
+			}
+
+			dst := ownerOf(t, c, moving)
+			if dst.addr == src.addr && dst.schema == src.schema {
+				t.Fatalf("key %s still at %s/%s after the %s", moving, src.addr, src.schema, op.name)
+			}
+			if next := dst.insert(t, moving); next <= issued {
+				t.Fatalf("the next insert on the new owner %s/%s got id %d; the source had issued up to %d", dst.addr, dst.schema, next, issued)
+			}
+			if op.name == "split" { // the source keeps serving its lower half: its counter stays too
+				if next := src.insert(t, fmt.Sprint(c.shards[0].Lower+1)); next <= issued {
+					t.Fatalf("the next insert on the split's source got id %d; it had issued up to %d", next, issued)
+				}
+			}
+		})
+	}
+}
+
+// The reverse window's switch carries the counter back: ids the target
+// issued and lost while it served are not issued again by the source after
+// 'plan revert' (run with no process in the window, after a kill -9).
+func TestAutoIncrementCarriedBack(t *testing.T) {
+	c := newCluster(t, "e2e_autoinc_back", []int{1, 1}, []int{200, 100})
+	c.addTickets()
+	key := fmt.Sprint(c.shards[0].Lower + 1)
+	lp := c.startLoad(100, c.keys("moving", 1, 200), c.keys("staying", 2, 100))
+	mv := c.run([]string{"SHARDCTL_FAULT=during:window"}, "move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes",
+		"--reverse-window", "3m", "--max-blackout", "5s", "--chunk-rows", "100")
+	if !mv.killed {
+		t.Fatalf("not killed in the window: exit %d\n%s", mv.code, mv.stderr)
+	}
+	p, _ := c.onlyPlan()
+	id := p.ID
+	if p.Window == nil || p.Window.Serving != plans.SideTarget {
+		t.Fatalf("not in the window with the target serving: %+v", p.Window)
+	}
+	issued := ownerOf(t, c, key).issue(t, key)
+	c.mustRun("plan", "revert", id, "--wait", "60s")
+	lp.stop(t)
+	c.checkLedger(lp)
+	back := ownerOf(t, c, key)
+	if back.addr != c.env.Addr(1).String() {
+		t.Fatalf("after revert key %s is at %s", key, back.addr)
+	}
+	if next := back.insert(t, key); next <= issued {
+		t.Fatalf("after revert the source's next insert got id %d; the target had issued up to %d", next, issued)
+	}
+}
+
+// addTickets gives every shard an AUTO_INCREMENT table sharded on emp_no.
+// Its ids are the employees' numbers at first, so a merge's shards do not
+// collide.
+func (c *cluster) addTickets() {
+	t := c.t
+	for _, sh := range c.shards {
+		db := c.env.DB(t, c.serverIndex(sh.Server), "")
+		execScript(t, db, sh.Schema, `CREATE TABLE tickets (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, emp_no INT NOT NULL, note VARCHAR(20) NOT NULL, KEY (emp_no));
+			INSERT INTO tickets (id, emp_no, note) SELECT emp_no, emp_no, 'seed' FROM employees`)
+	}
+	if err := c.store.AddColumn(ctx, "tickets", "emp_no", "employees"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// owner is where the router sends a key's writes.
+type owner struct {
+	db     *sql.DB
+	addr   string
+	schema string
+}
+
+// ownerOf asks a fresh router (closed at the test's end) where key lives.
+func ownerOf(t *testing.T, c *cluster, key string) owner {
+	t.Helper()
+	rt := router.New(c.store, router.Options{Creds: sandbox.Creds(), RetryFor: 30 * time.Second})
+	t.Cleanup(rt.Close)
+	var o owner
+	if err := rt.Do(ctx, "employees", key, func(_ context.Context, tg router.Target) error {
+		o = owner{db: tg.DB, addr: tg.Addr().String(), schema: tg.Schema}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// insert adds a ticket for emp_no and returns its id.
+func (o owner) insert(t *testing.T, emp string) int64 {
+	t.Helper()
+	res, err := o.db.Exec("INSERT INTO "+dbutil.Table(o.schema, "tickets")+" (emp_no, note) VALUES (?, 'next')", emp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// issue issues ids the rows will not keep: a high one inserted and deleted,
+// the next one inserted and deleted, the one after rolled back. It returns
+// the highest id issued.
+func (o owner) issue(t *testing.T, emp string) int64 {
+	t.Helper()
+	const high = 1 << 40 // above every employee number (the seeded ids)
+	tb := dbutil.Table(o.schema, "tickets")
+	if _, err := o.db.Exec("INSERT INTO "+tb+" (id, emp_no, note) VALUES (?, ?, 'high')", high, emp); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.db.Exec("DELETE FROM "+tb+" WHERE id = ?", high); err != nil {
+		t.Fatal(err)
+	}
+	next := o.insert(t, emp)
+	if _, err := o.db.Exec("DELETE FROM "+tb+" WHERE id = ?", next); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := o.db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := tx.Exec("INSERT INTO "+tb+" (emp_no, note) VALUES (?, 'rolled back')", emp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, err := res.LastInsertId()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if last <= next || next <= high {
+		t.Fatalf("ids issued: %d then %d", next, last)
+	}
+	return last
+}
