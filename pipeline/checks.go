@@ -3,18 +3,21 @@ package pipeline
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/shardmap"
 )
 
-// Per-operation checks (block/spirit's check registry): one file per check,
-// check_*.go, each registering itself with the operations it applies to and
-// the step until which it holds. They run when a plan is made (so a dry run
-// refuses what a run would), and again under the plan's locks at every
-// 'plan apply' and 'plan resume', since a plan may run hours after it was made.
+// Every refusal before a step is a check (block/spirit's check registry):
+// one file per check, check_*.go, each registering itself with the
+// operations it applies to and the step until which it holds. They run when
+// a plan is made (so a dry run refuses what a run would), and again under the
+// plan's locks at every 'plan apply' and 'plan resume', since a plan may run
+// hours after it was made; the preflight step records that they passed.
 
 // Check is one check.
 type Check struct {
@@ -53,19 +56,50 @@ func (c Check) applies(p *plans.Plan) bool {
 	return true
 }
 
-// RunChecks runs every registered check that applies to the plan now; the
-// first refusal is returned (nothing was changed).
+// RunChecks runs every registered check that applies to the plan now and
+// returns every refusal at once (ErrRefused; nothing was changed), so an
+// operator fixes all of them in one go. A check that could not run (a probe
+// the server refused, a lost connection) stops them: with the refusals so
+// far if there are any, else with its own error.
 func RunChecks(ctx context.Context, c *CheckEnv) error {
+	var refused refusals
 	for _, ch := range registry {
 		if !ch.applies(c.Plan) {
 			continue
 		}
 		if err := ch.Run(ctx, c); err != nil {
-			return fmt.Errorf("check %s: %w", ch.Name, err)
+			err = fmt.Errorf("check %s: %w", ch.Name, err)
+			if !errors.Is(err, ErrRefused) {
+				if len(refused) > 0 {
+					// What was refused comes first (a stale plan makes the
+					// reads of the checks after it fail); they run again
+					// once it is fixed.
+					return refused
+				}
+				return err
+			}
+			refused = append(refused, err)
 		}
+	}
+	if len(refused) > 0 {
+		return refused
 	}
 	return nil
 }
+
+// refusals are the refusals of one run of the checks: one error that says
+// them all and matches what each of them wraps (ErrRefused, ErrCrossing…).
+type refusals []error
+
+func (r refusals) Error() string {
+	msgs := make([]string, len(r))
+	for i, err := range r {
+		msgs[i] = err.Error()
+	}
+	return strings.Join(msgs, "; ")
+}
+
+func (r refusals) Unwrap() []error { return r }
 
 // runChecks is RunChecks for a run (apply or resume), with the map read now.
 func (r *runner) runChecks(ctx context.Context) error {

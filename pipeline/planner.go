@@ -21,22 +21,11 @@ func Finish(ctx context.Context, env Env, p *plans.Plan) error {
 	if err := r.open(ctx); err != nil {
 		return fmt.Errorf("%w: %v", ErrRefused, err) // at planning a server that cannot be reached is an input to fix
 	}
-	// The operation's own checks first: their refusals are the more specific.
+	// Every check, so a dry run refuses what a run would, each problem at once.
 	if err := r.planChecks(ctx); err != nil {
 		return err
 	}
 	setupWindow(p)
-	if err := Preflight(ctx, r.src, r.dst, p); err != nil {
-		return err
-	}
-	checks, crossing, err := checkKeysOnData(ctx, r.src, p, "planning", nil)
-	if err != nil {
-		return probeError("the rows of foreign keys without the shard key", "source", p.Source.Addr(), err)
-	}
-	p.KeyChecks = checks
-	if crossing != "" {
-		return fmt.Errorf("%w: %w: %s; re-key or fix those rows, or choose another split point", ErrRefused, ErrCrossing, crossing)
-	}
 	if err := readObjects(ctx, r.src, r.dst, p); err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"slices"
 	"strings"
@@ -17,103 +16,14 @@ import (
 	"github.com/shardctl/shardctl/schemaobj"
 	"github.com/shardctl/shardctl/shardmap"
 	"github.com/shardctl/shardctl/snapshot"
-	"github.com/shardctl/shardctl/tables"
 	"github.com/shardctl/shardctl/verify"
 	"github.com/shardctl/shardctl/watermark"
 )
 
-// Preflight checks everything that can be checked before anything changes.
-// Planners call it too, so a dry run reports the same refusals.
-func Preflight(ctx context.Context, src, dst *sql.DB, p *plans.Plan) error {
-	var problems []string
-	var format, image string
-	if err := src.QueryRowContext(ctx, "SELECT @@global.binlog_format, @@global.binlog_row_image").Scan(&format, &image); err != nil {
-		return probeError("the binlog settings", "source", p.Source.Addr(), err)
-	}
-	var logBin int
-	if err := src.QueryRowContext(ctx, "SELECT @@global.log_bin").Scan(&logBin); err != nil {
-		return probeError("log_bin", "source", p.Source.Addr(), err)
-	}
-	if logBin != 1 {
-		problems = append(problems, fmt.Sprintf("the source %s has no binary log: start it with log_bin, binlog_format=ROW and binlog_row_image=FULL", p.Source.Addr()))
-	} else {
-		if format != "ROW" {
-			problems = append(problems, fmt.Sprintf("the source %s has binlog_format=%s: set it to ROW (SET GLOBAL binlog_format='ROW', and in its config)", p.Source.Addr(), format))
-		}
-		if image != "FULL" {
-			problems = append(problems, fmt.Sprintf("the source %s has binlog_row_image=%s: set it to FULL", p.Source.Addr(), image))
-		}
-	}
-	keys, err := keyProblems(ctx, src, p)
-	if err != nil {
-		return probeError("the tables' keys", "source", p.Source.Addr(), err)
-	}
-	problems = append(problems, keys...)
-	fkProblems, err := foreignKeyProblems(ctx, src, p)
-	if err != nil {
-		return probeError("the foreign keys", "source", p.Source.Addr(), err)
-	}
-	problems = append(problems, fkProblems...)
-	fp, err := flavorProblems(ctx, src, dst, p)
-	if err != nil {
-		return err
-	}
-	problems = append(problems, fp...)
-	same, err := sameServer(ctx, src, dst)
-	if err != nil {
-		return probeError("the server identities", "source and target", p.Source.Addr()+" / "+p.Target.Addr(), err)
-	}
-	if same && p.Source.Schema == p.Target.Schema {
-		problems = append(problems, fmt.Sprintf("the target %s is the source server itself (same schema %s): choose another server", p.Target.Addr(), p.Target.Schema))
-	}
-	if p.DropTargetSchema && !p.Done(plans.StepCreate) && !(same && p.Source.Schema == p.Target.Schema) {
-		n, err := countTables(ctx, dst, p.Target.Schema)
-		if err != nil {
-			return probeError("the target schema's tables", "target", p.Target.Addr(), err)
-		}
-		if n > 0 {
-			var rows int64
-			ts, _ := tables.Inspect(ctx, dst, p.Target.Schema)
-			for _, t := range ts {
-				rows += t.EstRows
-			}
-			problems = append(problems, fmt.Sprintf("the target schema %s on %s exists with %d tables (about %d rows): drop it or choose another target", p.Target.Schema, p.Target.Addr(), n, rows))
-		}
-	}
-	if !p.Done(plans.StepFence) {
-		if left, err := fence.Installed(ctx, src, p.Source.Schema); err == nil && len(left) > 0 && p.Step(plans.StepFence).Attempts == 0 {
-			problems = append(problems, fmt.Sprintf("the source schema %s carries fence triggers from another operation (%s): resume or abort that plan first", p.Source.Schema, strings.Join(left, ", ")))
-		}
-	}
-	if len(problems) > 0 {
-		return fmt.Errorf("%w: %s", ErrRefused, strings.Join(problems, "; "))
-	}
-	return nil
-}
-
-func sameServer(ctx context.Context, a, b *sql.DB) (bool, error) {
-	id := func(db *sql.DB) (string, error) {
-		var sid, port, host string
-		err := db.QueryRowContext(ctx, "SELECT @@server_id, @@port, @@hostname").Scan(&sid, &port, &host)
-		return sid + "/" + port + "/" + host, err
-	}
-	x, err := id(a)
-	if err != nil {
-		return false, err
-	}
-	y, err := id(b)
-	return x == y, err
-}
-
-func countTables(ctx context.Context, db *sql.DB, schema string) (int, error) {
-	var n int
-	err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ?", schema).Scan(&n)
-	return n, err
-}
-
-func (r *runner) preflight(ctx context.Context) error {
-	return Preflight(ctx, r.src, r.dst, r.p)
-}
+// preflight records that the checks passed: every refusal before a step is
+// a registered check (checks.go), and runChecks ran them all, under the
+// plan's locks, just before the steps.
+func (r *runner) preflight(context.Context) error { return nil }
 
 // create records the binlog position the tail will start from (first, so no
 // change made during the copy is missed), applies the plan's Prepare changes,

@@ -10,7 +10,21 @@ import (
 	"github.com/shardctl/shardctl/plans"
 )
 
-// keyProblems is the preflight check on the keys rows are identified by:
+func init() {
+	register(Check{
+		Name:  "row keys",
+		Until: plans.StepCreate,
+		Run: func(ctx context.Context, c *CheckEnv) error {
+			problems, err := keyProblems(ctx, c.Src, c.Plan)
+			if err != nil {
+				return probeError("the tables' keys", "source", c.Plan.Source.Addr(), err)
+			}
+			return refuse(problems)
+		},
+	})
+}
+
+// keyProblems is the check on the keys rows are identified by:
 // copy, verify, cleanup and prune page by a table's key and the tail applies
 // by it, so a table without one, or with one keyset chunking cannot page on
 // exactly, is refused here, before anything is written, not when the copy

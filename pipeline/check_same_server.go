@@ -1,0 +1,48 @@
+package pipeline
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/shardctl/shardctl/plans"
+)
+
+// A target that is the source's own schema would copy the shard onto itself.
+func init() {
+	register(Check{
+		Name:  "target is not the source",
+		Until: plans.StepCreate,
+		Run: func(ctx context.Context, c *CheckEnv) error {
+			p := c.Plan
+			same, err := sameSchema(ctx, c.Src, c.Dst, p)
+			if err != nil {
+				return err
+			}
+			if same {
+				return fmt.Errorf("%w: the target %s is the source server itself (same schema %s): choose another server", ErrRefused, p.Target.Addr(), p.Target.Schema)
+			}
+			return nil
+		},
+	})
+}
+
+// sameSchema reports whether the plan's target is the source's own schema.
+func sameSchema(ctx context.Context, src, dst *sql.DB, p *plans.Plan) (bool, error) {
+	if p.Source.Schema != p.Target.Schema {
+		return false, nil
+	}
+	id := func(db *sql.DB) (string, error) {
+		var sid, port, host string
+		err := db.QueryRowContext(ctx, "SELECT @@server_id, @@port, @@hostname").Scan(&sid, &port, &host)
+		return sid + "/" + port + "/" + host, err
+	}
+	x, err := id(src)
+	if err == nil {
+		var y string
+		if y, err = id(dst); err == nil {
+			return x == y, nil
+		}
+	}
+	return false, probeError("the server identities", "source and target", p.Source.Addr()+" / "+p.Target.Addr(), err)
+}
