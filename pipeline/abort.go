@@ -9,7 +9,6 @@ import (
 	"github.com/shardctl/shardctl/fence"
 	"github.com/shardctl/shardctl/lock"
 	"github.com/shardctl/shardctl/plans"
-	"github.com/shardctl/shardctl/prune"
 	"github.com/shardctl/shardctl/schemaobj"
 	"github.com/shardctl/shardctl/shardmap"
 )
@@ -69,17 +68,8 @@ func Abort(ctx context.Context, env Env, p *plans.Plan) error {
 		}
 	}
 	if made {
-		if p.DropTargetSchema {
-			if err := GuardRemoval(ctx, env.Store, p.Target, nil); err != nil {
-				return fmt.Errorf("abort: %w", err)
-			}
-			if err := dropSchema(ctx, r.dst, p.Target.Schema, schemaTables(p)); err != nil {
-				return fmt.Errorf("abort: drop target copy %s: %w", p.Target.Schema, err)
-			}
-		}
-		pr := &prune.Pruner{DB: r.dst, Schema: p.Target.Schema, ChunkRows: p.Options.PruneChunkRows}
-		if err := PruneTables(ctx, env.Store, p.Target, pr, p.AbortTarget, nil, nil); err != nil {
-			return fmt.Errorf("abort: remove copied rows: %w", err)
+		if err := r.undoTargetCopy(ctx, "abort", nil); err != nil {
+			return err
 		}
 		if !p.DropTargetSchema {
 			if err := restoreTargetTriggers(ctx, r.dst, p); err != nil {

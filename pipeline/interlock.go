@@ -15,10 +15,8 @@ import (
 
 	"github.com/shardctl/shardctl/fence"
 	"github.com/shardctl/shardctl/plans"
-	"github.com/shardctl/shardctl/prune"
 	"github.com/shardctl/shardctl/shardmap"
 	"github.com/shardctl/shardctl/tables"
-	"github.com/shardctl/shardctl/watermark"
 )
 
 // ErrLive marks a destructive statement refused because a live mapping owns
@@ -254,32 +252,8 @@ func abortStale(ctx context.Context, r *runner, why error) error {
 	p := r.p
 	kept := []string{"the shard map's mappings and the source were left as they are (" + why.Error() + ")"}
 	if p.Step(plans.StepCreate).Attempts > 0 {
-		if p.DropTargetSchema {
-			if err := GuardRemoval(ctx, r.env.Store, p.Target, nil); err != nil {
-				if !errors.Is(err, ErrLive) {
-					return err
-				}
-				kept = append(kept, "the target schema "+p.Target.Schema+" on "+p.Target.Addr()+": "+strings.TrimPrefix(err.Error(), ErrLive.Error()+": "))
-			} else if err := dropSchema(ctx, r.dst, p.Target.Schema, schemaTables(p)); err != nil {
-				return fmt.Errorf("abort: drop target copy %s: %w", p.Target.Schema, err)
-			}
-		}
-		order, err := prune.Order(ctx, r.dst, p.Target.Schema, p.AbortTarget)
-		if err != nil {
-			return fmt.Errorf("abort: %w", err)
-		}
-		for i := range order {
-			t := order[i]
-			if err := GuardRemoval(ctx, r.env.Store, p.Target, &t); err != nil {
-				if !errors.Is(err, ErrLive) {
-					return err
-				}
-				kept = append(kept, "rows copied into "+p.Target.Schema+"."+t.Name+": "+strings.TrimPrefix(err.Error(), ErrLive.Error()+": "))
-				continue
-			}
-			if err := removeCopied(ctx, r, t); err != nil {
-				return err
-			}
+		if err := r.undoTargetCopy(ctx, "abort", &kept); err != nil {
+			return err
 		}
 	}
 	for _, c := range p.Abort {
@@ -306,12 +280,4 @@ func abortIfStale(ctx context.Context, r *runner) (bool, error) {
 		return true, abortStale(ctx, r, err)
 	}
 	return err != nil, err
-}
-
-func removeCopied(ctx context.Context, r *runner, t tables.Table) error {
-	pr := &prune.Pruner{DB: r.dst, Schema: r.p.Target.Schema, ChunkRows: r.p.Options.PruneChunkRows}
-	if _, err := pr.Table(ctx, t, watermark.Mark{}, nil); err != nil {
-		return fmt.Errorf("abort: remove copied rows from %s.%s: %w", r.p.Target.Schema, t.Name, err)
-	}
-	return nil
 }

@@ -27,7 +27,6 @@ import (
 	"github.com/shardctl/shardctl/internal/fault"
 	"github.com/shardctl/shardctl/lock"
 	"github.com/shardctl/shardctl/plans"
-	"github.com/shardctl/shardctl/prune"
 	"github.com/shardctl/shardctl/schemaobj"
 	"github.com/shardctl/shardctl/shardmap"
 	"github.com/shardctl/shardctl/tables"
@@ -789,13 +788,12 @@ func (r *runner) dropTargetCopy(ctx context.Context) error {
 	if err := fence.Remove(ctx, r.src, r.p.Source.Schema, fenceNames(r.p), r.p.Options.LockWaitMS.D()); err != nil {
 		return err
 	}
+	if err := r.undoTargetCopy(ctx, "reverse window", nil); err != nil {
+		return err
+	}
 	if !r.p.DropTargetSchema {
-		// merge: the target is a live shard; only the merged range's rows go.
+		// merge: the target is a live shard (only the merged range's rows went).
 		lockWait := r.p.Options.LockWaitMS.D()
-		pr := &prune.Pruner{DB: r.dst, Schema: r.p.Target.Schema, ChunkRows: r.p.Options.PruneChunkRows}
-		if err := PruneTables(ctx, r.env.Store, r.p.Target, pr, r.p.AbortTarget, nil, nil); err != nil {
-			return fmt.Errorf("reverse window: remove the merged rows: %w", err)
-		}
 		// The target keeps living: its triggers, guarded while it did not
 		// serve, get their exact definitions back.
 		trig, err := triggersOn(ctx, r.dst, r.p.Target.Schema, windowTables(r.p))
@@ -806,12 +804,6 @@ func (r *runner) dropTargetCopy(ctx context.Context) error {
 			return fmt.Errorf("reverse window: restore the target's triggers: %w", err)
 		}
 		return fence.Remove(ctx, r.dst, r.p.Target.Schema, names(windowFence(r.p, plans.SideTarget)), lockWait)
-	}
-	if err := GuardRemoval(ctx, r.env.Store, r.p.Target, nil); err != nil {
-		return fmt.Errorf("reverse window: %w", err)
-	}
-	if err := dropSchema(ctx, r.dst, r.p.Target.Schema, schemaTables(r.p)); err != nil {
-		return fmt.Errorf("drop the target copy %s on %s: %w", r.p.Target.Schema, r.p.Target.Addr(), err)
 	}
 	return nil
 }
