@@ -20,11 +20,9 @@ import (
 	"github.com/shardctl/shardctl/lock"
 	"github.com/shardctl/shardctl/pipeline"
 	"github.com/shardctl/shardctl/plans"
-	"github.com/shardctl/shardctl/prune"
 	"github.com/shardctl/shardctl/shardmap"
 	"github.com/shardctl/shardctl/tables"
 	"github.com/shardctl/shardctl/verify"
-	"github.com/shardctl/shardctl/watermark"
 )
 
 // ownedTables returns shard id's tables with filters selecting the rows it
@@ -292,79 +290,11 @@ table and changes nothing.`,
 				if err != nil {
 					return err
 				}
-				db, err := dbutil.Open(ctx, loc.Addr(), a.shardCreds(), "")
+				at := plans.Endpoint{ShardID: shard, Host: loc.Host, Port: loc.Port, Schema: loc.Schema}
+				out, err := pipeline.PruneShard(ctx, s, a.shardCreds(), at, ts, pipeline.PruneOptions{
+					DryRun: dryRun, ChunkRows: chunkRows, SleepMS: sleepMS, MaxThreadsRunning: maxThreads, MaxRate: maxRate})
 				if err != nil {
-					return err
-				}
-				defer db.Close()
-				if !dryRun {
-					l, err := lock.Acquire(ctx, s.DB, s.Schema, []string{lock.Name(s.Schema, shard)}, lock.Holder(fmt.Sprintf("prune shard %d", shard)))
-					if err != nil {
-						return a.opError(err, nil)
-					}
-					defer l.Release()
-				}
-				thr, err := pipeline.NewThrottler(ctx, db, plans.Options{MaxRate: maxRate, MaxThreadsRunning: maxThreads}, a.shardCreds())
-				if err != nil {
-					return err
-				}
-				defer thr.Close()
-				pause := plans.Millis(sleepMS).D()
-				pr := &prune.Pruner{DB: db, Schema: loc.Schema, ChunkRows: chunkRows,
-					Throttle: func(ctx context.Context) error { return thr.Pause(ctx, chunkRows, pause) }}
-				type row struct {
-					Table       string `json:"table"`
-					Rows        int64  `json:"rows"`
-					Deleted     int64  `json:"deleted"`
-					WouldDelete int64  `json:"would_delete,omitempty"` // dry run: what the run would delete
-				}
-				if ts, err = prune.Order(ctx, db, loc.Schema, ts); err != nil {
-					return err
-				}
-				var out []row
-				var todo []tables.Table
-				for _, t := range ts {
-					if !t.Sharded {
-						continue
-					}
-					t.Filter.Negate = true
-					n, err := pr.Count(ctx, t)
-					if err != nil {
-						return err
-					}
-					r := row{Table: t.Name, Rows: n}
-					if dryRun {
-						r.WouldDelete = n
-					} else if n > 0 {
-						todo = append(todo, t)
-					}
-					out = append(out, r)
-				}
-				if !dryRun {
-					// The shard's own triggers must not fire on these deletes;
-					// a guarded trigger behaves the same for applications, and
-					// one left guarded by a crash reads as its original next time.
-					var restore func(context.Context) error
-					if restore, err = pipeline.GuardTriggers(ctx, db, loc.Schema, ts); err != nil {
-						return err
-					}
-					defer func() {
-						if rerr := restore(context.WithoutCancel(ctx)); rerr != nil && err == nil {
-							err = rerr
-						}
-					}()
-					at := plans.Endpoint{ShardID: shard, Host: loc.Host, Port: loc.Port, Schema: loc.Schema}
-					perr := pipeline.PruneTables(ctx, s, at, pr, todo, nil, func(table string, w watermark.Mark) error {
-						for i := range out {
-							if out[i].Table == table {
-								out[i].Deleted = w.Rows
-							}
-						}
-						return nil
-					})
-					if perr != nil {
-						return a.opError(perr, nil)
-					}
+					return a.opError(err, nil)
 				}
 				return a.emit(out, func(w io.Writer) {
 					verb := "deleted"

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/lock"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/prune"
 	"github.com/shardctl/shardctl/shardmap"
@@ -93,4 +95,95 @@ func (r *runner) undoTargetCopy(ctx context.Context, what string, kept *[]string
 		return fmt.Errorf("%s: remove the copied rows: %w", what, err)
 	}
 	return nil
+}
+
+// PruneShard is what 'shardctl prune' does: delete, from each sharded table
+// of a shard, the rows the shard map gives to another shard (ts carry the
+// shard's owned filters), under the shard's operation lock, throttled, with
+// the shard's own triggers guarded; with DryRun it only counts. It returns
+// one PruneRow per sharded table, in delete order.
+func PruneShard(ctx context.Context, store *shardmap.Store, creds dbutil.Creds, at plans.Endpoint, ts []tables.Table, o PruneOptions) (out []PruneRow, err error) {
+	db, err := dbutil.Open(ctx, dbutil.Addr{Host: at.Host, Port: at.Port}, creds, "")
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	if !o.DryRun {
+		l, err := lock.Acquire(ctx, store.DB, store.Schema, []string{lock.Name(store.Schema, at.ShardID)}, lock.Holder(fmt.Sprintf("prune shard %d", at.ShardID)))
+		if err != nil {
+			return nil, err
+		}
+		defer l.Release()
+	}
+	thr, err := NewThrottler(ctx, db, plans.Options{MaxRate: o.MaxRate, MaxThreadsRunning: o.MaxThreadsRunning}, creds)
+	if err != nil {
+		return nil, err
+	}
+	defer thr.Close()
+	pause := plans.Millis(o.SleepMS).D()
+	pr := &prune.Pruner{DB: db, Schema: at.Schema, ChunkRows: o.ChunkRows,
+		Throttle: func(ctx context.Context) error { return thr.Pause(ctx, o.ChunkRows, pause) }}
+	if ts, err = prune.Order(ctx, db, at.Schema, ts); err != nil {
+		return nil, err
+	}
+	var todo []tables.Table
+	for _, t := range ts {
+		if !t.Sharded {
+			continue
+		}
+		t.Filter.Negate = true
+		n, err := pr.Count(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		r := PruneRow{Table: t.Name, Rows: n}
+		if o.DryRun {
+			r.WouldDelete = n
+		} else if n > 0 {
+			todo = append(todo, t)
+		}
+		out = append(out, r)
+	}
+	if o.DryRun {
+		return out, nil
+	}
+	// The shard's own triggers must not fire on these deletes; a guarded
+	// trigger behaves the same for applications, and one left guarded by a
+	// crash reads as its original next time.
+	restore, err := GuardTriggers(ctx, db, at.Schema, ts)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if rerr := restore(context.WithoutCancel(ctx)); rerr != nil && err == nil {
+			err = rerr
+		}
+	}()
+	err = PruneTables(ctx, store, at, pr, todo, nil, func(table string, w watermark.Mark) error {
+		for i := range out {
+			if out[i].Table == table {
+				out[i].Deleted = w.Rows
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// PruneOptions are the prune command's settings.
+type PruneOptions struct {
+	DryRun            bool
+	ChunkRows         int
+	SleepMS           int
+	MaxThreadsRunning int
+	MaxRate           int64
+}
+
+// PruneRow is one table of a prune: the rows it holds but does not own, and
+// what was deleted (or, in a dry run, would be).
+type PruneRow struct {
+	Table       string `json:"table"`
+	Rows        int64  `json:"rows"`
+	Deleted     int64  `json:"deleted"`
+	WouldDelete int64  `json:"would_delete,omitempty"`
 }
