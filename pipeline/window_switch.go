@@ -1,0 +1,208 @@
+package pipeline
+
+// The reverse window's switch: one attempt at moving the serving side within
+// the blackout budget, with the same armed fence as the forward cutover.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/shardctl/shardctl/binlog"
+	"github.com/shardctl/shardctl/fence"
+	"github.com/shardctl/shardctl/internal/fault"
+	"github.com/shardctl/shardctl/plans"
+	"github.com/shardctl/shardctl/shardmap"
+)
+
+func (wr *windowRun) waitPostpone(ctx context.Context) error {
+	f := wr.r.p.Options.PostponeFile
+	for f != "" {
+		if _, err := os.Stat(f); err != nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// trySwitch is one switch attempt within the budget; sessions hold the
+// serving side's armed fence (revert's prepare).
+func (wr *windowRun) trySwitch(ctx context.Context, budget time.Duration, note string, sessions *fence.Sessions) error {
+	r, w := wr.r, wr.r.p.Window
+	l := r.leg(w.Serving)
+	idx, start, phase, left := r.startAttempt("switching to the "+other(l.serving)+note, budget)
+	undo := func(reason error) error {
+		bg := context.WithoutCancel(ctx)
+		// Forget the switch before the serving side is writable again: a
+		// resume must not finish a switch whose fence was lifted.
+		r.mu.Lock()
+		w.Final, w.Next = plans.Position{}, plans.Position{}
+		r.mu.Unlock()
+		err := r.save(true)
+		if ferr := fence.Remove(bg, l.from, l.fromEP.Schema, names(windowFence(r.p, l.serving)), wr.lockWait()); ferr != nil {
+			err = errors.Join(err, ferr)
+		}
+		// The offline change may not have gone in (it ran beside the fence).
+		if aerr := wr.servingOnline(bg, l.serving); aerr != nil {
+			err = errors.Join(err, aerr)
+		}
+		r.mu.Lock()
+		r.p.Attempts[idx].Result = "switch backed off: " + reason.Error()
+		r.p.Attempts[idx].BlackoutM = msSince(start)
+		r.mu.Unlock()
+		_ = r.save(true)
+		if err != nil {
+			return fmt.Errorf("%v; and undoing the attempt failed: %w", reason, err)
+		}
+		return fmt.Errorf("%w: %v", errBackedOff, reason)
+	}
+	offline := func(ctx context.Context) error {
+		return r.env.Store.Apply(ctx, "reverse window: take the mappings offline", offChanges(r.p, l.serving))
+	}
+	fenceRow := func() error { return sessions.Fence(ctx, l.fromEP.Schema, left()) }
+	if err := offlineAndFence(ctx, offline, fenceRow, phase, undo, l.serving); err != nil {
+		return err
+	}
+	final, err := binlog.MasterStatus(ctx, l.from)
+	if err != nil {
+		return undo(err)
+	}
+	r.mu.Lock()
+	w.Final = plans.Position(final)
+	r.mu.Unlock()
+	if err := r.save(true); err != nil {
+		return undo(err)
+	}
+	fault.Hit("during:revert")
+	if err := finalCatchup(ctx, wr.tail, final, left()); err != nil {
+		return undo(err)
+	}
+	phase("final")
+	if time.Since(start) > budget {
+		return undo(fmt.Errorf("the attempt took %s, over the %s budget", time.Since(start).Round(time.Millisecond), budget))
+	}
+	return wr.finishSwitch(ctx, start, idx)
+}
+
+// finishSwitch completes a switch whose final position is recorded (the
+// serving side is fenced, its mappings offline): the other side gets
+// everything up to that position, its own position is recorded for the next
+// tail, its fence is lifted, and the shard map points at it. A resume after
+// a crash anywhere in here runs it again: every part is idempotent.
+func (wr *windowRun) finishSwitch(ctx context.Context, start time.Time, idx int) error {
+	r, w := wr.r, wr.r.p.Window
+	l := r.leg(w.Serving)
+	r.mu.Lock()
+	final, behind := w.Final, binlog.Position(w.Tail).Compare(binlog.Position(w.Final)) < 0
+	r.mu.Unlock()
+	if behind {
+		if err := wr.ensure(ctx); err != nil {
+			return err
+		}
+		if err := wr.tail.WaitFor(ctx, binlog.Position(final)); err != nil {
+			return fmt.Errorf("reverse window: final catch-up to %s: %w", final, err)
+		}
+		r.mu.Lock()
+		w.Tail = final // the tail's own checkpoint is saved lazily
+		r.mu.Unlock()
+	}
+	// Before the other side's position is read, so the next tail never sees the ALTERs.
+	if err := r.carryCounters(ctx, l.from, l.fromEP.Schema, l.to, l.toEP.Schema, windowTables(r.p), false); err != nil {
+		return fmt.Errorf("reverse window: %w", err)
+	}
+	if w.Next.IsZero() {
+		next, err := binlog.MasterStatus(ctx, l.to)
+		if err != nil {
+			return fmt.Errorf("reverse window: read the %s's binlog position: %w", other(l.serving), err)
+		}
+		r.mu.Lock()
+		w.Next = plans.Position(next)
+		r.mu.Unlock()
+	}
+	if err := r.save(true); err != nil {
+		return err
+	}
+	lift := time.Now()
+	if err := fence.Remove(ctx, l.to, l.toEP.Schema, names(windowFence(r.p, other(l.serving))), wr.lockWait()); err != nil {
+		return fmt.Errorf("reverse window: lift the fence on the %s: %w", other(l.serving), err)
+	}
+	changes := w.Revert
+	if l.serving == plans.SideSource {
+		changes = w.Forward
+	}
+	cut := time.Now()
+	if err := r.env.Store.Apply(ctx, "reverse window: switch to the "+other(l.serving), changes); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	wr.gen++
+	w.Serving, w.Tail, w.Final, w.Next = other(l.serving), w.Next, plans.Position{}, plans.Position{}
+	sw := plans.Switch{At: time.Now().UTC(), To: w.Serving}
+	if idx >= 0 {
+		a := &r.p.Attempts[idx]
+		a.Phases["lift"] = float64(cut.Sub(lift).Microseconds()) / 1000 // the other side's fence lifted
+		// The rest since the last phase: the plan saved, the other side's
+		// position read (as the cutover's handoff).
+		a.Phases["handoff"] = max(0, float64(cut.Sub(start).Microseconds())/1000-sumPhases(a.Phases))
+		a.Phases["cutover"] = msSince(cut)
+		a.BlackoutM = msSince(start)
+		a.Result = "switched to the " + w.Serving + strings.TrimPrefix(a.Result, "switching to the "+w.Serving) // keeps readiness's note
+		sw.BlackoutMS = a.BlackoutM
+	}
+	w.Switches = append(w.Switches, sw)
+	r.mu.Unlock()
+	if err := r.save(true); err != nil {
+		return err
+	}
+	r.env.Log.Info("reverse window: switched", "serving", w.Serving, "blackout_ms", sw.BlackoutMS)
+	// The old tail stops before the new one starts: the new one's writes
+	// land in the old serving side's binlog and must not be read back.
+	if err := wr.stopTail(); err != nil {
+		r.env.Log.Warn("reverse window: stopping the old tail", "err", err)
+	}
+	return wr.ensure(ctx)
+}
+
+// offChanges take the moved rows offline on the serving side, derived from
+// the cutover's changes (the plan's own offline changes may add mappings,
+// as a hash split's ring point: not again). With the target serving, a
+// merged range is first split out of the target's mapping again, and a
+// merged ring point added back, pointing at the target.
+func offChanges(p *plans.Plan, serving string) []shardmap.Change {
+	var pre, off []shardmap.Change
+	for _, c := range p.Cutover {
+		switch {
+		case c.Op == shardmap.OpSetStatus && c.Status == shardmap.Online:
+			off = append(off, shardmap.Change{Op: shardmap.OpSetStatus, Ref: c.Ref, Status: shardmap.Offline})
+		case c.Op == shardmap.OpMergeRange && serving == plans.SideTarget:
+			pre = append(pre, shardmap.Change{Op: shardmap.OpSplitRange, Ref: shardmap.Ref{FuncID: c.Ref.FuncID}, At: c.Ref.Lower})
+		case c.Op == shardmap.OpRemoveMapping && serving == plans.SideTarget:
+			pre = append(pre, shardmap.Change{Op: shardmap.OpAddHashPoint, Ref: c.Ref, ShardID: p.Target.ShardID, Status: shardmap.Offline})
+		case c.Op == shardmap.OpRemoveMapping:
+			off = append(off, shardmap.Change{Op: shardmap.OpSetStatus, Ref: c.Ref, Status: shardmap.Offline})
+		}
+	}
+	return append(pre, off...)
+}
+
+// backChanges undo offChanges: mappings online again, and with the target
+// serving, the range merged (or the ring point removed) again.
+func backChanges(p *plans.Plan, serving string) []shardmap.Change {
+	back := onlineAgain(offChanges(p, serving))
+	if serving == plans.SideTarget {
+		for _, c := range p.Cutover {
+			if c.Op == shardmap.OpMergeRange || c.Op == shardmap.OpRemoveMapping {
+				back = append(back, c)
+			}
+		}
+	}
+	return back
+}
