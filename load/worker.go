@@ -4,7 +4,6 @@ package load
 // fenced shard is looked up again), and the ledger entry of each write the
 // server acknowledged or left ambiguous.
 
-
 import (
 	"context"
 	"errors"
