@@ -16,13 +16,8 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 var ctx = context.Background()
 
-func exec(t *testing.T, db *sql.DB, q string, args ...any) {
-	t.Helper()
-	q = testenv.SQL(q)
-	if _, err := db.Exec(q, args...); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-}
+// exec runs a statement or fails the test.
+var exec = testenv.Exec
 
 // A range fence rejects writes to the fenced keys with 1290, lets other keys
 // and other schemas through, lets the bypass session through, and lifts cleanly.

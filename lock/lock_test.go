@@ -2,7 +2,6 @@ package lock_test
 
 import (
 	"context"
-	"database/sql"
 	"strings"
 	"testing"
 	"time"
@@ -16,13 +15,8 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 var ctx = context.Background()
 
-func exec(t *testing.T, db *sql.DB, q string, args ...any) {
-	t.Helper()
-	q = testenv.SQL(q)
-	if _, err := db.Exec(q, args...); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-}
+// exec runs a statement or fails the test.
+var exec = testenv.Exec
 
 func TestLockRefusesSecondHolderAndFreesOnRelease(t *testing.T) {
 	env := testenv.Get(t)

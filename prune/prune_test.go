@@ -31,13 +31,8 @@ func newSchema(t testing.TB, stmts ...string) (*sql.DB, string) {
 	return db, schema
 }
 
-func run(t testing.TB, q dbutil.Querier, s string, args ...any) {
-	t.Helper()
-	s = testenv.SQL(s)
-	if _, err := q.ExecContext(context.Background(), s, args...); err != nil {
-		t.Fatalf("%s: %v", s, err)
-	}
-}
+// run runs a statement or fails the test.
+var run = testenv.Exec
 
 func table(t testing.TB, db *sql.DB, schema, name string) tables.Table {
 	t.Helper()

@@ -46,13 +46,8 @@ func newFixture(t testing.TB, ddl ...string) fixture {
 	return f
 }
 
-func exec(t testing.TB, db *sql.DB, q string, args ...any) {
-	t.Helper()
-	q = testenv.SQL(q)
-	if _, err := db.Exec(q, args...); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-}
+// exec runs a statement or fails the test.
+var exec = testenv.Exec
 
 func (f fixture) copier() *Copier {
 	return &Copier{Source: f.src, Target: f.dst, SourceSchema: f.sname, TargetSchema: f.tname}

@@ -38,13 +38,8 @@ func newPair(t testing.TB, stmts ...string) pair {
 	return p
 }
 
-func run(t testing.TB, q dbutil.Querier, s string, args ...any) {
-	t.Helper()
-	s = testenv.SQL(s)
-	if _, err := q.ExecContext(context.Background(), s, args...); err != nil {
-		t.Fatalf("%s: %v", s, err)
-	}
-}
+// run runs a statement or fails the test.
+var run = testenv.Exec
 
 func (p pair) verifier(chunkRows int) *Verifier {
 	return &Verifier{Source: p.src, Target: p.dst, SourceSchema: p.sname, TargetSchema: p.tname, ChunkRows: chunkRows}

@@ -288,3 +288,13 @@ func (e *Env) classicHashing(t testing.TB, stmt string, harmless uint16) {
 		}
 	}
 }
+
+// Exec runs a test's statement (adapted to the flavor by SQL) and fails the
+// test if the server refuses it.
+func Exec(t testing.TB, q dbutil.Querier, stmt string, args ...any) {
+	t.Helper()
+	stmt = SQL(stmt)
+	if _, err := q.ExecContext(context.Background(), stmt, args...); err != nil {
+		t.Fatalf("%s: %v", stmt, err)
+	}
+}
