@@ -7,6 +7,7 @@ import (
 
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/plans"
+	"github.com/shardctl/shardctl/verify"
 )
 
 func init() {
@@ -25,7 +26,7 @@ func init() {
 
 // flavorProblems refuses a MariaDB/MySQL pair and a server that lacks a
 // function the plan needs. The checksums use only what every server has
-// (dbutil.RowsChecksumSQL); hash arcs need MD5() inside the server, because
+// (verify.RowsChecksumSQL); hash arcs need MD5() inside the server, because
 // the fence triggers, the copy's filter and cleanup compute a row's ring
 // position there, and MySQL 9.6+ as installed has no MD5() (it moved to
 // component_classic_hashing). So a split or merge of a HASH map on such a
@@ -44,7 +45,7 @@ func flavorProblems(ctx context.Context, src, dst *sql.DB, p *plans.Plan) ([]str
 	if err := dbutil.SameFamily(fs, fd); err != nil {
 		problems = append(problems, err.Error())
 	}
-	needs := []struct{ what, sql string }{{"the checksums", "SELECT " + dbutil.RowsChecksumSQL(fs, fd, "''")}}
+	needs := []struct{ what, sql string }{{"the checksums", "SELECT " + verify.RowsChecksumSQL(fs, fd, "''")}}
 	for _, t := range p.Copy {
 		if len(t.Filter.Arcs) > 0 {
 			needs = append(needs, struct{ what, sql string }{"the hash ranges (the fence triggers, the copy's filter and cleanup compute MD5 of the key inside the server)", "SELECT MD5('')"})

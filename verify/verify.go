@@ -335,7 +335,7 @@ func (v *Verifier) open(ctx context.Context, t tables.Table) (sc *scope, err err
 }
 
 // checksumSQL is an order-independent checksum of the rows (see
-// dbutil.RowsChecksumSQL) over each row's text: its columns' text forms
+// RowsChecksumSQL) over each row's text: its columns' text forms
 // joined by CONCAT_WS, which skips NULLs, then one ISNULL marker per column
 // that may hold NULL, so NULL and an empty string differ. FLOAT goes through
 // DOUBLE because its text keeps only 6 digits. Next to raw bytes (BINARY,
@@ -359,5 +359,5 @@ func checksumSQL(fs, fd dbutil.Flavor, cols []chunk.Column) string {
 			vals = append(vals, "ISNULL("+dbutil.QuoteIdent(c.Name)+")")
 		}
 	}
-	return dbutil.RowsChecksumSQL(fs, fd, "CONCAT_WS('#', "+strings.Join(vals, ", ")+")")
+	return RowsChecksumSQL(fs, fd, "CONCAT_WS('#', "+strings.Join(vals, ", ")+")")
 }

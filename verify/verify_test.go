@@ -335,7 +335,7 @@ func TestAllAndKeyTypes(t *testing.T) {
 // TestHashSeesEachKindOfChange changes one thing at a time on the target:
 // each column, NULL for an empty string, a value moved to the next column, and the same
 // change in two rows of the same length (a CRC is affine: XORing the rows'
-// CRCs would miss that; see dbutil.RowsChecksumSQL).
+// CRCs would miss that; see RowsChecksumSQL).
 func TestHashSeesEachKindOfChange(t *testing.T) {
 	const ddl = "CREATE TABLE h (id INT PRIMARY KEY, a VARCHAR(20) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci, b VARCHAR(20) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NOT NULL, n BIGINT, d DECIMAL(10,2), f FLOAT, g DOUBLE, at DATETIME, e ENUM('x','y'), bin VARBINARY(8), bits BIT(8))"
 	const rows = "INSERT INTO h VALUES (1, 'a1', '', 10, 1.50, 1.5, 2.5, '2024-01-01 10:00:00', 'x', 0x01ff, b'101')," +

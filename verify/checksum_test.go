@@ -1,17 +1,19 @@
-package dbutil
+package verify
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/shardctl/shardctl/dbutil"
 )
 
 func TestRowsChecksumSQLIsChosenForThePair(t *testing.T) {
-	maria := ParseFlavor("10.11.6-MariaDB-0+deb12u1-log", "Debian 12")
-	oldMaria := ParseFlavor("10.6.16-MariaDB", "mariadb.org binary distribution")
-	mysql := ParseFlavor("9.7.4-2", "(Debian)")
-	oldMySQL := ParseFlavor("5.7.44-log", "MySQL Community Server (GPL)")
+	maria := dbutil.ParseFlavor("10.11.6-MariaDB-0+deb12u1-log", "Debian 12")
+	oldMaria := dbutil.ParseFlavor("10.6.16-MariaDB", "mariadb.org binary distribution")
+	mysql := dbutil.ParseFlavor("9.7.4-2", "(Debian)")
+	oldMySQL := dbutil.ParseFlavor("5.7.44-log", "MySQL Community Server (GPL)")
 	for _, c := range []struct {
-		a, b Flavor
+		a, b dbutil.Flavor
 		want string
 	}{
 		{maria, maria, "SUM(CRC32("},
