@@ -247,9 +247,9 @@ func firstRow(rows *sql.Rows) ([]string, error) {
 
 // binlogTLS is the binlog reader's TLS: as dbutil's options say, and in
 // "preferred" mode TLS exactly when the source's SQL session got it.
-func binlogTLS(ctx context.Context, db *sql.DB, host string) (*tls.Config, error) {
-	if dbutil.CurrentTLS().Mode != dbutil.TLSPreferred {
-		return dbutil.ClientTLS(host), nil
+func binlogTLS(ctx context.Context, db *sql.DB, host string, o *dbutil.TLSOptions) (*tls.Config, error) {
+	if o.TLSMode() != dbutil.TLSPreferred {
+		return o.Client(host), nil
 	}
 	var name, cipher string
 	if err := db.QueryRowContext(ctx, "SHOW SESSION STATUS LIKE 'Ssl_cipher'").Scan(&name, &cipher); err != nil {
@@ -261,5 +261,5 @@ func binlogTLS(ctx context.Context, db *sql.DB, host string) (*tls.Config, error
 	if cipher == "" {
 		return nil, nil
 	}
-	return dbutil.ClientTLS(host), nil
+	return o.Client(host), nil
 }

@@ -76,7 +76,7 @@ func (t *Tailer) prepareSource(ctx context.Context) error {
 	if t.flavor, err = dbutil.FlavorOf(ctx, db); err != nil {
 		return fmt.Errorf("binlog tail of %s: source: %w", s, err)
 	}
-	if t.tls, err = binlogTLS(ctx, db, t.cfg.Source.Host); err != nil {
+	if t.tls, err = binlogTLS(ctx, db, t.cfg.Source.Host, t.cfg.Creds.TLS); err != nil {
 		return fmt.Errorf("binlog tail of %s: source: %w", s, err)
 	}
 	if t.server, err = ServerIdentity(ctx, db); err != nil {

@@ -69,6 +69,7 @@ type app struct {
 	log     *slog.Logger
 	view    atomic.Pointer[liveView] // the step view while it is on screen (log lines print above it)
 	fleet   *fleet                   // hooks, metrics (cmd/fleet.go)
+	tls     *dbutil.TLSOptions       // --tls and its files, carried by every set of credentials
 }
 
 func (a *app) jsonOut() bool { return a.json || a.v.GetString("output") == "json" }
@@ -252,7 +253,7 @@ func (a *app) loadConfig(cmd *cobra.Command) error {
 		return err
 	}
 	a.log = log
-	if err := dbutil.SetTLS(dbutil.TLSOptions{Mode: v.GetString("tls"), CA: v.GetString("tls-ca"), Cert: v.GetString("tls-cert"), Key: v.GetString("tls-key")}); err != nil {
+	if a.tls, err = dbutil.NewTLS(dbutil.TLSOptions{Mode: v.GetString("tls"), CA: v.GetString("tls-ca"), Cert: v.GetString("tls-cert"), Key: v.GetString("tls-key")}); err != nil {
 		return badInput("%v", err)
 	}
 	return a.loadFleet()
@@ -289,7 +290,7 @@ func (a *app) shardMapConfig() (*mysql.Config, error) {
 	if cfg.Passwd == "" {
 		cfg.Passwd = a.v.GetString("password")
 	}
-	base := dbutil.Config(dbutil.Addr{}, dbutil.Creds{User: cfg.User, Password: cfg.Passwd}, "")
+	base := dbutil.Config(dbutil.Addr{}, dbutil.Creds{User: cfg.User, Password: cfg.Passwd, TLS: a.tls}, "")
 	base.Net, base.Addr = cfg.Net, cfg.Addr
 	return base, nil
 }
@@ -317,7 +318,7 @@ func (a *app) store(ctx context.Context) (*shardmap.Store, func(), error) {
 
 // shardCreds are the credentials for the shard servers.
 func (a *app) shardCreds() dbutil.Creds {
-	c := dbutil.Creds{User: a.v.GetString("shard-user"), Password: a.v.GetString("shard-password")}
+	c := dbutil.Creds{User: a.v.GetString("shard-user"), Password: a.v.GetString("shard-password"), TLS: a.tls}
 	if c.User == "" {
 		c.User = a.v.GetString("user")
 		if cfg, err := a.shardMapConfig(); err == nil {

@@ -42,6 +42,7 @@ func Placeholders(n int) string { return ident.Placeholders(n) }
 type Creds struct {
 	User     string
 	Password string
+	TLS      *TLSOptions // nil: preferred (TLS when the server offers it)
 }
 
 // Addr is a server address "host:port".
@@ -92,9 +93,10 @@ func Config(addr Addr, creds Creds, schema string) *mysql.Config {
 	c.MultiStatements = false
 	c.Collation = "utf8mb4_general_ci"
 	c.AllowNativePasswords = true
-	// TLS as SetTLS says; by default when the server offers it (MySQL does):
-	// MySQL's caching_sha2_password accounts need it, or a key exchange, to log in.
-	applyTLS(c, addr.Host)
+	// TLS as the credentials say; by default when the server offers it (MySQL
+	// does): MySQL's caching_sha2_password accounts need it, or a key
+	// exchange, to log in.
+	applyTLS(c, addr.Host, creds.TLS)
 	return c
 }
 
@@ -125,7 +127,7 @@ func describeConnErr(cfg *mysql.Config, err error) error {
 	if errors.As(err, &me) {
 		switch me.Number {
 		case 1045:
-			if CurrentTLS().Mode == TLSOff {
+			if cfg.TLSConfig == "false" { // --tls off
 				return fmt.Errorf("connect to %s as %q: access denied (check the user and the password; or the server requires TLS, which --tls off refuses): %w", cfg.Addr, cfg.User, err)
 			}
 			return fmt.Errorf("connect to %s as %q: access denied (check the user and the password in SHARDCTL_PASSWORD or the config file): %w", cfg.Addr, cfg.User, err)

@@ -38,17 +38,27 @@ func TestParseFlavor(t *testing.T) {
 	}
 }
 
-func TestSetTLSRefusesBadInput(t *testing.T) {
-	defer func() { _ = SetTLS(TLSOptions{}) }()
+func TestNewTLSRefusesBadInput(t *testing.T) {
 	for _, o := range []TLSOptions{{Mode: "on"}, {Mode: TLSVerifyCA}, {Mode: TLSRequired, Cert: "x.pem"}, {Mode: TLSVerifyIdentity, CA: "/nonexistent.pem"}} {
-		if err := SetTLS(o); err == nil {
-			t.Errorf("SetTLS(%+v) accepted", o)
+		if _, err := NewTLS(o); err == nil {
+			t.Errorf("NewTLS(%+v) accepted", o)
 		}
 	}
-	if err := SetTLS(TLSOptions{Mode: TLSOff}); err != nil || CurrentTLS().Mode != TLSOff || ClientTLS("h") != nil {
+	if o, err := NewTLS(TLSOptions{Mode: TLSOff}); err != nil || o.TLSMode() != TLSOff || o.Client("h") != nil {
 		t.Errorf("off: %v", err)
 	}
-	if err := SetTLS(TLSOptions{Mode: TLSRequired}); err != nil || ClientTLS("h") == nil || !ClientTLS("h").InsecureSkipVerify {
+	if o, err := NewTLS(TLSOptions{Mode: TLSRequired}); err != nil || o.Client("h") == nil || !o.Client("h").InsecureSkipVerify {
 		t.Errorf("required: %v", err)
+	}
+	// Credentials that name no options get the default, TLS when offered.
+	var none *TLSOptions
+	if none.TLSMode() != TLSPreferred || Config(Addr{Host: "h", Port: 1}, Creds{}, "").TLSConfig != "preferred" {
+		t.Error("no options: not preferred")
+	}
+	// The options travel with the credentials: two sets in one process differ.
+	off, _ := NewTLS(TLSOptions{Mode: TLSOff})
+	req, _ := NewTLS(TLSOptions{Mode: TLSRequired})
+	if Config(Addr{Host: "h", Port: 1}, Creds{TLS: off}, "").TLSConfig != "false" || Config(Addr{Host: "h", Port: 1}, Creds{TLS: req}, "").TLS == nil {
+		t.Error("per-credential TLS options")
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 
 	"github.com/go-sql-driver/mysql"
 )
@@ -20,8 +19,8 @@ const (
 	TLSVerifyIdentity = "verify-identity"
 )
 
-// TLSOptions say how every connection (servers, binlog reader, sharding
-// database) uses TLS.
+// TLSOptions say how connections (servers, binlog reader, sharding
+// database) use TLS; they travel with the credentials (Creds.TLS).
 type TLSOptions struct {
 	Mode  string
 	CA    string // PEM file of the CA that signs the servers' certificates (verify-ca, verify-identity)
@@ -31,65 +30,64 @@ type TLSOptions struct {
 	pool  *x509.CertPool
 }
 
-var (
-	tlsMu   sync.RWMutex
-	tlsOpts = TLSOptions{Mode: TLSPreferred}
-)
-
-// SetTLS sets the TLS options of every connection this process opens. Bad
-// input (an unknown mode, unreadable files, a verify mode without a CA)
-// is an error that says what to give.
-func SetTLS(o TLSOptions) error {
+// NewTLS checks TLS options and loads their files; the result goes into
+// Creds.TLS, so every connection made with those credentials uses it. Bad
+// input (an unknown mode, unreadable files, a verify mode without a CA) is an
+// error that says what to give.
+func NewTLS(o TLSOptions) (*TLSOptions, error) {
 	if o.Mode == "" {
 		o.Mode = TLSPreferred
 	}
 	switch o.Mode {
 	case TLSOff, TLSPreferred, TLSRequired, TLSVerifyCA, TLSVerifyIdentity:
 	default:
-		return fmt.Errorf("--tls %q: give off, preferred, required, verify-ca or verify-identity", o.Mode)
+		return nil, fmt.Errorf("--tls %q: give off, preferred, required, verify-ca or verify-identity", o.Mode)
 	}
 	if (o.Cert == "") != (o.Key == "") {
-		return errors.New("--tls-cert and --tls-key go together: give both or neither")
+		return nil, errors.New("--tls-cert and --tls-key go together: give both or neither")
 	}
 	if o.Cert != "" {
 		c, err := tls.LoadX509KeyPair(o.Cert, o.Key)
 		if err != nil {
-			return fmt.Errorf("--tls-cert/--tls-key: %w", err)
+			return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
 		}
 		o.certs = []tls.Certificate{c}
 	}
 	if o.Mode == TLSVerifyCA || o.Mode == TLSVerifyIdentity {
 		if o.CA == "" {
-			return fmt.Errorf("--tls %s needs --tls-ca FILE (the CA that signs the servers' certificates)", o.Mode)
+			return nil, fmt.Errorf("--tls %s needs --tls-ca FILE (the CA that signs the servers' certificates)", o.Mode)
 		}
 	}
 	if o.CA != "" {
 		pem, err := os.ReadFile(o.CA)
 		if err != nil {
-			return fmt.Errorf("--tls-ca: %w", err)
+			return nil, fmt.Errorf("--tls-ca: %w", err)
 		}
 		o.pool = x509.NewCertPool()
 		if !o.pool.AppendCertsFromPEM(pem) {
-			return fmt.Errorf("--tls-ca %s holds no PEM certificate", o.CA)
+			return nil, fmt.Errorf("--tls-ca %s holds no PEM certificate", o.CA)
 		}
 	}
-	tlsMu.Lock()
-	tlsOpts = o
-	tlsMu.Unlock()
-	return nil
+	return &o, nil
 }
 
-// CurrentTLS returns the options in force.
-func CurrentTLS() TLSOptions {
-	tlsMu.RLock()
-	defer tlsMu.RUnlock()
-	return tlsOpts
+// preferred is the options of credentials that name none.
+var preferred = &TLSOptions{Mode: TLSPreferred}
+
+func (o *TLSOptions) orDefault() *TLSOptions {
+	if o == nil {
+		return preferred
+	}
+	return o
 }
 
-// ClientTLS is the tls.Config for a connection to host, or nil for plain
+// TLSMode is the mode in force for these options (nil: preferred).
+func (o *TLSOptions) TLSMode() string { return o.orDefault().Mode }
+
+// Client is the tls.Config for a connection to host, or nil for plain
 // connections (off; preferred leaves the choice to the caller).
-func ClientTLS(host string) *tls.Config {
-	o := CurrentTLS()
+func (o *TLSOptions) Client(host string) *tls.Config {
+	o = o.orDefault()
 	switch o.Mode {
 	case TLSOff:
 		return nil
@@ -129,19 +127,19 @@ func ClientTLS(host string) *tls.Config {
 	return c
 }
 
-// applyTLS sets a driver config's TLS from the options in force.
-func applyTLS(c *mysql.Config, host string) {
-	o := CurrentTLS()
+// applyTLS sets a driver config's TLS from the options.
+func applyTLS(c *mysql.Config, host string, o *TLSOptions) {
+	o = o.orDefault()
 	switch o.Mode {
 	case TLSOff:
 		c.TLSConfig = "false"
 	case TLSPreferred:
 		c.TLSConfig = "preferred"
 		if len(o.certs) > 0 {
-			c.TLS = ClientTLS(host)
+			c.TLS = o.Client(host)
 			c.AllowFallbackToPlaintext = true
 		}
 	default:
-		c.TLS = ClientTLS(host)
+		c.TLS = o.Client(host)
 	}
 }
