@@ -160,10 +160,7 @@ func (r *runner) copy(ctx context.Context) error {
 		return err
 	}
 	r.mu.Lock()
-	r.p.Result.RowsCopied = 0
-	for _, m := range r.p.Checkpoints.Copy {
-		r.p.Result.RowsCopied += m.Rows
-	}
+	r.p.Result.RowsCopied = watermark.Rows(r.p.Checkpoints.Copy)
 	r.mu.Unlock()
 	return nil
 }
@@ -293,10 +290,7 @@ func (r *runner) cleanup(ctx context.Context) error {
 		return err
 	}
 	r.mu.Lock()
-	r.p.Result.RowsDeleted = 0
-	for _, m := range r.p.Checkpoints.Prune {
-		r.p.Result.RowsDeleted += m.Rows
-	}
+	r.p.Result.RowsDeleted = watermark.Rows(r.p.Checkpoints.Prune)
 	r.mu.Unlock()
 	if r.p.DropSourceSchema {
 		if err := GuardRemoval(ctx, r.env.Store, r.p.Source, nil); err != nil {

@@ -12,6 +12,16 @@ type Mark struct {
 	Rows  int64    `json:"rows"` // rows handled by saved chunks (a chunk done just before a crash goes uncounted)
 }
 
+// Rows adds up the rows of a table's marks (what a copy or a cleanup has
+// done so far).
+func Rows[M ~map[string]Mark](marks M) int64 {
+	var n int64
+	for _, m := range marks {
+		n += m.Rows
+	}
+	return n
+}
+
 // Range names a table's primary-key range (Lo, Hi] in text form; nil is
 // open. Verify reports its chunks in it and the plan keeps the ones to
 // re-check behind the fence in it.
