@@ -218,6 +218,18 @@ func (c *cluster) checkLedger(lp *loadProc) {
 
 func (c *cluster) db(server int) *sql.DB { return c.env.DB(c.t, server, "") }
 
+// wantShardAt fails the test unless the shard map locates shard id on server.
+func (c *cluster) wantShardAt(id, server int) {
+	c.t.Helper()
+	m, err := c.store.Load(ctx)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if l, _ := m.Location(id); l.Addr() != c.env.Addr(server) {
+		c.t.Fatalf("shard %d is at %s, want %s", id, l.Addr(), c.env.Addr(server))
+	}
+}
+
 func schemaExists(t *testing.T, db *sql.DB, schema string) bool {
 	t.Helper()
 	var n int

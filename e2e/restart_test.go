@@ -63,13 +63,7 @@ func TestServerRestartsDuringTail(t *testing.T) {
 			}
 			lp.stop(t)
 			c.checkLedger(lp)
-			m, err := c.store.Load(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if l, _ := m.Location(1); l.Addr() != c.env.Addr(3) {
-				t.Errorf("shard 1 is at %s, want %s", l.Addr(), c.env.Addr(3))
-			}
+			c.wantShardAt(1, 3)
 		})
 	}
 }

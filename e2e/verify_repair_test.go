@@ -206,11 +206,5 @@ func TestVerifyStepNamesRowsAndRepairLetsTheMoveFinish(t *testing.T) {
 	c.mustRun("plan", "resume", p.ID)
 	lp.stop(t)
 	c.checkLedger(lp)
-	m, err := c.store.Load(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if l, _ := m.Location(1); l.Addr() != c.env.Addr(3) {
-		t.Fatalf("shard 1 is at %s after the move, want %s", l.Addr(), c.env.Addr(3))
-	}
+	c.wantShardAt(1, 3)
 }
