@@ -337,9 +337,14 @@ func compact(acts []action) []action {
 	if len(acts) < 2 {
 		return acts
 	}
+	// A row is its table's name and key, not its shape: canal rebuilds a
+	// table's definition (and so its shape) when it reloads it, and a batch
+	// can hold changes of one row made under two shapes; keyed by the shape,
+	// both survived, and the reordering below put the row's delete before
+	// its older upsert, bringing the deleted row back.
 	type rowKey struct {
-		s *shape
-		k string
+		table string
+		k     string
 	}
 	last := make(map[rowKey]int, len(acts))
 	keys := make([]rowKey, len(acts))
@@ -353,22 +358,22 @@ func compact(acts []action) []action {
 		if !ok {
 			return acts // a key we cannot see: keep the source order
 		}
-		keys[i] = rowKey{a.shape, k}
+		keys[i] = rowKey{a.shape.name, k}
 		last[keys[i]] = i
 	}
 	out := make([]action, 0, len(last))
 	for _, op := range []opKind{opDelete, opUpsert} {
-		var tables []*shape
-		seen := map[*shape]bool{}
+		var tables []string
+		seen := map[string]bool{}
 		for _, a := range acts {
-			if a.op == op && !seen[a.shape] {
-				seen[a.shape] = true
-				tables = append(tables, a.shape)
+			if a.op == op && !seen[a.shape.name] {
+				seen[a.shape.name] = true
+				tables = append(tables, a.shape.name)
 			}
 		}
-		for _, sh := range tables {
+		for _, tb := range tables {
 			for i, a := range acts {
-				if a.op == op && a.shape == sh && last[keys[i]] == i {
+				if a.op == op && a.shape.name == tb && last[keys[i]] == i {
 					out = append(out, a)
 				}
 			}

@@ -172,6 +172,15 @@ func TestBuildStatements(t *testing.T) {
 	if len(got) != 1 || !reflect.DeepEqual(got[0].args, []any{int64(6), "s", int64(5), "t"}) {
 		t.Fatalf("last change wins: %#v", got)
 	}
+	// One row changed under two shapes of its table (canal reloaded the
+	// definition between its upsert and its delete) is still one row: its
+	// last change, the delete, is all that is applied.
+	a2 := testShape(t, tables.Table{Name: "a", Columns: []string{"id", "v", "g"}, PK: []string{"id"}},
+		schema.TableColumn{Name: "id"}, schema.TableColumn{Name: "v"}, schema.TableColumn{Name: "g", IsVirtual: true})
+	got = buildStatements([]action{a.upsert([]any{int64(7), "u", int64(0)}, true), a2.delete([]any{int64(7), "u", nil}, true)}, limits{rows: 100, bytes: 1 << 20})
+	if len(got) != 1 || !strings.HasPrefix(got[0].sql, "DELETE") {
+		t.Fatalf("a row under two shapes: %#v", got)
+	}
 	// The size limit splits runs too, but never below one row.
 	got = buildStatements(acts[:3], limits{rows: 1000, bytes: 1})
 	if len(got) != 3 {
