@@ -32,6 +32,7 @@ const unbounded = math.MaxFloat64
 var (
 	durationFlags = map[string]limit{
 		"max-blackout":    {lo: float64(10 * time.Millisecond), hi: float64(time.Hour)},
+		"route-grace":     {lo: float64(100 * time.Millisecond), hi: float64(time.Hour)},
 		"cutover-backoff": {lo: 0, hi: float64(time.Hour)},
 		"max-lag":         {lo: float64(time.Millisecond), hi: float64(24 * time.Hour), off: "off"},
 		"chunk-time":      {lo: float64(time.Millisecond), hi: float64(time.Hour), off: "fixed --chunk-rows"},

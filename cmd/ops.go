@@ -45,7 +45,7 @@ type opFlags struct {
 	planOut                                 string
 	opts                                    plans.Options
 	maxBlackout, backoff, maxLag, chunkTime time.Duration
-	reverseWindow, killBlockers             time.Duration
+	reverseWindow, killBlockers, routeGrace time.Duration
 	onDDL                                   string
 }
 
@@ -73,6 +73,7 @@ func (f *opFlags) register(c *cobra.Command) {
 	fl.DurationVar(&f.reverseWindow, "reverse-window", 0, "after cutover keep the source copy fenced and in sync this long, so 'plan revert' can switch back (0: no window, the source is cleaned up at once)")
 	fl.StringVar(&f.onDDL, "on-ddl", "stop", "a schema change of a copied table on the source while the binlog tail runs: stop (the tail stops before it), apply (run it on the target at the same point and go on), ignore (record it and go on)")
 	fl.DurationVar(&f.killBlockers, "kill-blockers", 0, "before each cutover attempt after the first, kill the sessions that have held a lock on a fenced table longer than this (0: never; the attempt record names them either way)")
+	fl.DurationVar(&f.routeGrace, "route-grace", plans.DefaultRouteGrace, "after the shard map switches, keep the old copy's rows and fence this long before cleanup touches them: routers still on their cached map fail on the fence and look again (at least the routers' cache TTL; the router's default is 500ms)")
 	fl.StringVar(&f.opts.ControlFile, "control-file", "", "re-read every 2 s while running: 'max-rate = N', 'max-threads-running = N', 'pause = true'")
 }
 
@@ -85,6 +86,7 @@ func (f *opFlags) options() plans.Options {
 	o.ChunkTimeMS = plans.MillisOf(f.chunkTime)
 	o.ReverseWindowS = int64(f.reverseWindow.Seconds())
 	o.KillBlockersMS = plans.MillisOf(f.killBlockers)
+	o.RouteGraceMS = plans.MillisOf(f.routeGrace)
 	o.OnDDL = f.onDDL
 	if o.OnDDL == "stop" {
 		o.OnDDL = "" // the default, as plans made before the flag have it

@@ -105,7 +105,7 @@ func noPasswordInDSN(raw string) error {
 
 // settings are the flags 'plan apply' and 'plan resume' take to change a
 // plan's budget and throttles without editing the file.
-var settings = []string{"chunk-rows", "prune-chunk-rows", "parallel", "max-rate", "prune-sleep-ms", "max-blackout", "cutover-attempts", "cutover-backoff", "max-threads-running", "max-lag", "replica", "kill-blockers", "on-ddl"}
+var settings = []string{"chunk-rows", "prune-chunk-rows", "parallel", "max-rate", "prune-sleep-ms", "max-blackout", "cutover-attempts", "cutover-backoff", "max-threads-running", "max-lag", "replica", "kill-blockers", "on-ddl", "route-grace"}
 
 // registerSettings registers the settings flags (with the defaults of a new plan).
 func (f *opFlags) registerSettings(c *cobra.Command) {
@@ -134,6 +134,7 @@ func (f *opFlags) override(c *cobra.Command, p *plans.Plan) error {
 	set("max-rate", func() { p.Options.MaxRate = o.MaxRate })
 	set("prune-sleep-ms", func() { p.Options.PruneSleepMS = o.PruneSleepMS })
 	set("max-blackout", func() { p.Options.MaxBlackoutMS = o.MaxBlackoutMS })
+	set("route-grace", func() { p.Options.RouteGraceMS = o.RouteGraceMS })
 	set("cutover-attempts", func() { p.Options.FenceAttempts = o.FenceAttempts })
 	set("cutover-backoff", func() { p.Options.BackoffMS = o.BackoffMS })
 	set("max-threads-running", func() { p.Options.MaxThreadsRunning = o.MaxThreadsRunning })

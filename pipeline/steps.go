@@ -257,11 +257,14 @@ func (r *runner) verify(ctx context.Context) error {
 // cleanup deletes what the source no longer owns in small chunks (a DROP of
 // a large table can stall the server), then drops the schema or lifts the fence.
 func (r *runner) cleanup(ctx context.Context) error {
+	if !reverted(r.p) && r.p.KeepSource {
+		return errSkipped
+	}
+	if err := r.awaitRouters(ctx); err != nil {
+		return err
+	}
 	if reverted(r.p) {
 		return r.dropTargetCopy(ctx)
-	}
-	if r.p.KeepSource {
-		return errSkipped
 	}
 	pause := r.p.Options.PruneSleepMS.D()
 	pr := &prune.Pruner{DB: r.src, Schema: r.p.Source.Schema, ChunkRows: r.p.Options.PruneChunkRows,

@@ -161,6 +161,23 @@ type Options struct {
 	ReverseWindowS    int64    `json:"reverse_window_s,omitempty"`    // after cutover keep the source fenced and in sync this long (0: no window)
 	KillBlockersMS    Millis   `json:"kill_blockers_ms,omitempty"`    // before an attempt, kill sessions holding a fenced table's lock longer than this (0: never)
 	OnDDL             string   `json:"on_ddl,omitempty"`              // a schema change of a copied table during the tail: stop (""), apply or ignore
+	// RouteGraceMS is how long after a switch of the shard map the copy
+	// routers were sent away from keeps its rows and its fence, so a router
+	// still on its cached map fails on the fence and looks again (0: the
+	// default, DefaultRouteGrace).
+	RouteGraceMS Millis `json:"route_grace_ms,omitempty"`
+}
+
+// DefaultRouteGrace is RouteGraceMS's default: twice the router's default
+// cache TTL (router.Options.TTL, 500 ms).
+const DefaultRouteGrace = 1000 * time.Millisecond
+
+// RouteGrace is o.RouteGraceMS, or its default.
+func (o Options) RouteGrace() time.Duration {
+	if o.RouteGraceMS <= 0 {
+		return DefaultRouteGrace
+	}
+	return o.RouteGraceMS.D()
 }
 
 // DefaultOptions are the settings a plan starts with.

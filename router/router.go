@@ -160,7 +160,9 @@ func IsMoved(err error) bool {
 }
 
 // Retryable reports errors Do retries: offline mappings and moved shards.
-func Retryable(err error) bool { return errors.Is(err, ErrOffline) || IsMoved(err) }
+func Retryable(err error) bool {
+	return errors.Is(err, ErrOffline) || errors.Is(err, errMovedWhileRunning) || IsMoved(err)
+}
 
 // Do runs fn against key's shard, retrying with back-off while the mapping is
 // offline or the shard has moved, for up to Options.RetryFor. fn must be safe
@@ -171,7 +173,10 @@ func (r *Router) Do(ctx context.Context, table, key string, fn func(ctx context.
 	for {
 		t, err := r.Resolve(ctx, table, key)
 		if err == nil {
-			err = fn(ctx, t)
+			checked := r.checkedAt()
+			if err = fn(ctx, t); err == nil {
+				err = r.stillThere(ctx, table, key, t, checked)
+			}
 		}
 		if err == nil || !Retryable(err) || time.Now().After(deadline) {
 			return err
@@ -186,6 +191,37 @@ func (r *Router) Do(ctx context.Context, table, key string, fn func(ctx context.
 			wait *= 2
 		}
 	}
+}
+
+func (r *Router) checkedAt() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.checked
+}
+
+// errMovedWhileRunning: the key's shard moved while fn ran; Do runs it again.
+var errMovedWhileRunning = errors.New("the shard moved while the statement ran")
+
+// stillThere checks, after fn succeeded against t, that the key still lives
+// at t when the map was last checked longer than TTL ago. shardctl keeps a
+// copy it switched away from intact and fenced for its route grace (at
+// least the TTL), so a write that ended within TTL of the check either
+// reached the serving copy or was turned away by the fence; a write that
+// took longer may have reached a copy being cleaned up, where a DELETE or
+// UPDATE that matches no row succeeds without doing anything.
+func (r *Router) stillThere(ctx context.Context, table, key string, t Target, checked time.Time) error {
+	if time.Since(checked) <= r.opts.TTL {
+		return nil
+	}
+	r.Invalidate()
+	now, err := r.Resolve(ctx, table, key)
+	if err != nil && !errors.Is(err, ErrOffline) {
+		return err
+	}
+	if now.Location.Addr() == t.Location.Addr() && now.Location.Schema == t.Location.Schema {
+		return nil // offline here too: the write committed before the fence went in
+	}
+	return errMovedWhileRunning
 }
 
 // Close closes the shard server pools.

@@ -78,4 +78,26 @@ func TestRouterFollowsTheShardMap(t *testing.T) {
 	if err != nil || where != env.Addr(3) {
 		t.Fatalf("after the move: err %v, wrote to %s", err, where)
 	}
+	// A write that ends more than TTL after the map was last checked, while
+	// the shard moves back: Do checks the map again and runs it again where
+	// the key lives now (the old copy may be one a cleanup is emptying, where
+	// an UPDATE that matches no row succeeds).
+	if err := sandbox.CreateEmployeesSchema(ctx, d2, shards[1].Schema); err != nil {
+		t.Fatal(err)
+	}
+	var wrote []dbutil.Addr
+	err = r.Do(ctx, "employees", "1000009", func(ctx context.Context, t router.Target) error {
+		wrote = append(wrote, t.Addr())
+		if len(wrote) == 1 {
+			if err := store.Apply(ctx, "move back", []shardmap.Change{{Op: shardmap.OpMoveLocation, ShardID: shards[1].ShardID, Host: env.Addr(2).Host, Port: env.Addr(2).Port}}); err != nil {
+				return err
+			}
+			time.Sleep(80 * time.Millisecond) // a slow statement: past the TTL
+		}
+		_, err := t.DB.ExecContext(ctx, "UPDATE "+t.Table("employees")+" SET last_name = 'Slow' WHERE emp_no = 1000009")
+		return err
+	})
+	if err != nil || len(wrote) != 2 || wrote[0] != env.Addr(3) || wrote[1] != env.Addr(2) {
+		t.Fatalf("a write slower than the TTL across a move: err %v, wrote to %v", err, wrote)
+	}
 }
