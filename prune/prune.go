@@ -6,13 +6,15 @@
 // starts at the previous chunk's bound, so a filter no index serves (MD5 of a
 // column) still reads each row about once in all, never once per chunk. Each
 // DELETE is its own autocommitted statement on a session that passes
-// shardctl's write fence, and the watermark is saved after each one.
+// shardctl's write fence; a few run at once, and the watermark is saved
+// after each chunk done in key order.
 package prune
 
 import (
 	"context"
 	"database/sql"
 	"fmt"
+	"sync"
 
 	"github.com/shardctl/shardctl/chunk"
 	"github.com/shardctl/shardctl/dbutil"
@@ -29,9 +31,13 @@ type Pruner struct {
 	ChunkRows int                               // rows per DELETE, default 1000
 	Throttle  func(ctx context.Context) error   // optional, called before each chunk
 	Progress  func(table string, deleted int64) // optional, rows deleted by each chunk
+	InFlight  int                               // chunks deleted at once, each on its own session (default 2)
 }
 
-const defaultChunkRows = 1000
+const (
+	defaultChunkRows = 1000
+	defaultInFlight  = 2
+)
 
 // Count returns how many rows of t match t.Filter (what Table would delete
 // now); it changes nothing.
@@ -51,6 +57,14 @@ func (p *Pruner) Count(ctx context.Context, t tables.Table) (int64, error) {
 // (if not nil) after each. It returns the last watermark reached; Done once
 // nothing after it matched.
 //
+// One session walks the key ahead of the deletes and hands out chunk
+// bounds; InFlight sessions delete chunks at once (disjoint key ranges:
+// they never wait for each other's locks), and the watermark advances over
+// the chunks done in key order only, so a resume after a crash deletes
+// again at most the chunks in flight or done out of order (about twice
+// InFlight; a delete by key range is idempotent). The walk stays ahead of
+// the deletes: it never steps over rows a delete has only marked deleted.
+//
 // Rows in scope inserted behind the watermark while it runs are not
 // deleted: callers fence the source first or prune again.
 func (p *Pruner) Table(ctx context.Context, t tables.Table, from watermark.Mark, save func(watermark.Mark) error) (watermark.Mark, error) {
@@ -65,71 +79,181 @@ func (p *Pruner) Table(ctx context.Context, t tables.Table, from watermark.Mark,
 	if n <= 0 {
 		n = defaultChunkRows
 	}
-	// The fence's triggers reject other sessions' writes; ours pass. Foreign
-	// keys are not checked: InnoDB then takes no CASCADE or SET NULL action,
-	// so exactly the named rows go and nothing reaches rows the operation
-	// does not own (preflight refuses keys that cross shards; callers delete
-	// children first with Order). Guarded triggers do not fire.
-	conn, err := chunk.Session(ctx, p.DB, fence.BypassSQL, chunk.UTC, "SET SESSION foreign_key_checks = 0", schemaobj.SkipSQL)
+	workers := p.InFlight
+	if workers <= 0 {
+		workers = defaultInFlight
+	}
+	walker, err := p.session(ctx)
 	if err != nil {
 		return w, wrap("open session", err)
 	}
-	defer chunk.Release(conn)
-	key, err := chunk.LoadKey(ctx, conn, p.Schema, t.Name, t.Index(), t.PK)
+	defer chunk.Release(walker)
+	key, err := chunk.LoadKey(ctx, walker, p.Schema, t.Name, t.Index(), t.PK)
 	if err != nil {
 		return w, wrap("primary key", err)
 	}
 	where, whereArgs := t.Filter.SQL(dbutil.QuoteIdent)
 	del := "DELETE FROM " + dbutil.Table(p.Schema, t.Name) + " WHERE "
+
+	// inner stops the goroutines when Table returns; a cancelled ctx stops
+	// the walk, and the chunks already handed out finish and are recorded
+	// (each is one short statement), as a run between chunks stops.
+	inner, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }() // before the walker's session is released
+	type piece struct {
+		seq     int
+		lo, hi  []string // (lo, hi]; hi nil: open (the last chunk)
+		deleted int64
+		err     error
+	}
+	type walkEnd struct {
+		handed int // chunks handed out
+		err    error
+	}
+	todo := make(chan piece, workers)
+	done := make(chan piece, workers)
+	walked := make(chan walkEnd, 1)
+	// The walk: chunk bounds in key order, paced by the throttle.
+	wg.Add(1 + workers)
+	go func() {
+		defer wg.Done()
+		defer close(todo)
+		after := w.After
+		for seq := 0; ; seq++ {
+			end := func(err error) { walked <- walkEnd{handed: seq, err: err} }
+			if err := ctx.Err(); err != nil {
+				end(wrap("interrupted", err))
+				return
+			}
+			if p.Throttle != nil {
+				if err := p.Throttle(ctx); err != nil {
+					end(wrap("throttle", err))
+					return
+				}
+			}
+			upper, more, err := chunk.Upper(ctx, walker, key, after, where, whereArgs, n)
+			if err != nil {
+				end(wrap(fmt.Sprintf("find the chunk after key %q", after), err))
+				return
+			}
+			pc := piece{seq: seq, lo: after}
+			if more {
+				pc.hi = upper
+			}
+			select {
+			case todo <- pc:
+			case <-ctx.Done():
+				end(wrap("interrupted", ctx.Err()))
+				return
+			case <-inner.Done():
+				return
+			}
+			if !more {
+				walked <- walkEnd{handed: seq + 1}
+				return
+			}
+			after = upper
+		}
+	}()
+	for range workers {
+		go func() {
+			defer wg.Done()
+			conn, err := p.session(inner)
+			if err != nil {
+				err = wrap("open session", err)
+			}
+			for pc := range todo {
+				if err != nil {
+					pc.err = err // every chunk handed out is answered
+				} else {
+					rng, args, rerr := key.Range(pc.lo, pc.hi)
+					if rerr == nil {
+						var res sql.Result
+						if res, rerr = conn.ExecContext(inner, del+rng+" AND "+where, append(args, whereArgs...)...); rerr == nil {
+							pc.deleted, rerr = res.RowsAffected()
+						}
+					}
+					if rerr != nil {
+						pc.err = wrap(fmt.Sprintf("delete the chunk (%q, %q]", pc.lo, pc.hi), rerr)
+					}
+				}
+				select {
+				case done <- pc:
+				case <-inner.Done():
+				}
+			}
+			if conn != nil {
+				chunk.Release(conn)
+			}
+		}()
+	}
+	// The chunks done, in key order: the watermark and the saves.
+	waiting := map[int]piece{}
+	next := 0
+	var stop *walkEnd
 	for {
-		if err := ctx.Err(); err != nil {
-			return w, wrap("interrupted", err)
+		if stop != nil && next == stop.handed {
+			return w, stop.err // every chunk handed out is recorded
 		}
-		if p.Throttle != nil {
-			if err := p.Throttle(ctx); err != nil {
-				return w, wrap("throttle", err)
+		select {
+		case pc := <-done:
+			if pc.err != nil {
+				return w, pc.err
 			}
-		}
-		upper, more, err := chunk.Upper(ctx, conn, key, w.After, where, whereArgs, n)
-		if err != nil {
-			return w, wrap(fmt.Sprintf("find the chunk after key %q", w.After), err)
-		}
-		var hi []string // the last chunk is open-ended: fewer than n rows remain after w.After
-		if more {
-			hi = upper
-		}
-		rng, args, err := key.Range(w.After, hi)
-		if err != nil {
-			return w, wrap("chunk bounds", err)
-		}
-		res, err := conn.ExecContext(ctx, del+rng+" AND "+where, append(args, whereArgs...)...)
-		if err != nil {
-			return w, wrap(fmt.Sprintf("delete the chunk (%q, %q]", w.After, hi), err)
-		}
-		d, err := res.RowsAffected()
-		if err != nil {
-			return w, wrap("delete", err)
-		}
-		next := w
-		next.Rows += d
-		if more {
-			next.After = upper
-		} else {
-			next.Done = true
-		}
-		if p.Progress != nil {
-			p.Progress(t.Name, d)
-		}
-		if save != nil {
-			if err := save(next); err != nil {
-				return w, wrap("save watermark", err)
+			waiting[pc.seq] = pc
+		case e := <-walked:
+			if e.err != nil {
+				stop = &e
 			}
+			continue
 		}
-		w = next
-		if w.Done {
-			return w, nil
+		for {
+			pc, ok := waiting[next]
+			if !ok {
+				break
+			}
+			delete(waiting, next)
+			next++
+			nw := w
+			nw.Rows += pc.deleted
+			if pc.hi != nil {
+				nw.After = pc.hi
+			} else {
+				nw.Done = true
+			}
+			if p.Progress != nil {
+				p.Progress(t.Name, pc.deleted)
+			}
+			if save != nil {
+				if err := save(nw); err != nil {
+					return w, wrap("save watermark", err)
+				}
+			}
+			w = nw
+			if w.Done {
+				return w, nil
+			}
 		}
 	}
+}
+
+// session opens a session for the pruner. The fence's triggers reject
+// other sessions' writes; ours pass. Foreign keys are not checked: InnoDB
+// then takes no CASCADE or SET NULL action, so exactly the named rows go
+// and nothing reaches rows the operation does not own (preflight refuses
+// keys that cross shards; callers delete children first with Order).
+// Guarded triggers do not fire. The binlog carries only each deleted row's
+// key (binlog_row_image = MINIMAL, where the account may set it): the rows
+// are copies of rows that live elsewhere now, a replica deletes by key,
+// and a full image of every pruned row was a quarter of the server's work.
+func (p *Pruner) session(ctx context.Context) (*sql.Conn, error) {
+	conn, err := chunk.Session(ctx, p.DB, fence.BypassSQL, chunk.UTC, "SET SESSION foreign_key_checks = 0", schemaobj.SkipSQL)
+	if err != nil {
+		return nil, err
+	}
+	_, _ = conn.ExecContext(ctx, "SET SESSION binlog_row_image = 'MINIMAL'")
+	return conn, nil
 }
 
 // Order returns ts in an order the foreign keys of schema allow deleting in:

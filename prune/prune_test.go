@@ -202,14 +202,16 @@ func TestResumeFromAMidWatermark(t *testing.T) {
 	if w.Rows != saved.Rows || saved.Done || saved.After == nil || saved.Rows != 300 {
 		t.Fatalf("returned %+v, saved %+v", w, saved)
 	}
-	// The fourth chunk was deleted but its watermark not saved: resuming walks
-	// its range again and finds nothing there, so those 100 rows go uncounted.
+	// The fourth chunk was deleted but its watermark not saved, and the
+	// chunks in flight beside it may have been deleted too: resuming walks
+	// their ranges again and finds nothing there, so those rows (whole
+	// chunks of 100) go uncounted.
 	w, err = p.Table(ctx, tb, saved, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !w.Done || w.Rows != total-100 {
-		t.Fatalf("resumed: %+v, want %d deleted in all", w, total-100)
+	if lost := total - w.Rows; !w.Done || lost < 100 || lost > 100*(2*defaultInFlight+1) || lost%100 != 0 {
+		t.Fatalf("resumed: %+v; %d rows uncounted, want 1 to %d chunks of 100", w, lost, 2*defaultInFlight+1)
 	}
 	if n, _ := p.Count(ctx, tb); n != 0 {
 		t.Fatalf("%d rows left to prune", n)
