@@ -56,23 +56,10 @@ func (t *Tailer) apply() error {
 		} else {
 			it = <-t.ch
 		}
+		if err := t.add(&b, it.acts); err != nil {
+			return err
+		}
 		switch it.kind {
-		case itemRows:
-			b.acts = append(b.acts, it.acts...)
-			for len(b.acts) >= t.cfg.BatchRows {
-				if b.covered > 0 {
-					if err := t.commitCovered(&b); err != nil {
-						return err
-					}
-					continue
-				}
-				// One source transaction larger than a batch: commit its head;
-				// the position waits for its end.
-				if err := t.commit(b.acts[:t.cfg.BatchRows]); err != nil {
-					return err
-				}
-				b.acts = append([]action(nil), b.acts[t.cfg.BatchRows:]...)
-			}
 		case itemBoundary:
 			t.mu.Lock()
 			if it.txn {
@@ -116,6 +103,27 @@ func (t *Tailer) apply() error {
 			return it.err
 		}
 	}
+}
+
+// add appends row actions to the batch, committing whenever it holds
+// BatchRows.
+func (t *Tailer) add(b *batch, acts []action) error {
+	b.acts = append(b.acts, acts...)
+	for len(b.acts) >= t.cfg.BatchRows {
+		if b.covered > 0 {
+			if err := t.commitCovered(b); err != nil {
+				return err
+			}
+			continue
+		}
+		// One source transaction larger than a batch: commit its head;
+		// the position waits for its end.
+		if err := t.commit(b.acts[:t.cfg.BatchRows]); err != nil {
+			return err
+		}
+		b.acts = append([]action(nil), b.acts[t.cfg.BatchRows:]...)
+	}
+	return nil
 }
 
 // commitCovered commits the actions up to the batch's boundary and moves

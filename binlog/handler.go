@@ -28,9 +28,13 @@ type handler struct {
 	ddlHandled bool     // canal reported the group's statement through OnDDL
 	changed    [][2]string
 	shapes     map[string]*shape // by table name, for the canal definition they were built from
-	parser     *parser.Parser    // for rename targets, made on first DDL
-	gtid       mysql.GTIDSet     // GTIDs up to the last boundary; nil: the start carried none
-	next       mysql.GTIDSet     // the current group's GTID, added to gtid at its end
+	// pending are the row actions of the event group being read: they go to
+	// the applier with the group's boundary (one channel send per source
+	// transaction, not per rows event), or at maxPending for a long one.
+	pending []action
+	parser  *parser.Parser // for rename targets, made on first DDL
+	gtid    mysql.GTIDSet  // GTIDs up to the last boundary; nil: the start carried none
+	next    mysql.GTIDSet  // the current group's GTID, added to gtid at its end
 
 	mu  sync.Mutex
 	err error // first fatal error; every later callback returns it
@@ -147,9 +151,24 @@ func (h *handler) OnRow(e *canal.RowsEvent) error {
 		}
 	}
 	h.t.skipped.Add(skipped)
-	if len(acts) == 0 {
+	h.pending = append(h.pending, acts...)
+	if len(h.pending) >= maxPending {
+		return h.flush()
+	}
+	return nil
+}
+
+// maxPending bounds the row actions a long source transaction keeps in the
+// handler before they stream on to the applier.
+const maxPending = 1024
+
+// flush hands the pending row actions to the applier.
+func (h *handler) flush() error {
+	if len(h.pending) == 0 {
 		return nil
 	}
+	acts := h.pending
+	h.pending = nil
 	return h.t.push(item{kind: itemRows, acts: acts})
 }
 
@@ -242,6 +261,9 @@ func (h *handler) carry(query, defaultDB, at, mode string) error {
 	if mode == DDLApply {
 		d.Ran = retarget(query, s, h.t.cfg.TargetSchema)
 	}
+	if err := h.flush(); err != nil {
+		return err
+	}
 	return h.t.push(item{kind: itemDDL, ddl: d})
 }
 
@@ -273,8 +295,11 @@ func (h *handler) OnPosSynced(header *replication.EventHeader, pos mysql.Positio
 	}
 	h.file, h.last = pos.Name, p
 	h.t.events.Add(1)
+	acts := h.pending
+	h.pending = nil
 	return h.t.push(item{
 		kind: itemBoundary,
+		acts: acts,
 		pos:  p,
 		when: time.Unix(int64(header.Timestamp), 0),
 		txn:  header.EventType != replication.ROTATE_EVENT,

@@ -80,8 +80,8 @@ type Stats struct {
 type itemKind uint8
 
 const (
-	itemRows     itemKind = iota + 1 // row actions of one rows event
-	itemBoundary                     // end of an event group at pos
+	itemRows     itemKind = iota + 1 // row actions of a long event group, ahead of its boundary
+	itemBoundary                     // end of an event group at pos, with its row actions
 	itemStop                         // no more items; err says why
 	itemDDL                          // a schema change carried (carry.go)
 )
