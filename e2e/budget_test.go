@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 
 // background runs shardctl without waiting; wait() returns its result.
 type background struct {
+	cmd  *exec.Cmd
 	done chan result
 }
 
@@ -26,7 +29,7 @@ func (c *cluster) start(args ...string) *background {
 	if err := cmd.Start(); err != nil {
 		c.t.Fatal(err)
 	}
-	b := &background{done: make(chan result, 1)}
+	b := &background{cmd: cmd, done: make(chan result, 1)}
 	go func() {
 		err := cmd.Wait()
 		r := result{stdout: out.String(), stderr: errb.String()}
@@ -46,9 +49,22 @@ func (b *background) wait(t *testing.T, limit time.Duration) result {
 	case r := <-b.done:
 		return r
 	case <-time.After(limit):
-		t.Fatalf("shardctl still running after %s", limit)
+		t.Fatalf("shardctl still running after %s\n%s", limit, b.dump())
 	}
 	return result{}
+}
+
+// dump ends a run that seems stuck with SIGQUIT, so its log ends with
+// every goroutine's stack, and returns the end of its output.
+func (b *background) dump() string {
+	_ = b.cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case r := <-b.done:
+		out := r.stdout + "\n" + r.stderr
+		return out[max(0, len(out)-30000):]
+	case <-time.After(10 * time.Second):
+		return "(no output: the process did not end on SIGQUIT)"
+	}
 }
 
 // currentPlan reads the one plan in the plan directory (nil while none is written).

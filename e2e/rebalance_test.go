@@ -98,7 +98,13 @@ func TestRebalanceFromCron(t *testing.T) {
 	deadline := time.Now().Add(90 * time.Second)
 	for !c.hasPlan(plans.StepFence, "move") {
 		if time.Now().After(deadline) {
-			t.Fatal("the second run never started the move")
+			var state []string
+			for _, f := range planFiles(t, c.planDir) {
+				if p, err := plans.Load(f); err == nil {
+					state = append(state, fmt.Sprintf("%s %s: %s", p.ID, p.State, p.Summary))
+				}
+			}
+			t.Fatalf("the second run never started the move; plans:\n%s\nthe run's output:\n%s", strings.Join(state, "\n"), bg.dump())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
