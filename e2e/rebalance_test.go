@@ -63,7 +63,12 @@ func TestRebalanceFromCron(t *testing.T) {
 	}
 	groups := []string{c.keys("big", 1, 1000), c.keys("small", 3, 100), c.keys("mid", 4, 300)}
 	before := c.fleetSums(groups)
-	policy := []string{"rebalance", "--max-shard-rows", "6000", "--min-shard-rows", "2000", "--max-server-share", "0.5",
+	// Server 1 ends the split at about 0.52 of the rows; 0.45 leaves the
+	// move needed by some 1,600 rows whatever the ledger load deletes
+	// (each delete cascades to an employee's rows) in a slow run. At 0.5 the
+	// margin was about 400 rows: one suspect of the rare "the second run
+	// never started the move" (its output is now printed when it happens).
+	policy := []string{"rebalance", "--max-shard-rows", "6000", "--min-shard-rows", "2000", "--max-server-share", "0.45",
 		"--server", c.env.Addr(3).String(), "--exact", "--concurrency", "2", "--chunk-rows", "200", "--max-blackout", "5s", "-o", "json"}
 	lp := c.startLoad(60, groups...)
 
