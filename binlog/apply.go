@@ -344,11 +344,10 @@ func compact(acts []action) []action {
 	if len(acts) < 2 {
 		return acts
 	}
-	// A row is its table's name and key, not its shape: canal rebuilds a
-	// table's definition (and so its shape) when it reloads it, and a batch
-	// can hold changes of one row made under two shapes; keyed by the shape,
-	// both survived, and the reordering below put the row's delete before
-	// its older upsert, bringing the deleted row back.
+	// A row is its table's name and key, not its shape object: a shape is
+	// rebuilt when canal reloads the table's definition, and the row is the
+	// same row. (A batch never spans a carried schema change, which commits
+	// the batch first; the name is simply the right identity.)
 	type rowKey struct {
 		table string
 		k     string
