@@ -450,68 +450,6 @@ func (wr *windowRun) complete(ctx context.Context, reason string) error {
 	return ctx.Err()
 }
 
-// revert switches to the other side within the blackout budget, with the
-// forward cutover's back-off, readiness checks, postpone file and armed
-// fence: the serving side's fence triggers are armed ahead of each attempt,
-// so fencing inside the blackout is one UPDATE.
-func (wr *windowRun) revert(ctx context.Context) error {
-	r := wr.r
-	budget := r.p.Options.MaxBlackoutMS.D()
-	l := r.leg(r.p.Window.Serving)
-	ts := windowFence(r.p, l.serving)
-	var sessions *fence.Sessions
-	last, err := r.attempts(ctx, attemptLoop{
-		wait: wr.waitPostpone,
-		prepare: func(ctx context.Context) (func(), string, error) {
-			// A first raise of the counters, outside the blackout (as the cutover's).
-			if err := r.carryCounters(ctx, l.from, l.fromEP.Schema, l.to, l.toEP.Schema, windowTables(r.p), true); err != nil {
-				r.env.Log.Warn("reverse window: raising the AUTO_INCREMENT counters ahead of the blackout", "err", err)
-			}
-			s, why, err := armFence(ctx, l.from, l.fromEP.Schema, ts, budget)
-			if s == nil {
-				if err != nil {
-					err = fmt.Errorf("reverse window: arm the fence on the %s: %w", l.serving, err)
-				}
-				return nil, why, err
-			}
-			fault.Hit("during:revert:armed") // tests: crash with the serving side armed, not fenced
-			sessions = s
-			return s.Close, "", nil
-		},
-		caughtUp: func(ctx context.Context) (time.Duration, error) { return wr.caughtUp(ctx, 0) },
-		longTrx: func(ctx context.Context) (string, error) {
-			return longTransaction(ctx, l.from, budget, l.serving)
-		},
-		other:     "the " + other(l.serving) + " copy",
-		try:       func(ctx context.Context, note string) error { return wr.trySwitch(ctx, budget, note, sessions) },
-		postponed: "switch postponed: ",
-		backedOff: "switch backed off: ",
-		blockers: func(ctx context.Context) []plans.Blocker {
-			return r.reportBlockers(ctx, l.from, l.fromEP.Schema, names(ts))
-		},
-		kill: r.killBefore(l.from, l.fromEP.Schema, names(ts)),
-	})
-	if last == nil && err == nil {
-		return nil
-	}
-	// No attempt went through, or the switch stopped: unless a switch's final
-	// position was saved, which a resume finishes behind the fence, no fence
-	// holds and the armed triggers go.
-	r.mu.Lock()
-	held := !r.p.Window.Final.IsZero()
-	r.mu.Unlock()
-	if !held {
-		if rerr := fence.Remove(context.WithoutCancel(ctx), l.from, l.fromEP.Schema, names(ts), wr.lockWait()); rerr != nil {
-			r.env.Log.Warn("reverse window: removing the armed fence triggers", "side", l.serving, "err", rerr)
-		}
-	}
-	if err != nil {
-		return err
-	}
-	return fmt.Errorf("%w: no switch fitted the %s blackout budget in %d attempts (last: %v); the %s keeps serving and the window goes on",
-		ErrNotNow, budget, r.p.Options.FenceAttempts, last, l.serving)
-}
-
 // windowFence is what a side's fence covers: on the source the plan's
 // fence; on the target of a merge only the merged range (the target's own
 // keys stay writable); on any other target the same tables and rows.
