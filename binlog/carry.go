@@ -11,6 +11,7 @@ import (
 
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/internal/fault"
+	"github.com/shardctl/shardctl/internal/sqltok"
 	"github.com/shardctl/shardctl/tables"
 )
 
@@ -137,13 +138,13 @@ func alterRefusal(s *ast.AlterTableStmt, t *tables.Table) string {
 func retarget(query, source, target string) string {
 	var b strings.Builder
 	last := 0
-	for t := range tokens(query) {
-		if t.text != source || !strings.HasPrefix(strings.TrimLeft(query[t.end:], " \t\r\n"), ".") {
+	for t := range sqltok.Idents(query) {
+		if t.Text != source || !strings.HasPrefix(strings.TrimLeft(query[t.End:], " \t\r\n"), ".") {
 			continue
 		}
-		b.WriteString(query[last:t.start])
+		b.WriteString(query[last:t.Start])
 		b.WriteString(dbutil.QuoteIdent(target))
-		last = t.end
+		last = t.End
 	}
 	b.WriteString(query[last:])
 	return b.String()
