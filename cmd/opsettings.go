@@ -18,60 +18,60 @@ import (
 func (f *opFlags) registerSettings(c *cobra.Command, onRun bool) {
 	d := plans.DefaultOptions()
 	f.vals = map[string]any{}
-	fl := c.Flags()
 	for _, s := range plans.Settings {
 		if onRun && !s.OnRun {
 			continue
 		}
-		switch def := s.Field(&d); s.Kind {
-		case plans.KindInt:
-			v := new(int)
-			fl.IntVar(v, s.Flag, *def.(*int), s.Usage)
-			f.vals[s.Flag] = v
-		case plans.KindInt64:
-			v := new(int64)
-			fl.Int64Var(v, s.Flag, *def.(*int64), s.Usage)
-			f.vals[s.Flag] = v
-		case plans.KindMillis:
-			v := new(time.Duration)
-			fl.DurationVar(v, s.Flag, def.(*plans.Millis).D(), s.Usage)
-			f.vals[s.Flag] = v
-		case plans.KindMillisN:
-			v := new(int)
-			fl.IntVar(v, s.Flag, int(*def.(*plans.Millis)), s.Usage)
-			f.vals[s.Flag] = v
-		case plans.KindSeconds:
-			v := new(time.Duration)
-			fl.DurationVar(v, s.Flag, time.Duration(*def.(*int64))*time.Second, s.Usage)
-			f.vals[s.Flag] = v
-		case plans.KindString:
-			v := new(string)
-			fl.StringVar(v, s.Flag, *def.(*string), s.Usage)
-			f.vals[s.Flag] = v
-		case plans.KindStrings:
-			v := new([]string)
-			fl.StringArrayVar(v, s.Flag, *def.(*[]string), s.Usage)
-			f.vals[s.Flag] = v
-		case plans.KindChoice:
-			v := new(string)
-			fl.StringVar(v, s.Flag, cmp(*def.(*string), s.Choices[0]), s.Usage)
-			f.vals[s.Flag] = v
-		case plans.KindNegated:
-			v := new(bool)
-			fl.BoolVar(v, s.Flag, !*def.(*bool), s.Usage)
-			f.vals[s.Flag] = v
-		default:
-			panic(fmt.Sprintf("setting %s: unknown kind %d", s.Flag, s.Kind))
-		}
+		f.vals[s.Flag] = registerSetting(c, s, s.Field(&d))
 	}
 }
 
-// cmp returns v, or or when v is empty.
-func cmp(v, or string) string {
-	if v == "" {
-		return or
+// registerSetting registers s's flag with the default def (its field in a
+// new plan's Options) and returns the flag's variable.
+func registerSetting(c *cobra.Command, s plans.Setting, def any) any {
+	fl := c.Flags()
+	switch s.Kind {
+	case plans.KindInt, plans.KindMillisN:
+		v, d := new(int), 0
+		if m, ok := def.(*plans.Millis); ok {
+			d = int(*m)
+		} else {
+			d = *def.(*int)
+		}
+		fl.IntVar(v, s.Flag, d, s.Usage)
+		return v
+	case plans.KindInt64:
+		v := new(int64)
+		fl.Int64Var(v, s.Flag, *def.(*int64), s.Usage)
+		return v
+	case plans.KindMillis, plans.KindSeconds:
+		var d time.Duration
+		if m, ok := def.(*plans.Millis); ok {
+			d = m.D()
+		} else {
+			d = time.Duration(*def.(*int64)) * time.Second
+		}
+		v := new(time.Duration)
+		fl.DurationVar(v, s.Flag, d, s.Usage)
+		return v
+	case plans.KindString, plans.KindChoice:
+		d := *def.(*string)
+		if d == "" && len(s.Choices) > 0 {
+			d = s.Choices[0]
+		}
+		v := new(string)
+		fl.StringVar(v, s.Flag, d, s.Usage)
+		return v
+	case plans.KindStrings:
+		v := new([]string)
+		fl.StringArrayVar(v, s.Flag, *def.(*[]string), s.Usage)
+		return v
+	case plans.KindNegated:
+		v := new(bool)
+		fl.BoolVar(v, s.Flag, !*def.(*bool), s.Usage)
+		return v
 	}
-	return v
+	panic(fmt.Sprintf("setting %s: unknown kind %d", s.Flag, s.Kind))
 }
 
 // options are a new plan's Options with the flags' values.

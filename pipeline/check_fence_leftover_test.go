@@ -6,16 +6,13 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/fence"
-	"github.com/shardctl/shardctl/internal/testenv"
 )
 
 // Fence triggers another operation left on the source refuse a new one;
 // once they are gone it is accepted.
 func TestCheckFenceLeftover(t *testing.T) {
-	env := testenv.Get(t)
-	src := env.DB(t, 1, "")
-	testenv.Schema(t, src, "chk_fence", "CREATE TABLE t (id INT PRIMARY KEY)")
-	c := &CheckEnv{Src: src, Dst: env.DB(t, 2, ""), Plan: checkPlan(t, env, "move", "chk_fence", "chk_fence")}
+	_, c := checkEnv(t, "move", "chk_fence", "CREATE TABLE t (id INT PRIMARY KEY)")
+	src := c.Src
 	if err := runCheck(t, "no other operation's fence", c); err != nil {
 		t.Fatalf("no fence: %v", err)
 	}

@@ -10,12 +10,10 @@ import (
 // one inside the shard's schema is accepted. (The split's check on the
 // rows is exercised end to end: TestSplitChecksForeignKeysOnTheRows.)
 func TestCheckForeignKeys(t *testing.T) {
-	env := testenv.Get(t)
-	src := env.DB(t, 1, "")
-	testenv.Schema(t, src, "chk_fk_other", "CREATE TABLE ref (id INT PRIMARY KEY)")
-	testenv.Schema(t, src, "chk_fk", "CREATE TABLE parent (id INT PRIMARY KEY)",
+	env, c := checkEnv(t, "move", "chk_fk", "CREATE TABLE parent (id INT PRIMARY KEY)",
 		"CREATE TABLE child (id INT PRIMARY KEY, p INT, FOREIGN KEY (p) REFERENCES parent (id))")
-	c := &CheckEnv{Src: src, Dst: env.DB(t, 2, ""), Plan: checkPlan(t, env, "move", "chk_fk", "chk_fk")}
+	src := c.Src
+	testenv.Schema(t, src, "chk_fk_other", "CREATE TABLE ref (id INT PRIMARY KEY)")
 	if err := runCheck(t, "foreign keys", c); err != nil {
 		t.Fatalf("keys inside the schema: %v", err)
 	}

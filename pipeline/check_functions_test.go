@@ -4,7 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/shardctl/shardctl/internal/testenv"
 	"github.com/shardctl/shardctl/keyspace"
 )
 
@@ -13,11 +12,8 @@ import (
 // installed: refused there, with the statement that adds it. (A MariaDB and
 // MySQL pair is refused end to end: TestMixedFlavorsRefused.)
 func TestCheckFlavorsAndFunctions(t *testing.T) {
-	env := testenv.Get(t)
-	src, dst := env.DB(t, 1, ""), env.DB(t, 2, "")
-	testenv.Schema(t, src, "chk_fn", "CREATE TABLE t (id INT PRIMARY KEY)")
-	p := checkPlan(t, env, "move", "chk_fn", "chk_fn")
-	c := &CheckEnv{Src: src, Dst: dst, Plan: p}
+	_, c := checkEnv(t, "move", "chk_fn", "CREATE TABLE t (id INT PRIMARY KEY)")
+	src, p := c.Src, c.Plan
 	if err := runCheck(t, "server flavors and functions", c); err != nil {
 		t.Fatalf("a move between servers of one flavor: %v", err)
 	}

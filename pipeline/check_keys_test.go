@@ -9,14 +9,11 @@ import (
 // A table without a key to identify its rows by is refused before anything
 // is written; with a primary key it is accepted.
 func TestCheckRowKeys(t *testing.T) {
-	env := testenv.Get(t)
-	src := env.DB(t, 1, "")
-	testenv.Schema(t, src, "chk_keys", "CREATE TABLE t (id INT PRIMARY KEY, v INT)")
-	c := &CheckEnv{Src: src, Dst: env.DB(t, 2, ""), Plan: checkPlan(t, env, "move", "chk_keys", "chk_keys")}
+	env, c := checkEnv(t, "move", "chk_keys", "CREATE TABLE t (id INT PRIMARY KEY, v INT)")
 	if err := runCheck(t, "row keys", c); err != nil {
 		t.Fatalf("a primary key: %v", err)
 	}
-	testenv.InSchema(t, src, "chk_keys", "CREATE TABLE heap (a INT NULL, v INT)")
+	testenv.InSchema(t, c.Src, "chk_keys", "CREATE TABLE heap (a INT NULL, v INT)")
 	c.Plan = checkPlan(t, env, "move", "chk_keys", "chk_keys")
 	wantRefused(t, runCheck(t, "row keys", c), "table chk_keys.heap has no primary key")
 }

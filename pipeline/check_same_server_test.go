@@ -2,18 +2,13 @@ package pipeline
 
 import (
 	"testing"
-
-	"github.com/shardctl/shardctl/internal/testenv"
 )
 
 // A target that is the source's own schema on the same server is refused;
 // the same schema name on another server is accepted.
 func TestCheckTargetIsNotTheSource(t *testing.T) {
-	env := testenv.Get(t)
-	src := env.DB(t, 1, "")
-	testenv.Schema(t, src, "chk_same", "CREATE TABLE t (id INT PRIMARY KEY)")
-	p := checkPlan(t, env, "move", "chk_same", "chk_same")
-	c := &CheckEnv{Src: src, Dst: env.DB(t, 2, ""), Plan: p}
+	env, c := checkEnv(t, "move", "chk_same", "CREATE TABLE t (id INT PRIMARY KEY)")
+	p := c.Plan
 	if err := runCheck(t, "target is not the source", c); err != nil {
 		t.Fatalf("another server: %v", err)
 	}

@@ -11,14 +11,13 @@ import (
 // is a schema that holds tables for a move (which drops it on abort); a
 // new schema is accepted.
 func TestCheckTargetIsFree(t *testing.T) {
-	env := testenv.Get(t)
-	src, dst := env.DB(t, 1, ""), env.DB(t, 2, "")
-	testenv.Schema(t, src, "chk_tgt", "CREATE TABLE t (id INT PRIMARY KEY)")
-	testenv.DropAtEnd(t, dst, "chk_tgt_new")
-	p := checkPlan(t, env, "move", "chk_tgt", "chk_tgt_new")
+	_, c := checkEnv(t, "move", "chk_tgt", "CREATE TABLE t (id INT PRIMARY KEY)")
+	dst, p := c.Dst, c.Plan
+	p.Target.Schema = "chk_tgt_new"
+	testenv.DropAtEnd(t, dst, p.Target.Schema)
 	p.Target.ShardID = 0 // a move's target has no shard id of its own
 	p.DropTargetSchema = true
-	c := &CheckEnv{Src: src, Dst: dst, Plan: p, Map: &shardmap.Map{}}
+	c.Map = &shardmap.Map{}
 	if err := runCheck(t, "target is free", c); err != nil {
 		t.Fatalf("a new schema: %v", err)
 	}

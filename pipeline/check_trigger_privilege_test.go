@@ -12,12 +12,9 @@ import (
 // binlog, an account without SUPER is refused (it could not create the
 // fence's triggers); the tool account, which has SUPER, is accepted.
 func TestCheckTriggerPrivilege(t *testing.T) {
-	env := testenv.Get(t)
-	root := env.DB(t, 1, "")
-	testenv.Schema(t, root, "chk_trg", "CREATE TABLE t (id INT PRIMARY KEY)")
+	env, c := checkEnv(t, "move", "chk_trg", "CREATE TABLE t (id INT PRIMARY KEY)")
+	root := c.Src
 	setGlobal(t, root, "log_bin_trust_function_creators", "OFF")
-	p := checkPlan(t, env, "move", "chk_trg", "chk_trg")
-	c := &CheckEnv{Src: root, Dst: env.DB(t, 2, ""), Plan: p}
 	if err := runCheck(t, "fence trigger privilege", c); err != nil {
 		t.Fatalf("an account with SUPER: %v", err)
 	}

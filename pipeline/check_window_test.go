@@ -10,11 +10,8 @@ import (
 // images: a target logging MINIMAL images is refused, a ROW/FULL one
 // accepted; a plan without a window needs nothing of it.
 func TestCheckReverseWindow(t *testing.T) {
-	env := testenv.Get(t)
-	src, dst := env.DB(t, 1, ""), env.DB(t, 2, "")
-	testenv.Schema(t, src, "chk_win", "CREATE TABLE t (id INT PRIMARY KEY)")
-	p := checkPlan(t, env, "move", "chk_win", "chk_win")
-	c := &CheckEnv{Src: src, Dst: dst, Plan: p}
+	_, c := checkEnv(t, "move", "chk_win", "CREATE TABLE t (id INT PRIMARY KEY)")
+	dst, p := c.Dst, c.Plan
 	setGlobal(t, dst, "binlog_row_image", "MINIMAL")
 	if err := runCheck(t, "reverse window", c); err != nil {
 		t.Fatalf("no window: %v", err)

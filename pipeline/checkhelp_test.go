@@ -52,6 +52,16 @@ func checkPlan(t *testing.T, env *testenv.Env, op, src, dst string) *plans.Plan 
 	return p
 }
 
+// checkEnv builds schema on server 1 with stmts and returns the check
+// environment of an op plan from it to the same-named schema on server 2.
+func checkEnv(t *testing.T, op, schema string, stmts ...string) (*testenv.Env, *CheckEnv) {
+	t.Helper()
+	env := testenv.Get(t)
+	src := env.DB(t, 1, "")
+	testenv.Schema(t, src, schema, stmts...)
+	return env, &CheckEnv{Src: src, Dst: env.DB(t, 2, ""), Plan: checkPlan(t, env, op, schema, schema)}
+}
+
 // setGlobal sets a server variable for the test and puts it back after.
 func setGlobal(t *testing.T, db *sql.DB, name, value string) {
 	t.Helper()
