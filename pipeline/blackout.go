@@ -106,7 +106,9 @@ func (r *runner) attempts(ctx context.Context, b *blackout, budget time.Duration
 			case <-time.After(backoff):
 			}
 			backoff = min(2*backoff, 30*time.Second)
-			kill(ctx)
+			if kill != nil { // --kill-blockers
+				kill(ctx)
+			}
 		}
 		if err := b.wait(ctx); err != nil {
 			return nil, err
