@@ -136,18 +136,7 @@ func alterRefusal(s *ast.AlterTableStmt, t *tables.Table) string {
 // schema requalified by the target schema; unqualified names resolve in the
 // session's default schema, which the applier sets to the target schema.
 func retarget(query, source, target string) string {
-	var b strings.Builder
-	last := 0
-	for t := range sqltok.Idents(query) {
-		if t.Text != source || !strings.HasPrefix(strings.TrimLeft(query[t.End:], " \t\r\n"), ".") {
-			continue
-		}
-		b.WriteString(query[last:t.Start])
-		b.WriteString(dbutil.QuoteIdent(target))
-		last = t.End
-	}
-	b.WriteString(query[last:])
-	return b.String()
+	return sqltok.Requalify(query, source, dbutil.QuoteIdent(target))
 }
 
 // alreadyThere reports errors a replayed statement meets when the target

@@ -138,22 +138,12 @@ func definerOf(create string) string {
 
 // Rename rewrites the schema name from to to where it qualifies an object
 // (`from`.x, from.x or, read as ANSI_QUOTES, "from".x), outside string
-// literals and comments (sqltok); a name that merely contains it (from_10,
-// a string 'from.x') or is qualified itself (x.from.y) is left alone.
+// literals and comments (sqltok.Requalify); a name that merely contains it
+// (from_10, a string 'from.x') or is qualified itself (x.from.y) is left
+// alone.
 func Rename(def, from, to string) string {
 	if from == to {
 		return def
 	}
-	var b strings.Builder
-	last := 0
-	for t := range sqltok.Idents(def) {
-		if t.Text != from || t.End >= len(def) || def[t.End] != '.' || t.Start > 0 && def[t.Start-1] == '.' {
-			continue
-		}
-		b.WriteString(def[last:t.Start])
-		b.WriteString(dbutil.QuoteIdent(to))
-		last = t.End
-	}
-	b.WriteString(def[last:])
-	return b.String()
+	return sqltok.Requalify(def, from, dbutil.QuoteIdent(to))
 }

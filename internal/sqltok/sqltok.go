@@ -158,3 +158,23 @@ func executableMarkerLen(s string) int {
 	}
 	return j
 }
+
+// Requalify returns q with every name from that qualifies another (a '.'
+// follows it, white space allowed between) and is not qualified itself
+// (x.from.y: from is a table there) replaced by to, the new name already
+// quoted. Strings and comments are left alone.
+func Requalify(q, from, to string) string {
+	var b strings.Builder
+	last := 0
+	for id := range Idents(q) {
+		before := strings.TrimRight(q[:id.Start], " \t\r\n")
+		if id.Text != from || !strings.HasPrefix(strings.TrimLeft(q[id.End:], " \t\r\n"), ".") || strings.HasSuffix(before, ".") {
+			continue
+		}
+		b.WriteString(q[last:id.Start])
+		b.WriteString(to)
+		last = id.End
+	}
+	b.WriteString(q[last:])
+	return b.String()
+}

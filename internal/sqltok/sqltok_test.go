@@ -60,3 +60,19 @@ func TestFirstWord(t *testing.T) {
 		}
 	}
 }
+
+func TestRequalify(t *testing.T) {
+	for _, c := range [][2]string{
+		{"SELECT s.t, `s`.`t`, \"s\".t, s . t FROM x", "SELECT `n`.t, `n`.`t`, `n`.t, `n` . t FROM x"},
+		{"SELECT x.s.y, s_1.t, 's.t', s FROM t -- s.t", "SELECT x.s.y, s_1.t, 's.t', s FROM t -- s.t"},
+		{"SELECT `a``b`.t", "SELECT `n`.t"},
+	} {
+		from := "s"
+		if c[0] == "SELECT `a``b`.t" {
+			from = "a`b"
+		}
+		if got := Requalify(c[0], from, "`n`"); got != c[1] {
+			t.Errorf("Requalify(%q) = %q, want %q", c[0], got, c[1])
+		}
+	}
+}
