@@ -83,13 +83,8 @@ server, and finally chunked deletes and a drop of the source copy.`,
 			if err != nil {
 				return badInput("--to: %v", err)
 			}
-			return a.withStore(cmd, func(s *shardmap.Store) error {
-				env := a.env(s)
-				p, err := move.Plan(cmd.Context(), env, move.Request{ShardID: shard, To: addr, KeepSource: f.keepSource, Options: f.options()})
-				if err != nil {
-					return a.opError(err, nil)
-				}
-				return a.launch(cmd, env, p, &f)
+			return a.planAndLaunch(cmd, &f, func(ctx context.Context, env pipeline.Env, o plans.Options) (*plans.Plan, error) {
+				return move.Plan(ctx, env, move.Request{ShardID: shard, To: addr, KeepSource: f.keepSource, Options: o})
 			})
 		},
 	}
@@ -98,6 +93,19 @@ server, and finally chunked deletes and a drop of the source copy.`,
 	c.Flags().StringVar(&to, "to", "", "target server HOST:PORT")
 	c.Flags().BoolVar(&f.keepSource, "keep-source", false, "leave the source copy (fenced) for a manual check instead of deleting it")
 	return c
+}
+
+// planAndLaunch builds an operation's plan with the flags' settings (build)
+// and prints, saves or runs it.
+func (a *app) planAndLaunch(cmd *cobra.Command, f *opFlags, build func(context.Context, pipeline.Env, plans.Options) (*plans.Plan, error)) error {
+	return a.withStore(cmd, func(s *shardmap.Store) error {
+		env := a.env(s)
+		p, err := build(cmd.Context(), env, f.options())
+		if err != nil {
+			return a.opError(err, nil)
+		}
+		return a.launch(cmd, env, p, f)
+	})
 }
 
 // launch prints, saves or runs a freshly built plan.
