@@ -167,6 +167,26 @@ func (r *runner) cutover(ctx context.Context) error {
 	return nil
 }
 
+// windowAtCutover records, behind the forward fence and before the shard map
+// points at the target, the target's binlog position: the reverse tail starts
+// there, so it sees the application's writes on the target and nothing of
+// the forward tail's.
+func (r *runner) windowAtCutover(ctx context.Context) error {
+	w := r.p.Window
+	if w == nil || !w.Tail.IsZero() {
+		return nil
+	}
+	pos, err := binlog.MasterStatus(ctx, r.dst)
+	if err != nil {
+		return fmt.Errorf("reverse window: read the target's binlog position: %w", err)
+	}
+	r.mu.Lock()
+	w.Tail, w.Serving = plans.Position(pos), plans.SideTarget
+	w.Forward = r.p.Cutover // a split's new shard id is known now
+	r.mu.Unlock()
+	return r.save(true)
+}
+
 // recheck compares the deferred verify chunks once more, within d, behind
 // the fence: the source is still and the target has all of it, so the
 // comparison is exact. A difference is an ErrMismatch.

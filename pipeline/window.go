@@ -8,13 +8,20 @@ package pipeline
 // behind the fence, shard map pointed at the other side, online. The window
 // ends with 'plan complete' or at its end time; then the cleanup runs (or,
 // when the source serves again, the target copy is dropped).
+//
+// This file is the window's life cycle: its set-up in the plan, the tail
+// and the fence on the side that does not serve, recovery after a crash,
+// the step's loop and its end. The switch is window_switch.go (the reverse
+// direction of the one blackout loop, blackout.go), requests
+// window_request.go, an end that leaves the source serving window_end.go,
+// and what a window
+// needs of the target check_window.go.
 
 import (
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/shardctl/shardctl/binlog"
@@ -96,78 +103,6 @@ func windowCompleteSQL(p *plans.Plan) []string {
 		"-- plan complete, target serving: the cleanup above (chunked deletes, then DROP DATABASE " + dbutil.QuoteIdent(p.Source.Schema) + " on " + p.Source.Addr() + ")",
 		"-- plan complete, source serving (reverted): DROP DATABASE " + dbutil.QuoteIdent(p.Target.Schema) + " on " + p.Target.Addr() + "; the plan ends aborted",
 	}
-}
-
-// WindowProblems is the preflight check of what the reverse direction needs:
-// only move has a window so far, and the target must write a ROW/FULL binlog
-// that shardctl's account may read.
-func WindowProblems(ctx context.Context, dst *sql.DB, p *plans.Plan) ([]string, error) {
-	if p.Window == nil && p.Options.ReverseWindowS <= 0 {
-		return nil, nil
-	}
-	switch p.Operation {
-	case "move", "split", "merge":
-	default:
-		return []string{fmt.Sprintf("--reverse-window is not supported for %s: run it without a window", p.Operation)}, nil
-	}
-	var problems []string
-	var logBin int
-	var format, image string
-	if err := dst.QueryRowContext(ctx, "SELECT @@global.log_bin, @@global.binlog_format, @@global.binlog_row_image").Scan(&logBin, &format, &image); err != nil {
-		return nil, fmt.Errorf("preflight: read binlog settings of the target %s: %w", p.Target.Addr(), err)
-	}
-	switch {
-	case logBin != 1:
-		problems = append(problems, fmt.Sprintf("--reverse-window: the target %s has no binary log to tail back: start it with log_bin, binlog_format=ROW and binlog_row_image=FULL", p.Target.Addr()))
-	case format != "ROW" || image != "FULL":
-		problems = append(problems, fmt.Sprintf("--reverse-window: the target %s logs binlog_format=%s binlog_row_image=%s: set ROW and FULL", p.Target.Addr(), format, image))
-	}
-	if _, err := binlog.MasterStatus(ctx, dst); err != nil && !errors.Is(err, binlog.ErrBinlogOff) {
-		problems = append(problems, fmt.Sprintf("--reverse-window: the account cannot read the target's binlog position (grant REPLICATION CLIENT / BINLOG MONITOR and REPLICATION SLAVE on %s): %v", p.Target.Addr(), err))
-	} else if ok, err := canReplicate(ctx, dst); err == nil && !ok {
-		problems = append(problems, fmt.Sprintf("--reverse-window: the account may not read the target's binlog: grant REPLICATION SLAVE on %s", p.Target.Addr()))
-	}
-	return problems, nil
-}
-
-// canReplicate reports whether the current account holds REPLICATION SLAVE (or ALL).
-func canReplicate(ctx context.Context, db *sql.DB) (bool, error) {
-	rows, err := db.QueryContext(ctx, "SHOW GRANTS")
-	if err != nil {
-		return false, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var g string
-		if err := rows.Scan(&g); err != nil {
-			return false, err
-		}
-		g = strings.ToUpper(g)
-		if strings.Contains(g, " ON *.*") && (strings.Contains(g, "ALL PRIVILEGES") || strings.Contains(g, "REPLICATION SLAVE") || strings.Contains(g, "REPLICATION REPLICA")) {
-			return true, nil
-		}
-	}
-	return false, rows.Err()
-}
-
-// windowAtCutover records, behind the forward fence and before the shard map
-// points at the target, the target's binlog position: the reverse tail starts
-// there, so it sees the application's writes on the target and nothing of
-// the forward tail's.
-func (r *runner) windowAtCutover(ctx context.Context) error {
-	w := r.p.Window
-	if w == nil || !w.Tail.IsZero() {
-		return nil
-	}
-	pos, err := binlog.MasterStatus(ctx, r.dst)
-	if err != nil {
-		return fmt.Errorf("reverse window: read the target's binlog position: %w", err)
-	}
-	r.mu.Lock()
-	w.Tail, w.Serving = plans.Position(pos), plans.SideTarget
-	w.Forward = r.p.Cutover // a split's new shard id is known now
-	r.mu.Unlock()
-	return r.save(true)
 }
 
 // reverted reports a plan whose window ended with the source serving.
@@ -327,20 +262,6 @@ func (wr *windowRun) restore(ctx context.Context) error {
 		return fmt.Errorf("reverse window: %w", err)
 	}
 	return wr.servingOnline(ctx, l.serving)
-}
-
-// servingOnline puts the serving side's mappings back online (backChanges),
-// whether a switch's offline change was applied or not: one change at a
-// time, as a merged range's mapping no longer exists to be set online.
-func (wr *windowRun) servingOnline(ctx context.Context, serving string) error {
-	r := wr.r
-	for _, c := range backChanges(r.p, serving) {
-		err := r.env.Store.Apply(ctx, "reverse window: serving side online", []shardmap.Change{c})
-		if err != nil && !(c.Op == shardmap.OpSetStatus && errors.Is(err, shardmap.ErrNotFound)) {
-			return err
-		}
-	}
-	return nil
 }
 
 // window is the step between cutover and cleanup: it runs the tail, carries

@@ -5,6 +5,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -149,6 +150,20 @@ func (wr *windowRun) finishSwitch(ctx context.Context, start time.Time, idx int)
 		r.env.Log.Warn("reverse window: stopping the old tail", "err", err)
 	}
 	return wr.ensure(ctx)
+}
+
+// servingOnline puts the serving side's mappings back online (backChanges),
+// whether a switch's offline change was applied or not: one change at a
+// time, as a merged range's mapping no longer exists to be set online.
+func (wr *windowRun) servingOnline(ctx context.Context, serving string) error {
+	r := wr.r
+	for _, c := range backChanges(r.p, serving) {
+		err := r.env.Store.Apply(ctx, "reverse window: serving side online", []shardmap.Change{c})
+		if err != nil && !(c.Op == shardmap.OpSetStatus && errors.Is(err, shardmap.ErrNotFound)) {
+			return err
+		}
+	}
+	return nil
 }
 
 // offChanges take the moved rows offline on the serving side, derived from
