@@ -11,6 +11,7 @@ import (
 
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/internal/fault"
+	"github.com/shardctl/shardctl/internal/sqltok"
 	"github.com/shardctl/shardctl/tables"
 )
 
@@ -135,18 +136,7 @@ func alterRefusal(s *ast.AlterTableStmt, t *tables.Table) string {
 // schema requalified by the target schema; unqualified names resolve in the
 // session's default schema, which the applier sets to the target schema.
 func retarget(query, source, target string) string {
-	var b strings.Builder
-	last := 0
-	for t := range tokens(query) {
-		if t.text != source || !strings.HasPrefix(strings.TrimLeft(query[t.end:], " \t\r\n"), ".") {
-			continue
-		}
-		b.WriteString(query[last:t.start])
-		b.WriteString(dbutil.QuoteIdent(target))
-		last = t.end
-	}
-	b.WriteString(query[last:])
-	return b.String()
+	return sqltok.Requalify(query, source, dbutil.QuoteIdent(target))
 }
 
 // alreadyThere reports errors a replayed statement meets when the target

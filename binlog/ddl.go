@@ -15,6 +15,7 @@ import (
 	"github.com/pingcap/tidb/pkg/parser/ast"
 
 	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/internal/sqltok"
 )
 
 // ErrDDL is wrapped in the error a tail stops with when a schema change
@@ -76,67 +77,13 @@ func renameTargets(p *parser.Parser, query, defaultDB string) [][2]string {
 	return out
 }
 
-// token is one identifier of a statement: its text (a quoted name with its
-// doubled quotes undone), where it stands in the statement (q[start:end],
-// quotes included), and whether it was quoted.
-type token struct {
-	text       string
-	start, end int
-	quoted     bool
-}
-
-// tokens yields the identifiers of a statement outside string literals, in
-// order: bare words and backquoted or double-quoted names. An unterminated
-// quoted name runs to the end of the text. It is the one lexer behind
-// mentionsIdent, touchesTables and retarget.
-func tokens(q string) iter.Seq[token] {
-	return func(yield func(token) bool) {
-		for i := 0; i < len(q); {
-			c := q[i]
-			switch {
-			case c == '\'':
-				i = skipString(q, i)
-			case c == '`' || c == '"':
-				var b strings.Builder
-				j := i + 1
-				for j < len(q) {
-					if q[j] == c {
-						if j+1 < len(q) && q[j+1] == c {
-							b.WriteByte(c)
-							j += 2
-							continue
-						}
-						break
-					}
-					b.WriteByte(q[j])
-					j++
-				}
-				end := min(j+1, len(q))
-				if !yield(token{text: b.String(), start: i, end: end, quoted: true}) {
-					return
-				}
-				i = j + 1
-			case isIdentByte(c):
-				j := i
-				for j < len(q) && isIdentByte(q[j]) {
-					j++
-				}
-				if !yield(token{text: q[i:j], start: i, end: j}) {
-					return
-				}
-				i = j
-			default:
-				i++
-			}
-		}
-	}
-}
-
-// words yields the identifiers of a statement (see tokens) and whether each was quoted.
+// words yields the identifiers of a statement (sqltok.Idents: outside
+// string literals and comments; double quotes as names, see sqltok) and
+// whether each was quoted.
 func words(q string) iter.Seq2[string, bool] {
 	return func(yield func(string, bool) bool) {
-		for t := range tokens(q) {
-			if !yield(t.text, t.quoted) {
+		for t := range sqltok.Idents(q) {
+			if !yield(t.Text, t.Quoted) {
 				return
 			}
 		}
@@ -156,54 +103,9 @@ func mentionsIdent(q, ident string) bool {
 	return false
 }
 
-// skipString returns the index after the single-quoted literal starting at i.
-func skipString(q string, i int) int {
-	for j := i + 1; j < len(q); j++ {
-		switch q[j] {
-		case '\\':
-			j++
-		case '\'':
-			if j+1 < len(q) && q[j+1] == '\'' {
-				j++
-				continue
-			}
-			return j + 1
-		}
-	}
-	return len(q)
-}
-
-func isIdentByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '$' || c >= 0x80
-}
-
 // firstKeyword returns the statement's first word in upper case, skipping
-// whitespace and comments.
-func firstKeyword(q string) string {
-	for {
-		q = strings.TrimSpace(q)
-		switch {
-		case strings.HasPrefix(q, "/*"):
-			end := strings.Index(q, "*/")
-			if end < 0 {
-				return ""
-			}
-			q = q[end+2:]
-		case strings.HasPrefix(q, "#"), strings.HasPrefix(q, "-- "):
-			end := strings.IndexByte(q, '\n')
-			if end < 0 {
-				return ""
-			}
-			q = q[end+1:]
-		default:
-			j := 0
-			for j < len(q) && isIdentByte(q[j]) {
-				j++
-			}
-			return strings.ToUpper(q[:j])
-		}
-	}
-}
+// whitespace and comments (an executable comment's code counts).
+func firstKeyword(q string) string { return sqltok.FirstWord(q) }
 
 // looksLikeDDL reports statements that may change a table definition.
 func looksLikeDDL(q string) bool {

@@ -44,27 +44,16 @@ func newPair(t *testing.T, schema string, ddl ...string) pair {
 	return p
 }
 
-// exec runs statements; "USE x; stmt" runs stmt with x as default schema on one connection.
+// exec runs a statement; "USE x; stmt" runs stmt with x as the default
+// schema on one connection (testenv.InSchema).
 func exec(t testing.TB, db *sql.DB, q string, args ...any) {
 	t.Helper()
-	q = testenv.SQL(q)
-	ctx := context.Background()
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
+	if rest, ok := strings.CutPrefix(q, "USE "); ok {
+		schema, stmt, _ := strings.Cut(rest, "; ")
+		testenv.InSchema(t, db, schema, stmt)
+		return
 	}
-	defer conn.Close()
-	if strings.HasPrefix(q, "USE ") {
-		defer discard(conn) // keep the default schema out of the pool
-		i := strings.Index(q, "; ")
-		if _, err := conn.ExecContext(ctx, q[:i]); err != nil {
-			t.Fatalf("%s: %v", q[:i], err)
-		}
-		q = q[i+2:]
-	}
-	if _, err := conn.ExecContext(ctx, q, args...); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
+	testenv.Exec(t, db, q, args...)
 }
 
 // tx runs statements in one source transaction.

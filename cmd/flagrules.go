@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/plans"
 )
 
 // limit is the allowed range of a number or duration flag: lo..hi, and 0 too
@@ -30,51 +31,37 @@ type limit struct {
 const unbounded = math.MaxFloat64
 
 var (
-	durationFlags = map[string]limit{
-		"max-blackout":    {lo: float64(10 * time.Millisecond), hi: float64(time.Hour)},
-		"route-grace":     {lo: float64(100 * time.Millisecond), hi: float64(time.Hour)},
-		"cutover-backoff": {lo: 0, hi: float64(time.Hour)},
-		"max-lag":         {lo: float64(time.Millisecond), hi: float64(24 * time.Hour), off: "off"},
-		"chunk-time":      {lo: float64(time.Millisecond), hi: float64(time.Hour), off: "fixed --chunk-rows"},
-		// The window is kept in whole seconds: below 1s there would be none.
-		"reverse-window": {lo: float64(time.Second), hi: float64(7 * 24 * time.Hour), off: "no window"},
-		"hook-timeout":   {lo: float64(10 * time.Millisecond), hi: float64(24 * time.Hour)},
-		"every":          {lo: float64(100 * time.Millisecond), hi: float64(time.Hour)},
-		"wait":           {lo: float64(time.Millisecond), hi: float64(24 * time.Hour)},
-		"duration":       {lo: float64(time.Millisecond), hi: unbounded, off: "until interrupted"},
-		"kill-blockers":  {lo: float64(time.Millisecond), hi: float64(24 * time.Hour), off: "never kill"},
-	}
-	numberFlags = map[string]limit{
-		"chunk-rows":          {lo: 1, hi: 1_000_000},
-		"prune-chunk-rows":    {lo: 1, hi: 1_000_000},
-		"parallel":            {lo: 1, hi: 64},
-		"prune-sleep-ms":      {lo: 0, hi: 60_000},
-		"sleep-ms":            {lo: 0, hi: 60_000},
-		"cutover-attempts":    {lo: 1, hi: 1000},
-		"max-threads-running": {lo: 1, hi: 100_000, off: "off"},
-		"max-rate":            {lo: 1, hi: unbounded, off: "no limit"},
-		"rate":                {lo: 1, hi: unbounded, off: "as fast as possible"},
-		"concurrency":         {lo: 1, hi: 1024},
-		"rounds":              {lo: 1, hi: 100},
-		"max-shard-rows":      {lo: 1, hi: unbounded, off: "off"},
-		"max-shard-bytes":     {lo: 1, hi: unbounded, off: "off"},
-		"min-shard-rows":      {lo: 1, hi: unbounded, off: "off"},
-		"min-shard-bytes":     {lo: 1, hi: unbounded, off: "off"},
-		"max-server-share":    {lo: 0.01, hi: 1, off: "off"},
-		"shard":               {lo: 1, hi: math.MaxInt32, off: "not given"},
-		"into":                {lo: 1, hi: math.MaxInt32, off: "not given"},
-		"shards":              {lo: 1, hi: 1000},
-		"servers":             {lo: 1, hi: 16},
-		"base-port":           {lo: 1024, hi: 65535},
-		"employees":           {lo: 1, hi: 10_000_000},
-		"range-width":         {lo: 1, hi: unbounded},
-		"seed":                {lo: -unbounded, hi: unbounded},
-		"max-rows":            {lo: 1, hi: 1_000_000, off: "chunks only"},
-	}
+	// The operation settings' rules are in plans.Settings (withSettings).
+	durationFlags = withSettings(map[string]limit{
+		"hook-timeout": {lo: float64(10 * time.Millisecond), hi: float64(24 * time.Hour)},
+		"every":        {lo: float64(100 * time.Millisecond), hi: float64(time.Hour)},
+		"wait":         {lo: float64(time.Millisecond), hi: float64(24 * time.Hour)},
+		"duration":     {lo: float64(time.Millisecond), hi: unbounded, off: "until interrupted"},
+	}, plans.KindMillis, plans.KindSeconds)
+	numberFlags = withSettings(map[string]limit{
+		"sleep-ms":         {lo: 0, hi: 60_000},
+		"rate":             {lo: 1, hi: unbounded, off: "as fast as possible"},
+		"concurrency":      {lo: 1, hi: 1024},
+		"rounds":           {lo: 1, hi: 100},
+		"max-shard-rows":   {lo: 1, hi: unbounded, off: "off"},
+		"max-shard-bytes":  {lo: 1, hi: unbounded, off: "off"},
+		"min-shard-rows":   {lo: 1, hi: unbounded, off: "off"},
+		"min-shard-bytes":  {lo: 1, hi: unbounded, off: "off"},
+		"max-server-share": {lo: 0.01, hi: 1, off: "off"},
+		"shard":            {lo: 1, hi: math.MaxInt32, off: "not given"},
+		"into":             {lo: 1, hi: math.MaxInt32, off: "not given"},
+		"shards":           {lo: 1, hi: 1000},
+		"servers":          {lo: 1, hi: 16},
+		"base-port":        {lo: 1024, hi: 65535},
+		"employees":        {lo: 1, hi: 10_000_000},
+		"range-width":      {lo: 1, hi: unbounded},
+		"seed":             {lo: -unbounded, hi: unbounded},
+		"max-rows":         {lo: 1, hi: 1_000_000, off: "chunks only"},
+	}, plans.KindInt, plans.KindInt64, plans.KindMillisN)
 	// choiceFlags take one of a few words.
-	choiceFlags = map[string][]string{"on-ddl": {"stop", "apply", "ignore"}}
+	choiceFlags = settingChoices(map[string][]string{})
 	// addrFlags hold HOST:PORT (lists: each element); schemaFlags a schema name.
-	addrFlags   = map[string]bool{"to": true, "server": true, "against": true, "replica": true, "drain": true, "source": true}
+	addrFlags   = settingAddrs(map[string]bool{"to": true, "server": true, "against": true, "drain": true, "source": true})
 	schemaFlags = map[string]bool{"schema": true}
 )
 

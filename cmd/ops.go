@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -39,59 +38,20 @@ func (a *app) planDir() string {
 	return filepath.Join(base, "shardctl", "plans")
 }
 
-// opFlags are the flags every operation (move, split, merge) shares.
+// opFlags are the flags every operation (move, split, merge, rebalance)
+// shares: what to do with the plan, and the settings of plans.Settings.
 type opFlags struct {
-	dryRun, yes, noVerify, keepSource       bool
-	planOut                                 string
-	opts                                    plans.Options
-	maxBlackout, backoff, maxLag, chunkTime time.Duration
-	reverseWindow, killBlockers, routeGrace time.Duration
-	onDDL                                   string
+	dryRun, yes, keepSource bool
+	planOut                 string
+	vals                    map[string]any // a setting's flag name -> the flag's variable
 }
 
 func (f *opFlags) register(c *cobra.Command) {
-	d := plans.DefaultOptions()
-	f.opts = d
 	fl := c.Flags()
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print the plan (steps, tables, estimates, shard-map SQL) and change nothing")
 	fl.StringVar(&f.planOut, "plan-out", "", "write the plan to FILE without running it ('shardctl plan apply FILE' runs it)")
 	fl.BoolVarP(&f.yes, "yes", "y", false, "do not ask for confirmation on a terminal")
-	fl.BoolVar(&f.noVerify, "no-verify", false, "skip the chunked checksum step before the fence")
-	fl.IntVar(&f.opts.ChunkRows, "chunk-rows", d.ChunkRows, "rows per copy and verify chunk")
-	fl.IntVar(&f.opts.PruneChunkRows, "prune-chunk-rows", d.PruneChunkRows, "rows per cleanup DELETE ... LIMIT")
-	fl.IntVar(&f.opts.Parallel, "parallel", d.Parallel, "tables copied at once")
-	fl.Int64Var(&f.opts.MaxRate, "max-rate", 0, "copy and cleanup rows per second at most (0: no limit)")
-	fl.IntVar((*int)(&f.opts.PruneSleepMS), "prune-sleep-ms", 0, "pause between cleanup chunks")
-	fl.DurationVar(&f.maxBlackout, "max-blackout", d.MaxBlackoutMS.D(), "write blackout budget: a cutover that cannot fence and catch up within it backs off, puts the shard back online, and retries")
-	fl.IntVar(&f.opts.FenceAttempts, "cutover-attempts", d.FenceAttempts, "cutover attempts before the fence step gives up (the shard stays online at the source)")
-	fl.DurationVar(&f.backoff, "cutover-backoff", d.BackoffMS.D(), "pause after a backed-off cutover attempt (doubles each time)")
-	fl.IntVar(&f.opts.MaxThreadsRunning, "max-threads-running", 0, "throttle copy, apply and cleanup while the source's Threads_running is above this (0: off)")
-	fl.DurationVar(&f.maxLag, "max-lag", 0, "throttle while a --replica lags more than this (0: off)")
-	fl.StringArrayVar(&f.opts.Replicas, "replica", nil, "a replica HOST:PORT whose lag --max-lag watches (repeat for several)")
-	fl.DurationVar(&f.chunkTime, "chunk-time", 0, "copy: shrink chunks whose read takes longer than this (0: fixed --chunk-rows)")
-	fl.StringVar(&f.opts.PostponeFile, "postpone-cutover-file", "", "hold the cutover while this file exists (create it before starting; delete it to cut over)")
-	fl.DurationVar(&f.reverseWindow, "reverse-window", 0, "after cutover keep the source copy fenced and in sync this long, so 'plan revert' can switch back (0: no window, the source is cleaned up at once)")
-	fl.StringVar(&f.onDDL, "on-ddl", "stop", "a schema change of a copied table on the source while the binlog tail runs: stop (the tail stops before it), apply (run it on the target at the same point and go on), ignore (record it and go on)")
-	fl.DurationVar(&f.killBlockers, "kill-blockers", 0, "before each cutover attempt after the first, kill the sessions that have held a lock on a fenced table longer than this (0: never; the attempt record names them either way)")
-	fl.DurationVar(&f.routeGrace, "route-grace", plans.DefaultRouteGrace, "after the shard map switches, keep the old copy's rows and fence this long before cleanup touches them: routers still on their cached map fail on the fence and look again (at least the routers' cache TTL; the router's default is 500ms)")
-	fl.StringVar(&f.opts.ControlFile, "control-file", "", "re-read every 2 s while running: 'max-rate = N', 'max-threads-running = N', 'pause = true'")
-}
-
-func (f *opFlags) options() plans.Options {
-	o := f.opts
-	o.Verify = !f.noVerify
-	o.MaxBlackoutMS = plans.MillisOf(f.maxBlackout)
-	o.BackoffMS = plans.MillisOf(f.backoff)
-	o.MaxLagMS = plans.MillisOf(f.maxLag)
-	o.ChunkTimeMS = plans.MillisOf(f.chunkTime)
-	o.ReverseWindowS = int64(f.reverseWindow.Seconds())
-	o.KillBlockersMS = plans.MillisOf(f.killBlockers)
-	o.RouteGraceMS = plans.MillisOf(f.routeGrace)
-	o.OnDDL = f.onDDL
-	if o.OnDDL == "stop" {
-		o.OnDDL = "" // the default, as plans made before the flag have it
-	}
-	return o
+	f.registerSettings(c, false)
 }
 
 func (a *app) env(s *shardmap.Store) pipeline.Env {
@@ -123,13 +83,8 @@ server, and finally chunked deletes and a drop of the source copy.`,
 			if err != nil {
 				return badInput("--to: %v", err)
 			}
-			return a.withStore(cmd, func(s *shardmap.Store) error {
-				env := a.env(s)
-				p, err := move.Plan(cmd.Context(), env, move.Request{ShardID: shard, To: addr, KeepSource: f.keepSource, Options: f.options()})
-				if err != nil {
-					return a.opError(err, nil)
-				}
-				return a.launch(cmd, env, p, &f)
+			return a.planAndLaunch(cmd, &f, func(ctx context.Context, env pipeline.Env, o plans.Options) (*plans.Plan, error) {
+				return move.Plan(ctx, env, move.Request{ShardID: shard, To: addr, KeepSource: f.keepSource, Options: o})
 			})
 		},
 	}
@@ -138,6 +93,19 @@ server, and finally chunked deletes and a drop of the source copy.`,
 	c.Flags().StringVar(&to, "to", "", "target server HOST:PORT")
 	c.Flags().BoolVar(&f.keepSource, "keep-source", false, "leave the source copy (fenced) for a manual check instead of deleting it")
 	return c
+}
+
+// planAndLaunch builds an operation's plan with the flags' settings (build)
+// and prints, saves or runs it.
+func (a *app) planAndLaunch(cmd *cobra.Command, f *opFlags, build func(context.Context, pipeline.Env, plans.Options) (*plans.Plan, error)) error {
+	return a.withStore(cmd, func(s *shardmap.Store) error {
+		env := a.env(s)
+		p, err := build(cmd.Context(), env, f.options())
+		if err != nil {
+			return a.opError(err, nil)
+		}
+		return a.launch(cmd, env, p, f)
+	})
 }
 
 // launch prints, saves or runs a freshly built plan.
@@ -322,7 +290,7 @@ func (a *app) planCmd() *cobra.Command {
 				})
 			},
 		}
-		f.registerSettings(c)
+		f.registerSettings(c, true)
 		if !wantNew {
 			c.Flags().StringVar(&newSource, "source", "", "after a failover: the promoted replica HOST:PORT that replaces the plan's source (the shard's location moves with it; the binlog tail resumes there by GTID)")
 		}

@@ -144,9 +144,9 @@ stopped plans it continues.`,
 				return err
 			}
 			f.override = func(p *plans.Plan) error { return f.op.override(cmd, p) }
-			for _, name := range settings {
-				if fl := cmd.Flags().Lookup(name); fl != nil && fl.Changed {
-					f.overrides = append(f.overrides, "--"+name+"="+fl.Value.String())
+			for _, s := range plans.Settings {
+				if fl := cmd.Flags().Lookup(s.Flag); s.OnRun && fl != nil && fl.Changed {
+					f.overrides = append(f.overrides, "--"+s.Flag+"="+fl.Value.String())
 				}
 			}
 			for _, list := range []struct {

@@ -1,11 +1,14 @@
 package cmd
 
 import (
+	"context"
+
 	"github.com/spf13/cobra"
 
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/merge"
-	"github.com/shardctl/shardctl/shardmap"
+	"github.com/shardctl/shardctl/pipeline"
+	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/split"
 )
 
@@ -36,13 +39,8 @@ without --at-hash, the midpoint of the shard's arc.`,
 			if err != nil {
 				return badInput("--to: %v", err)
 			}
-			return a.withStore(cmd, func(s *shardmap.Store) error {
-				env := a.env(s)
-				p, err := split.Plan(cmd.Context(), env, split.Request{ShardID: shard, At: at, AtHash: atHash, To: addr, Schema: schema, Options: f.options()})
-				if err != nil {
-					return a.opError(err, nil)
-				}
-				return a.launch(cmd, env, p, &f)
+			return a.planAndLaunch(cmd, &f, func(ctx context.Context, env pipeline.Env, o plans.Options) (*plans.Plan, error) {
+				return split.Plan(ctx, env, split.Request{ShardID: shard, At: at, AtHash: atHash, To: addr, Schema: schema, Options: o})
 			})
 		},
 	}
@@ -73,13 +71,8 @@ changing nothing, when a row would collide with one the neighbour already has.`,
 			if shard <= 0 || into <= 0 {
 				return badInput("give --shard ID and --into ID")
 			}
-			return a.withStore(cmd, func(s *shardmap.Store) error {
-				env := a.env(s)
-				p, err := merge.Plan(cmd.Context(), env, merge.Request{ShardID: shard, Into: into, Options: f.options()})
-				if err != nil {
-					return a.opError(err, nil)
-				}
-				return a.launch(cmd, env, p, &f)
+			return a.planAndLaunch(cmd, &f, func(ctx context.Context, env pipeline.Env, o plans.Options) (*plans.Plan, error) {
+				return merge.Plan(ctx, env, merge.Request{ShardID: shard, Into: into, Options: o})
 			})
 		},
 	}

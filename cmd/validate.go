@@ -17,9 +17,8 @@ import (
 // validate checks the operation flags; the message names the allowed range.
 func (f *opFlags) validate(c *cobra.Command) error {
 	// Ranges and addresses: checkFlags (flagrules.go), before any command runs.
-	o := f.options()
-	if o.MaxLagMS > 0 && len(o.Replicas) == 0 {
-		return badInput("--max-lag needs at least one --replica HOST:PORT whose lag it watches")
+	if why := f.options().Problem(); why != "" {
+		return badInput("%s", why)
 	}
 	if c != nil && f.dryRun && f.planOut != "" {
 		return badInput("give --dry-run or --plan-out, not both")
@@ -103,47 +102,20 @@ func noPasswordInDSN(raw string) error {
 	return nil
 }
 
-// settings are the flags 'plan apply' and 'plan resume' take to change a
-// plan's budget and throttles without editing the file.
-var settings = []string{"chunk-rows", "prune-chunk-rows", "parallel", "max-rate", "prune-sleep-ms", "max-blackout", "cutover-attempts", "cutover-backoff", "max-threads-running", "max-lag", "replica", "kill-blockers", "on-ddl", "route-grace"}
-
-// registerSettings registers the settings flags (with the defaults of a new plan).
-func (f *opFlags) registerSettings(c *cobra.Command) {
-	tmp := &cobra.Command{}
-	f.register(tmp)
-	for _, name := range settings {
-		c.Flags().AddFlag(tmp.Flags().Lookup(name))
-	}
-}
-
-// override validates the settings given and writes them into the plan (saved by the run).
+// override validates the settings given to 'plan apply' or 'plan resume'
+// (plans.Settings with OnRun) and writes them into the plan (saved by the run).
 func (f *opFlags) override(c *cobra.Command, p *plans.Plan) error {
 	if err := f.validate(nil); err != nil {
 		return err
 	}
 	o := f.options()
-	fl := c.Flags()
-	set := func(name string, apply func()) {
-		if fl.Changed(name) {
-			apply()
+	for _, s := range plans.Settings {
+		if s.OnRun && c.Flags().Changed(s.Flag) {
+			s.Copy(&p.Options, &o)
 		}
 	}
-	set("chunk-rows", func() { p.Options.ChunkRows = o.ChunkRows })
-	set("prune-chunk-rows", func() { p.Options.PruneChunkRows = o.PruneChunkRows })
-	set("parallel", func() { p.Options.Parallel = o.Parallel })
-	set("max-rate", func() { p.Options.MaxRate = o.MaxRate })
-	set("prune-sleep-ms", func() { p.Options.PruneSleepMS = o.PruneSleepMS })
-	set("max-blackout", func() { p.Options.MaxBlackoutMS = o.MaxBlackoutMS })
-	set("route-grace", func() { p.Options.RouteGraceMS = o.RouteGraceMS })
-	set("cutover-attempts", func() { p.Options.FenceAttempts = o.FenceAttempts })
-	set("cutover-backoff", func() { p.Options.BackoffMS = o.BackoffMS })
-	set("max-threads-running", func() { p.Options.MaxThreadsRunning = o.MaxThreadsRunning })
-	set("max-lag", func() { p.Options.MaxLagMS = o.MaxLagMS })
-	set("replica", func() { p.Options.Replicas = o.Replicas })
-	set("kill-blockers", func() { p.Options.KillBlockersMS = o.KillBlockersMS })
-	set("on-ddl", func() { p.Options.OnDDL = o.OnDDL })
-	if p.Options.MaxLagMS > 0 && len(p.Options.Replicas) == 0 {
-		return badInput("--max-lag needs at least one --replica HOST:PORT whose lag it watches")
+	if why := p.Options.Problem(); why != "" {
+		return badInput("%s", why)
 	}
 	return nil
 }

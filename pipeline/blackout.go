@@ -1,27 +1,26 @@
 package pipeline
 
-// The blackout, in one place: everything between "the rows are still
-// writable at the source" and "the shard map points at the target".
+// The blackout, in one place: one attempt loop with two directions.
 //
-//	fence step:   wait while postponed (postpone file, before-fence hook),
-//	              check readiness (lag, long transactions), then per attempt:
-//	              mappings offline -> fence triggers -> final position ->
-//	              final catch-up -> recheck of deferred chunks;
-//	              any overrun backs off (fence lifted, mappings online) and
-//	              the next attempt follows after a growing pause.
-//	cutover step: finish the final catch-up after a crash, switch the shard
-//	              map in one transaction (mappings online at the target),
-//	              stop the tail, finish the schema objects.
+//	forward (the fence step, cutover.go): the source is fenced and its
+//	        mappings go offline; the target catches up; the cutover step
+//	        switches the shard map.
+//	reverse (the window's switch, window_switch.go): the serving side is
+//	        fenced and its mappings go offline; the other side catches up;
+//	        finishSwitch points the shard map at it.
 //
-// The reverse window's switch (window.go) runs the same attempt loop
-// (attempts) and times its attempts the same way (startAttempt).
+// Both run runner.blackout: wait while postponed, check readiness (lag,
+// long transactions), arm the fence, then per attempt: mappings offline
+// beside the fence row -> final position -> final catch-up -> the
+// direction's recheck; an attempt that overruns the budget is lifted
+// (lift: fence removed, mappings online, the recorded end forgotten) and the
+// next follows after a doubling back-off. A blackout value says what differs.
 
 import (
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -31,111 +30,151 @@ import (
 	"github.com/shardctl/shardctl/fence"
 	"github.com/shardctl/shardctl/internal/fault"
 	"github.com/shardctl/shardctl/plans"
-	"github.com/shardctl/shardctl/verify"
 )
 
-// fence takes the moving rows offline: mark the mappings offline, install
-// the fence on the source, and only then read the source's final position
-// (reading it before the fence holds lets writes slip in: vitess #16563),
-// then wait for the target to apply exactly that much. The whole blackout has
-// a budget (MaxBlackoutMS): an attempt that cannot fence within it (a
-// transaction holds a table) or cannot finish the final catch-up within it
-// lifts the fence, puts the mappings back online, and is retried after a
-// back-off; the tail keeps running in between. Before each attempt it checks
-// what would make it fail (lag, long transactions: vitess #9525), and waits
-// while the postpone file exists.
-func (r *runner) fence(ctx context.Context) error {
+// blackout is one direction of the blackout: which side is fenced and with
+// what, which shard-map changes take its rows offline and put them back,
+// where the final position is recorded, and what ends a good attempt.
+type blackout struct {
+	label  string  // prefix of log lines and errors: "" or "reverse window: "
+	side   string  // the fenced side (source or target), for messages
+	other  string  // the side that catches up, for readiness's messages
+	db     *sql.DB // the fenced side's server
+	schema string  // and schema
+	fence  []fence.Table
+	arm    []fence.Table // what is armed; fence unless a crash test arms half
+
+	trying, postponed, backedOff string // attempt results' prefixes
+
+	wait     func(ctx context.Context) error                  // holds while postponed
+	counters func(ctx context.Context) error                  // the first raise of AUTO_INCREMENT counters, outside the blackout
+	caughtUp func(ctx context.Context) (time.Duration, error) // how long the other side takes to reach a fresh position
+	tail     func() *binlog.Tailer                            // the tail that applies the fenced side's changes
+	offline  func(ctx context.Context) error                  // the fenced side's mappings offline
+	online   func(ctx context.Context) error                  // and back online (lift)
+	// mark records (held) or forgets (!held) an attempt's final position,
+	// which a resume finishes behind the fence; called with r.mu held.
+	mark      func(final binlog.Position, held bool)
+	held      func() bool // called with r.mu held: a final position is recorded
+	saveFirst bool        // the final position is saved before the final catch-up, not alongside it
+	// recheck, optional, runs behind the fence after the final catch-up;
+	// ran says it did (a phase of its own); an ErrMismatch stops the step.
+	recheck func(ctx context.Context, d time.Duration) (ran bool, err error)
+	// done, optional, finishes a good attempt within the step (the
+	// window's switch); without it the next step does (the cutover).
+	done func(ctx context.Context, start time.Time, idx int) error
+
+	faultArmed, faultFenced, faultFinal string // crash tests' points ("" none)
+}
+
+// runBlackout runs up to FenceAttempts attempts of direction b. It returns
+// nil, nil when an attempt went through; the last reason (non-nil) when none
+// fitted; or the error that stopped it. Unless a final position is held
+// (a resume finishes behind the fence), no fence is left armed.
+func (r *runner) runBlackout(ctx context.Context, b *blackout) (last error, err error) {
 	budget := r.p.Options.MaxBlackoutMS.D()
-	var sessions *fence.Sessions
-	last, err := r.attempts(ctx, attemptLoop{
-		wait: r.waitPostpone,
-		// The fence's sessions are opened and its triggers armed before
-		// readiness is checked, so the attempt follows a good reading at
-		// once and fencing is one UPDATE (fence/armed.go).
-		prepare: func(ctx context.Context) (func(), string, error) {
-			// A first raise of the counters, outside the blackout: behind the
-			// fence only ids lost since then still need an ALTER. Best effort:
-			// the raise behind the fence is the one that counts.
-			if err := r.carryCounters(ctx, r.src, r.p.Source.Schema, r.dst, r.p.Target.Schema, r.p.Copy, true); err != nil {
-				r.env.Log.Warn("raising the AUTO_INCREMENT counters ahead of the blackout", "err", err)
-			}
-			ts := fenceTables(r.p)
-			if fault.On("during:fence:half") && len(ts) > 1 {
-				// A crash test's point: half the tables armed when the fence row
-				// is set, to prove resume copes with a partial arming.
-				ts = ts[:len(ts)/2]
-			}
-			s, why, err := armFence(ctx, r.src, r.p.Source.Schema, ts, budget)
-			if s == nil {
-				return nil, why, err
-			}
-			sessions = s
-			return s.Close, "", nil
-		},
-		caughtUp: func(ctx context.Context) (time.Duration, error) {
-			if fault.On("fail:fence:ready") { // tests: readiness fails with the fence armed (the tail lost the target)
-				return 0, errors.New("injected: the readiness check failed")
-			}
-			return r.waitCaughtUp(ctx, 0)
-		},
-		longTrx:   func(ctx context.Context) (string, error) { return longTransaction(ctx, r.src, budget, "source") },
-		other:     "the target",
-		try:       func(ctx context.Context, note string) error { return r.tryFence(ctx, budget, note, sessions) },
-		postponed: "postponed: ",
-		backedOff: "backed off: ",
-		blockers: func(ctx context.Context) []plans.Blocker {
-			return r.reportBlockers(ctx, r.src, r.p.Source.Schema, fenceNames(r.p))
-		},
-		kill: r.killBefore(r.src, r.p.Source.Schema, fenceNames(r.p)),
-	})
+	last, err = r.attempts(ctx, b, budget)
 	if last == nil && err == nil {
-		return nil
+		return nil, nil
 	}
-	// No attempt went through, or the step stopped (the tail failed, a
-	// signal): unless an attempt's end was saved, which a resume cuts over
-	// behind, no fence holds and the armed triggers go.
 	r.mu.Lock()
-	held := r.p.Step(plans.StepFence).State == plans.Done
+	held := b.held()
 	r.mu.Unlock()
 	if !held {
-		if rerr := fence.Remove(context.WithoutCancel(ctx), r.src, r.p.Source.Schema, fenceNames(r.p), r.p.Options.LockWaitMS.D()); rerr != nil {
-			r.env.Log.Warn("removing the armed fence triggers", "err", rerr)
+		if rerr := fence.Remove(context.WithoutCancel(ctx), b.db, b.schema, names(b.fence), r.p.Options.LockWaitMS.D()); rerr != nil {
+			r.env.Log.Warn(b.label+"removing the armed fence triggers", "side", b.side, "err", rerr)
 		}
 	}
-	if err != nil {
-		return err
-	}
-	return fmt.Errorf("%w (%s) in %d attempts (last: %v); the shard stays online at the source; resume to try again, or raise --max-blackout", ErrBudget, budget, r.p.Options.FenceAttempts, last)
+	return last, err
 }
 
-// attemptLoop is what differs between the cutover and the reverse window's
-// switch; runner.attempts is the loop they share.
-type attemptLoop struct {
-	wait      func(ctx context.Context) error                                // holds while postponed
-	prepare   func(ctx context.Context) (done func(), why string, err error) // optional: sets up an attempt ahead of readiness; why: it backed off
-	caughtUp  func(ctx context.Context) (time.Duration, error)               // how long the other side takes to reach a fresh position
-	longTrx   func(ctx context.Context) (string, error)                      // a long transaction that may hold a fenced table, or ""
-	other     string                                                         // the side that catches up, for messages
-	try       func(ctx context.Context, note string) error                   // one attempt (note: how readiness ended); errBackedOff: undone, try again
-	postponed string                                                         // prefix of a postponed attempt's result
-	backedOff string                                                         // prefix of a backed-off attempt's result
-	blockers  func(ctx context.Context) []plans.Blocker                      // optional: the sessions holding the fenced tables, for a lock wait's record (blockers.go)
-	kill      func(ctx context.Context)                                      // optional: --kill-blockers, before every attempt after the first
-}
-
-// named lists the blocking sessions where the loop can.
-func (l attemptLoop) named(ctx context.Context) []plans.Blocker {
-	if l.blockers == nil {
-		return nil
+// attempts is the loop: a doubling back-off between attempts, the
+// postponement waited out and readiness checked before each, the fence
+// armed ahead of readiness so the attempt follows a good reading at once
+// and fencing is one UPDATE (fence/armed.go).
+func (r *runner) attempts(ctx context.Context, b *blackout, budget time.Duration) (last error, err error) {
+	backoff := max(r.p.Options.BackoffMS, 1).D()
+	fenced := names(b.fence)
+	blockers := func(ctx context.Context) []plans.Blocker { return r.reportBlockers(ctx, b.db, b.schema, fenced) }
+	kill := r.killBefore(b.db, b.schema, fenced)
+	postponed := 0
+	for i := 0; i < max(1, r.p.Options.FenceAttempts); i++ {
+		if i > 0 {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 30*time.Second)
+			if kill != nil { // --kill-blockers
+				kill(ctx)
+			}
+		}
+		if err := b.wait(ctx); err != nil {
+			return nil, err
+		}
+		// InnoDB cannot tell which tables an idle transaction touched: a long
+		// transaction postpones at most three attempts in a row, then the fence
+		// itself finds out (arming it waits for metadata locks within the budget).
+		why, err := longTransaction(ctx, b.db, budget, b.side)
+		if err != nil {
+			return nil, err
+		}
+		if why != "" {
+			if postponed++; postponed <= 3 {
+				r.recordAttempt(plans.Attempt{Started: time.Now().UTC(), Result: b.postponed + why, Blockers: blockers(ctx)})
+				last = errors.New(why)
+				continue
+			}
+		}
+		// A first raise of the counters, outside the blackout: behind the
+		// fence only ids lost since then still need an ALTER. Best effort:
+		// the raise behind the fence is the one that counts.
+		if err := b.counters(ctx); err != nil {
+			r.env.Log.Warn(b.label+"raising the AUTO_INCREMENT counters ahead of the blackout", "err", err)
+		}
+		s, why, err := armFence(ctx, b.db, b.schema, b.arm, budget)
+		if err != nil {
+			return nil, fmt.Errorf("%sarm the fence on the %s: %w", b.label, b.side, err)
+		}
+		if s == nil {
+			// Arming the fence gave up within the budget: an attempt that
+			// backed off, though nothing was offline.
+			postponed = 0
+			r.recordAttempt(plans.Attempt{Started: time.Now().UTC(), Result: b.backedOff + why, Blockers: blockers(ctx)})
+			last = errors.New(why)
+			continue
+		}
+		fault.Hit(b.faultArmed)
+		why, note, err := r.ready(ctx, b, budget)
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		if why != "" {
+			s.Close()
+			r.recordAttempt(plans.Attempt{Started: time.Now().UTC(), Result: b.postponed + why})
+			last = errors.New(why)
+			continue
+		}
+		postponed = 0
+		err = r.attempt(ctx, b, budget, note, s)
+		s.Close()
+		if err == nil {
+			return nil, nil
+		}
+		if !errors.Is(err, errBackedOff) {
+			return nil, err
+		}
+		last = err
 	}
-	return l.blockers(ctx)
+	return last, nil
 }
 
 // armFence opens a fence session per table of ts on db and arms their
 // fence in schema (fence/armed.go), ahead of an attempt's readiness check.
 // why is set when arming gave up within the budget (a transaction held a
-// table): the attempt backs off, with nothing fenced or offline. The
-// cutover and the window's switch arm alike.
+// table): the attempt backs off, with nothing fenced or offline.
 func armFence(ctx context.Context, db *sql.DB, schema string, ts []fence.Table, budget time.Duration) (s *fence.Sessions, why string, err error) {
 	s, err = fence.OpenSessions(ctx, db, len(ts), budget)
 	if err != nil {
@@ -151,92 +190,155 @@ func armFence(ctx context.Context, db *sql.DB, schema string, ts []fence.Table, 
 	return s, "", nil
 }
 
-// attempts runs up to FenceAttempts attempts with a doubling back-off
-// between them, waiting out a postponement and checking readiness before
-// each. It returns nil, nil when an attempt went through; the last reason
-// (non-nil) when none fitted; or the error that stopped it.
-func (r *runner) attempts(ctx context.Context, l attemptLoop) (last error, err error) {
-	budget := r.p.Options.MaxBlackoutMS.D()
-	backoff := max(r.p.Options.BackoffMS, 1).D()
-	postponed := 0
-	for i := 0; i < max(1, r.p.Options.FenceAttempts); i++ {
-		if i > 0 {
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, 30*time.Second)
-			if l.kill != nil {
-				l.kill(ctx)
-			}
-		}
-		if err := l.wait(ctx); err != nil {
-			return nil, err
-		}
-		// InnoDB cannot tell which tables an idle transaction touched: a long
-		// transaction postpones at most three attempts in a row, then the fence
-		// itself finds out (arming it waits for metadata locks within the budget).
-		why, err := l.longTrx(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if why != "" {
-			if postponed++; postponed <= 3 {
-				r.recordAttempt(plans.Attempt{Started: time.Now().UTC(), Result: l.postponed + why, Blockers: l.named(ctx)})
-				last = errors.New(why)
-				continue
-			}
-		}
-		done := func() {}
-		if l.prepare != nil {
-			d, why, err := l.prepare(ctx)
-			if err != nil {
-				return nil, err
-			}
-			if why != "" {
-				// Arming the fence gave up within the budget: an attempt that
-				// backed off, though nothing was offline.
-				postponed = 0
-				r.recordAttempt(plans.Attempt{Started: time.Now().UTC(), Result: l.backedOff + why, Blockers: l.named(ctx)})
-				last = errors.New(why)
-				continue
-			}
-			done = d
-		}
-		why, note, err := r.ready(ctx, l, budget)
-		if err != nil {
-			done()
-			return nil, err
-		}
-		if why != "" {
-			done()
-			r.recordAttempt(plans.Attempt{Started: time.Now().UTC(), Result: l.postponed + why})
-			last = errors.New(why)
-			continue
-		}
-		postponed = 0
-		err = l.try(ctx, note)
-		done()
-		if err == nil {
-			return nil, nil
-		}
-		if !errors.Is(err, errBackedOff) {
-			return nil, err
-		}
-		last = err
+// attempt is one attempt within the budget; note (how readiness ended)
+// goes into the attempt's result.
+func (r *runner) attempt(ctx context.Context, b *blackout, budget time.Duration, note string, sessions *fence.Sessions) error {
+	idx, start, phase, left := r.startAttempt(b.trying+note, budget)
+	var final binlog.Position
+	var ended chan error // the saving of the final position
+	undo := func(reason error) error { return r.lift(ctx, b, idx, start, final, &ended, reason) }
+	fenceRow := func() error { return sessions.Fence(ctx, b.schema, left()) }
+	if err := offlineAndFence(ctx, b.offline, fenceRow, phase, undo, b.side); err != nil {
+		return err
 	}
-	return last, nil
+	fault.Hit(b.faultFenced)
+	final, err := binlog.MasterStatus(ctx, b.db)
+	if err != nil {
+		return undo(err)
+	}
+	// The final position is recorded before the other side catches up: a
+	// crash from then on resumes behind the fence still in place; an
+	// attempt that backs off forgets it again before lifting the fence.
+	r.mu.Lock()
+	b.mark(final, true)
+	r.mu.Unlock()
+	ended = make(chan error, 1)
+	if b.saveFirst {
+		err := r.save(true)
+		ended <- err
+		if err != nil {
+			return undo(err)
+		}
+	} else {
+		go func() { ended <- r.save(true) }()
+	}
+	fault.Hit(b.faultFinal)
+	t := b.tail()
+	at, t0 := t.Stats(), time.Now()
+	if err := finalCatchup(ctx, t, final, left()); err != nil {
+		return undo(err)
+	}
+	phase("final")
+	// What the final catch-up had to do, for the benchmark's analysis.
+	st := t.Stats()
+	r.env.Log.Info(b.label+"final catch-up", "from", at.Applied, "to", final, "rows", st.RowsApplied-at.RowsApplied, "events", st.Events-at.Events, "took", time.Since(t0))
+	if b.recheck != nil {
+		ran, err := b.recheck(ctx, left())
+		if errors.Is(err, ErrMismatch) {
+			if uerr := undo(err); !errors.Is(uerr, errBackedOff) {
+				return uerr
+			}
+			return err
+		}
+		if err != nil {
+			return undo(err)
+		}
+		if ran {
+			phase("recheck")
+		}
+	}
+	if err := <-ended; err != nil {
+		ended = nil // not saved: the plan on disk has no final position
+		return undo(err)
+	}
+	ended <- nil // for undo below
+	if time.Since(start) > budget {
+		return undo(fmt.Errorf("the attempt took %s, over the %s budget", time.Since(start).Round(time.Millisecond), budget))
+	}
+	if b.done != nil {
+		return b.done(ctx, start, idx)
+	}
+	// The tail keeps running into the cutover: stopping it is not part of the blackout.
+	return nil
+}
+
+// lift undoes attempt idx: the final position is forgotten (and, if it
+// was saved, saved forgotten) before the fence is lifted, as a resume must
+// not finish behind a fence that is gone; then the fence goes and the
+// fenced side's mappings are online again, whether the offline change went
+// in or not. The attempt's record names the blockers of a lock wait.
+func (r *runner) lift(ctx context.Context, b *blackout, idx int, start time.Time, final binlog.Position, ended *chan error, reason error) error {
+	r.mu.Lock()
+	b.mark(binlog.Position{}, false)
+	r.mu.Unlock()
+	if *ended != nil {
+		if err := <-*ended; err == nil {
+			if err := r.save(true); err != nil {
+				// The plan on disk holds the final position: keep the fence
+				// (and what the loop's end reads) so a resume finishes behind it.
+				r.mu.Lock()
+				b.mark(final, true)
+				r.mu.Unlock()
+				return fmt.Errorf("%v; and the plan could not be saved, so the fence stays (resume finishes the switch): %w", reason, err)
+			}
+		}
+		*ended = nil
+	}
+	bg := context.WithoutCancel(ctx)
+	err := fence.Remove(bg, b.db, b.schema, names(b.fence), r.p.Options.LockWaitMS.D())
+	if oerr := b.online(bg); oerr != nil {
+		err = errors.Join(err, oerr)
+	}
+	took := msSince(start)
+	var held []plans.Blocker
+	if isFenceTimeout(reason) { // named after the fence is lifted: not part of the blackout
+		held = r.reportBlockers(bg, b.db, b.schema, names(b.fence))
+	}
+	r.mu.Lock()
+	r.p.Attempts[idx].Result = b.backedOff + reason.Error()
+	r.p.Attempts[idx].BlackoutM = took
+	r.p.Attempts[idx].Blockers = held
+	r.mu.Unlock()
+	r.noteAttempt(idx)
+	_ = r.save(true)
+	if err != nil {
+		return fmt.Errorf("%v; and undoing the attempt failed: %w", reason, err)
+	}
+	return fmt.Errorf("%w: %v", errBackedOff, reason)
+}
+
+// closeAttempt ends attempt a's blackout at cut, the commit that pointed
+// the shard map at the other side: the time from its last phase to the
+// switch is the handoff, the switch itself the cutover, and its result
+// becomes result (what followed trying, readiness's note, is kept). Called
+// with r.mu held; returns the blackout in ms.
+func closeAttempt(a *plans.Attempt, cut time.Time, trying, result string) float64 {
+	if a.Phases != nil {
+		a.Phases["handoff"] = max(0, float64(cut.Sub(a.Started).Microseconds())/1000-sumPhases(a.Phases))
+		a.Phases["cutover"] = msSince(cut)
+	}
+	a.BlackoutM = msSince(a.Started)
+	a.Result = result + strings.TrimPrefix(a.Result, trying)
+	return a.BlackoutM
+}
+
+// sumPhases adds up an attempt's phases (each the time since the previous one).
+func sumPhases(ps map[string]float64) float64 {
+	var t float64
+	for _, v := range ps {
+		t += v
+	}
+	return t
 }
 
 // ready re-checks, without burning an attempt, until the other side reaches
 // a fresh position quickly enough to fence (readiness). why is set when it
 // never did within the patience and not even under the old half-budget rule
 // (the attempt is postponed); note says when the old rule let it through.
-func (r *runner) ready(ctx context.Context, l attemptLoop, budget time.Duration) (why, note string, err error) {
+func (r *runner) ready(ctx context.Context, b *blackout, budget time.Duration) (why, note string, err error) {
 	start := time.Now()
 	for {
-		took, err := l.caughtUp(ctx)
+		took, err := b.caughtUp(ctx)
 		if err != nil {
 			return "", "", err
 		}
@@ -245,9 +347,9 @@ func (r *runner) ready(ctx context.Context, l attemptLoop, budget time.Duration)
 			return "", "", nil
 		case fenceRelaxed:
 			return "", fmt.Sprintf(" (readiness: %s did not reach a fresh position within %s for %s; fenced at %s, under half the budget)",
-				l.other, freshBound(budget), time.Since(start).Round(time.Millisecond), took.Round(time.Millisecond)), nil
+				b.other, freshBound(budget), time.Since(start).Round(time.Millisecond), took.Round(time.Millisecond)), nil
 		case notReady:
-			return fmt.Sprintf("%s needed %s to catch up, over half the %s budget", l.other, took.Round(time.Millisecond), budget), "", nil
+			return fmt.Sprintf("%s needed %s to catch up, over half the %s budget", b.other, took.Round(time.Millisecond), budget), "", nil
 		}
 		if err := ctx.Err(); err != nil {
 			return "", "", err
@@ -324,37 +426,6 @@ func (r *runner) noteAttempt(idx int) {
 	ao.Attempt(idx+1, a)
 }
 
-// waitPostpone holds the cutover while the postpone file exists or the
-// before-fence hook fails; the tail keeps the target close behind.
-func (r *runner) waitPostpone(ctx context.Context) error {
-	f := r.p.Options.PostponeFile
-	logged := ""
-	for {
-		why := ""
-		if _, err := os.Stat(f); f != "" && err == nil {
-			why = "postponed: remove " + f + " to cut over"
-		} else if err := r.hook(ctx, HookBeforeFence, plans.StepFence); err != nil {
-			why = "postponed by the before-fence hook: " + err.Error()
-		}
-		if why == "" {
-			return nil
-		}
-		if why != logged {
-			r.env.Log.Info("cutover "+why, "file", f)
-			r.env.Observer.Progress(plans.StepFence, 0, 0, why)
-			logged = why
-		}
-		if _, err := r.waitCaughtUp(ctx, 0); err != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
-}
-
 // longTransaction names a transaction older than budget that holds locks on db, or "".
 func longTransaction(ctx context.Context, db *sql.DB, budget time.Duration, side string) (string, error) {
 	var id, thread, age int64
@@ -406,115 +477,6 @@ func (r *runner) startAttempt(result string, budget time.Duration) (idx int, sta
 	return idx, start, phase, left
 }
 
-// tryFence is one cutover attempt within the budget; note (how readiness
-// ended) goes into the attempt's result.
-func (r *runner) tryFence(ctx context.Context, budget time.Duration, note string, sessions *fence.Sessions) error {
-	idx, start, phase, left := r.startAttempt(attemptFencing+note, budget)
-	var ended chan error // the step's end, saved alongside the final catch-up
-	undo := func(reason error) error {
-		if ended != nil {
-			// Forget the step's end before the fence is lifted: a resume
-			// must not cut over without it.
-			if err := <-ended; err == nil {
-				r.mu.Lock()
-				r.p.Step(plans.StepFence).State = plans.Running
-				r.mu.Unlock()
-				if err := r.save(true); err != nil {
-					return fmt.Errorf("%v; and the plan could not be saved, so the fence stays (resume cuts over): %w", reason, err)
-				}
-			}
-			ended = nil
-		}
-		bg := context.WithoutCancel(ctx)
-		err := fence.Remove(bg, r.src, r.p.Source.Schema, fenceNames(r.p), r.p.Options.LockWaitMS.D())
-		if aerr := r.env.Store.Apply(bg, "put the mappings back online", onlineAgain(r.p.Offline)); aerr != nil {
-			err = errors.Join(err, aerr)
-		}
-		took := msSince(start)
-		var held []plans.Blocker
-		if isFenceTimeout(reason) { // named after the fence is lifted: not part of the blackout
-			held = r.reportBlockers(bg, r.src, r.p.Source.Schema, fenceNames(r.p))
-		}
-		r.mu.Lock()
-		r.p.Attempts[idx].Result = "backed off: " + reason.Error()
-		r.p.Attempts[idx].BlackoutM = took
-		r.p.Attempts[idx].Blockers = held
-		r.mu.Unlock()
-		r.noteAttempt(idx)
-		_ = r.save(true)
-		if err != nil {
-			return fmt.Errorf("%v; and undoing the attempt failed: %w", reason, err)
-		}
-		return fmt.Errorf("%w: %v", errBackedOff, reason)
-	}
-	offline := func(ctx context.Context) error {
-		err := r.env.Store.Apply(ctx, "take the moving mappings offline", r.p.Offline)
-		if err == nil {
-			fault.Hit("during:fence:offline")
-		}
-		return err
-	}
-	fenceRow := func() error { return sessions.Fence(ctx, r.p.Source.Schema, left()) }
-	if err := offlineAndFence(ctx, offline, fenceRow, phase, undo, plans.SideSource); err != nil {
-		return err
-	}
-	fault.Hit("during:fence:half") // the fence row set, half the tables armed (prepare)
-	final, err := binlog.MasterStatus(ctx, r.src)
-	if err != nil {
-		return undo(err)
-	}
-	// The step's end (with Final, which the cutover reads) is saved while
-	// the target catches up, not after: a crash from then on resumes at the
-	// cutover, which finishes the catch-up behind the fence still in place;
-	// an attempt that backs off forgets it again before lifting the fence.
-	r.mu.Lock()
-	r.p.Checkpoints.Final = plans.Position(final)
-	r.p.Step(plans.StepFence).State = plans.Done
-	r.mu.Unlock()
-	ended = make(chan error, 1)
-	go func() { ended <- r.save(true) }()
-	at, t0 := r.tail.Stats(), time.Now()
-	if err := finalCatchup(ctx, r.tail, final, left()); err != nil {
-		return undo(err)
-	}
-	phase("final")
-	// What the final catch-up had to do, for the benchmark's analysis.
-	st := r.tail.Stats()
-	r.env.Log.Info("final catch-up", "from", at.Applied, "to", final, "rows", st.RowsApplied-at.RowsApplied, "events", st.Events-at.Events, "took", time.Since(t0))
-	if len(r.p.Checkpoints.Deferred) > 0 {
-		// The source is still and the target has all of it: an exact comparison.
-		vctx, cancel := context.WithTimeout(ctx, left())
-		defer cancel()
-		differ, err := r.recheck(vctx)
-		if err != nil {
-			if ctx.Err() == nil && vctx.Err() != nil {
-				return undo(fmt.Errorf("re-checking %d changing chunks did not fit the budget", len(r.p.Checkpoints.Deferred)))
-			}
-			return undo(err)
-		}
-		if len(differ) > 0 {
-			c := differ[0]
-			err := fmt.Errorf("%w: %s rows (%s]..(%s] differ behind the fence: source %d rows, target %d rows", ErrMismatch, c.Table,
-				strings.Join(c.Lo, ","), strings.Join(c.Hi, ","), c.SourceRows, c.TargetRows)
-			if uerr := undo(err); !errors.Is(uerr, errBackedOff) {
-				return uerr
-			}
-			return err
-		}
-		phase("recheck")
-	}
-	if err := <-ended; err != nil {
-		ended = nil // not saved: the plan on disk still has the step running
-		return undo(err)
-	}
-	ended <- nil // for undo below
-	if time.Since(start) > budget {
-		return undo(fmt.Errorf("the attempt took %s, over the %s budget", time.Since(start).Round(time.Millisecond), budget))
-	}
-	// The tail keeps running into the cutover: stopping it is not part of the blackout.
-	return nil
-}
-
 // offlineAndFence takes the moving mappings offline (offline: routers
 // wait instead of failing) and fences (fenceRow: no write goes through) at
 // once: they are independent, so the blackout pays the longer of the two.
@@ -556,30 +518,3 @@ func offlineAndFence(ctx context.Context, offline func(context.Context) error, f
 // isFenceTimeout reports a fence statement that gave up waiting for a lock
 // within its budget: the attempt backs off.
 func isFenceTimeout(err error) bool { return fence.IsTimeout(err) || dbutil.IsRetryableLockErr(err) }
-
-// attemptFencing starts the result of a cutover attempt under way; the
-// cutover replaces it with "cut over", keeping what follows (readiness's note).
-const attemptFencing = "fencing"
-
-// recheck compares the deferred verify chunks once more.
-func (r *runner) recheck(ctx context.Context) ([]verify.Chunk, error) {
-	v := &verify.Verifier{Source: r.src, Target: r.dst, SourceSchema: r.p.Source.Schema, TargetSchema: r.p.Target.Schema}
-	var differ []verify.Chunk
-	for _, t := range r.p.Copy {
-		var cs []verify.Chunk
-		for _, d := range r.p.Checkpoints.Deferred {
-			if d.Table == t.Name {
-				cs = append(cs, verify.Chunk{Range: d})
-			}
-		}
-		if len(cs) == 0 {
-			continue
-		}
-		d, err := v.Recheck(ctx, t, cs)
-		if err != nil {
-			return nil, err
-		}
-		differ = append(differ, d...)
-	}
-	return differ, nil
-}

@@ -7,6 +7,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -59,7 +60,8 @@ func TestRunChecksReportsEveryProblem(t *testing.T) {
 // The registry's form: checks register themselves only from check_*.go
 // files, and every such file registers at least one (a check, or a family
 // of checks on one subject), so a new refusal goes into the registry, where
-// every run reports it with the others.
+// every run reports it with the others; and every such file has a test file
+// of its own, check_*_test.go.
 func TestEveryCheckIsRegisteredInItsOwnFile(t *testing.T) {
 	files, err := filepath.Glob("*.go")
 	if err != nil {
@@ -88,6 +90,12 @@ func TestEveryCheckIsRegisteredInItsOwnFile(t *testing.T) {
 			t.Errorf("%s registers a check: checks live in check_*.go files", f)
 		case isCheck && registers == 0:
 			t.Errorf("%s registers no check", f)
+		}
+		// Each check file has its own focused test of its refusal and acceptance.
+		if isCheck {
+			if _, err := os.Stat(strings.TrimSuffix(f, ".go") + "_test.go"); err != nil {
+				t.Errorf("%s has no test file of its own (%s_test.go)", f, strings.TrimSuffix(f, ".go"))
+			}
 		}
 	}
 	if len(registry) < 12 {

@@ -1,19 +1,23 @@
 package pipeline
 
-// The cutover step: the shard-map switch in one transaction, behind the
-// fence the fence step left holding (blackout.go).
+// The forward direction of the blackout (the fence step: blackout.go runs
+// it) and the cutover step: the shard-map switch in one transaction, behind
+// the fence the fence step left holding.
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/shardctl/shardctl/binlog"
 	"github.com/shardctl/shardctl/fence"
+	"github.com/shardctl/shardctl/internal/fault"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/shardmap"
+	"github.com/shardctl/shardctl/verify"
 )
 
 func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }
@@ -39,6 +43,75 @@ func onlineAgain(cs []shardmap.Change) []shardmap.Change {
 	}
 	return out
 }
+
+// fence takes the moving rows offline: the forward direction of the
+// blackout (blackout.go). The source's mappings go offline and its fence
+// is installed, and only then is the source's final position read
+// (reading it before the fence holds lets writes slip in: vitess #16563);
+// the target applies exactly that much. An attempt that cannot fence or
+// catch up within the budget (MaxBlackoutMS) is lifted and retried after a
+// back-off; the tail keeps running in between. Readiness (lag, long
+// transactions: vitess #9525) is checked before each, and the step waits
+// while the postpone file exists.
+func (r *runner) fence(ctx context.Context) error {
+	ts := fenceTables(r.p)
+	arm := ts
+	if fault.On("during:fence:half") && len(ts) > 1 {
+		// A crash test's point: half the tables armed when the fence row
+		// is set, to prove resume copes with a partial arming.
+		arm = ts[:len(ts)/2]
+	}
+	last, err := r.runBlackout(ctx, &blackout{
+		side: plans.SideSource, other: "the target",
+		db: r.src, schema: r.p.Source.Schema, fence: ts, arm: arm,
+		trying: attemptFencing, postponed: "postponed: ", backedOff: "backed off: ",
+		wait: r.waitPostpone,
+		counters: func(ctx context.Context) error {
+			return r.carryCounters(ctx, r.src, r.p.Source.Schema, r.dst, r.p.Target.Schema, r.p.Copy, true)
+		},
+		caughtUp: func(ctx context.Context) (time.Duration, error) {
+			if fault.On("fail:fence:ready") { // tests: readiness fails with the fence armed (the tail lost the target)
+				return 0, errors.New("injected: the readiness check failed")
+			}
+			return r.waitCaughtUp(ctx, 0)
+		},
+		tail: func() *binlog.Tailer { return r.tail },
+		offline: func(ctx context.Context) error {
+			err := r.env.Store.Apply(ctx, "take the moving mappings offline", r.p.Offline)
+			if err == nil {
+				fault.Hit("during:fence:offline")
+			}
+			return err
+		},
+		online: func(ctx context.Context) error {
+			return r.env.Store.Apply(ctx, "put the mappings back online", onlineAgain(r.p.Offline))
+		},
+		// The step's end carries the final position, which the cutover reads;
+		// it is saved while the target catches up, not after.
+		mark: func(final binlog.Position, held bool) {
+			if held {
+				r.p.Checkpoints.Final = plans.Position(final)
+				r.p.Step(plans.StepFence).State = plans.Done
+			} else {
+				r.p.Step(plans.StepFence).State = plans.Running
+			}
+		},
+		held:        func() bool { return r.p.Step(plans.StepFence).State == plans.Done },
+		recheck:     r.recheck,
+		faultFenced: "during:fence:half", // the fence row set, half the tables armed
+	})
+	if last == nil && err == nil {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("%w (%s) in %d attempts (last: %v); the shard stays online at the source; resume to try again, or raise --max-blackout", ErrBudget, r.p.Options.MaxBlackoutMS.D(), r.p.Options.FenceAttempts, last)
+}
+
+// attemptFencing starts the result of a cutover attempt under way; the
+// cutover replaces it with "cut over", keeping what follows (readiness's note).
+const attemptFencing = "fencing"
 
 // cutover switches the shard map in one transaction once the target holds
 // every write the source acknowledged before the fence.
@@ -75,14 +148,10 @@ func (r *runner) cutover(ctx context.Context) error {
 		a := &r.p.Attempts[n-1]
 		if a.Phases != nil {
 			a.Phases["counters"] = countersMS
-			// From the fence step's last phase to the switch: the step
-			// transition (the plan saved with the fence done, the window's position).
-			a.Phases["handoff"] = max(0, float64(start.Sub(a.Started).Microseconds())/1000-sumPhases(a.Phases))
-			a.Phases["cutover"] = msSince(start)
 		}
-		a.BlackoutM = msSince(a.Started)
-		a.Result = "cut over" + strings.TrimPrefix(a.Result, attemptFencing)
-		r.p.Result.BlackoutMS = a.BlackoutM
+		// From the fence step's last phase to the switch, the handoff: the
+		// step transition (the plan saved with the fence done, the window's position).
+		r.p.Result.BlackoutMS = closeAttempt(a, start, attemptFencing, "cut over")
 	}
 	n := len(r.p.Attempts)
 	r.mu.Unlock()
@@ -98,11 +167,100 @@ func (r *runner) cutover(ctx context.Context) error {
 	return nil
 }
 
-// sumPhases adds up an attempt's phases (each the time since the previous one).
-func sumPhases(ps map[string]float64) float64 {
-	var t float64
-	for _, v := range ps {
-		t += v
+// windowAtCutover records, behind the forward fence and before the shard map
+// points at the target, the target's binlog position: the reverse tail starts
+// there, so it sees the application's writes on the target and nothing of
+// the forward tail's.
+func (r *runner) windowAtCutover(ctx context.Context) error {
+	w := r.p.Window
+	if w == nil || !w.Tail.IsZero() {
+		return nil
 	}
-	return t
+	pos, err := binlog.MasterStatus(ctx, r.dst)
+	if err != nil {
+		return fmt.Errorf("reverse window: read the target's binlog position: %w", err)
+	}
+	r.mu.Lock()
+	w.Tail, w.Serving = plans.Position(pos), plans.SideTarget
+	w.Forward = r.p.Cutover // a split's new shard id is known now
+	r.mu.Unlock()
+	return r.save(true)
+}
+
+// recheck compares the deferred verify chunks once more, within d, behind
+// the fence: the source is still and the target has all of it, so the
+// comparison is exact. A difference is an ErrMismatch.
+func (r *runner) recheck(ctx context.Context, d time.Duration) (bool, error) {
+	if len(r.p.Checkpoints.Deferred) == 0 {
+		return false, nil
+	}
+	vctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	differ, err := r.recheckChunks(vctx)
+	if err != nil {
+		if ctx.Err() == nil && vctx.Err() != nil {
+			return true, fmt.Errorf("re-checking %d changing chunks did not fit the budget", len(r.p.Checkpoints.Deferred))
+		}
+		return true, err
+	}
+	if len(differ) > 0 {
+		c := differ[0]
+		return true, fmt.Errorf("%w: %s rows (%s]..(%s] differ behind the fence: source %d rows, target %d rows", ErrMismatch, c.Table,
+			strings.Join(c.Lo, ","), strings.Join(c.Hi, ","), c.SourceRows, c.TargetRows)
+	}
+	return true, nil
+}
+
+// waitPostpone holds the cutover while the postpone file exists or the
+// before-fence hook fails; the tail keeps the target close behind.
+func (r *runner) waitPostpone(ctx context.Context) error {
+	f := r.p.Options.PostponeFile
+	logged := ""
+	for {
+		why := ""
+		if _, err := os.Stat(f); f != "" && err == nil {
+			why = "postponed: remove " + f + " to cut over"
+		} else if err := r.hook(ctx, HookBeforeFence, plans.StepFence); err != nil {
+			why = "postponed by the before-fence hook: " + err.Error()
+		}
+		if why == "" {
+			return nil
+		}
+		if why != logged {
+			r.env.Log.Info("cutover "+why, "file", f)
+			r.env.Observer.Progress(plans.StepFence, 0, 0, why)
+			logged = why
+		}
+		if _, err := r.waitCaughtUp(ctx, 0); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// recheckChunks compares the deferred verify chunks once more.
+func (r *runner) recheckChunks(ctx context.Context) ([]verify.Chunk, error) {
+	v := &verify.Verifier{Source: r.src, Target: r.dst, SourceSchema: r.p.Source.Schema, TargetSchema: r.p.Target.Schema}
+	var differ []verify.Chunk
+	for _, t := range r.p.Copy {
+		var cs []verify.Chunk
+		for _, d := range r.p.Checkpoints.Deferred {
+			if d.Table == t.Name {
+				cs = append(cs, verify.Chunk{Range: d})
+			}
+		}
+		if len(cs) == 0 {
+			continue
+		}
+		d, err := v.Recheck(ctx, t, cs)
+		if err != nil {
+			return nil, err
+		}
+		differ = append(differ, d...)
+	}
+	return differ, nil
 }

@@ -8,13 +8,19 @@ package pipeline
 // behind the fence, shard map pointed at the other side, online. The window
 // ends with 'plan complete' or at its end time; then the cleanup runs (or,
 // when the source serves again, the target copy is dropped).
+//
+// This file is the window's life cycle: its set-up in the plan, the tail
+// and the fence on the side that does not serve, recovery after a crash,
+// the step's loop and its end. The switch is window_switch.go (the reverse
+// direction of the one blackout loop, blackout.go), requests
+// window_request.go, an end that leaves the source serving window_end.go,
+// and what a window needs of the target check_window.go.
 
 import (
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/shardctl/shardctl/binlog"
@@ -96,78 +102,6 @@ func windowCompleteSQL(p *plans.Plan) []string {
 		"-- plan complete, target serving: the cleanup above (chunked deletes, then DROP DATABASE " + dbutil.QuoteIdent(p.Source.Schema) + " on " + p.Source.Addr() + ")",
 		"-- plan complete, source serving (reverted): DROP DATABASE " + dbutil.QuoteIdent(p.Target.Schema) + " on " + p.Target.Addr() + "; the plan ends aborted",
 	}
-}
-
-// WindowProblems is the preflight check of what the reverse direction needs:
-// only move has a window so far, and the target must write a ROW/FULL binlog
-// that shardctl's account may read.
-func WindowProblems(ctx context.Context, dst *sql.DB, p *plans.Plan) ([]string, error) {
-	if p.Window == nil && p.Options.ReverseWindowS <= 0 {
-		return nil, nil
-	}
-	switch p.Operation {
-	case "move", "split", "merge":
-	default:
-		return []string{fmt.Sprintf("--reverse-window is not supported for %s: run it without a window", p.Operation)}, nil
-	}
-	var problems []string
-	var logBin int
-	var format, image string
-	if err := dst.QueryRowContext(ctx, "SELECT @@global.log_bin, @@global.binlog_format, @@global.binlog_row_image").Scan(&logBin, &format, &image); err != nil {
-		return nil, fmt.Errorf("preflight: read binlog settings of the target %s: %w", p.Target.Addr(), err)
-	}
-	switch {
-	case logBin != 1:
-		problems = append(problems, fmt.Sprintf("--reverse-window: the target %s has no binary log to tail back: start it with log_bin, binlog_format=ROW and binlog_row_image=FULL", p.Target.Addr()))
-	case format != "ROW" || image != "FULL":
-		problems = append(problems, fmt.Sprintf("--reverse-window: the target %s logs binlog_format=%s binlog_row_image=%s: set ROW and FULL", p.Target.Addr(), format, image))
-	}
-	if _, err := binlog.MasterStatus(ctx, dst); err != nil && !errors.Is(err, binlog.ErrBinlogOff) {
-		problems = append(problems, fmt.Sprintf("--reverse-window: the account cannot read the target's binlog position (grant REPLICATION CLIENT / BINLOG MONITOR and REPLICATION SLAVE on %s): %v", p.Target.Addr(), err))
-	} else if ok, err := canReplicate(ctx, dst); err == nil && !ok {
-		problems = append(problems, fmt.Sprintf("--reverse-window: the account may not read the target's binlog: grant REPLICATION SLAVE on %s", p.Target.Addr()))
-	}
-	return problems, nil
-}
-
-// canReplicate reports whether the current account holds REPLICATION SLAVE (or ALL).
-func canReplicate(ctx context.Context, db *sql.DB) (bool, error) {
-	rows, err := db.QueryContext(ctx, "SHOW GRANTS")
-	if err != nil {
-		return false, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var g string
-		if err := rows.Scan(&g); err != nil {
-			return false, err
-		}
-		g = strings.ToUpper(g)
-		if strings.Contains(g, " ON *.*") && (strings.Contains(g, "ALL PRIVILEGES") || strings.Contains(g, "REPLICATION SLAVE") || strings.Contains(g, "REPLICATION REPLICA")) {
-			return true, nil
-		}
-	}
-	return false, rows.Err()
-}
-
-// windowAtCutover records, behind the forward fence and before the shard map
-// points at the target, the target's binlog position: the reverse tail starts
-// there, so it sees the application's writes on the target and nothing of
-// the forward tail's.
-func (r *runner) windowAtCutover(ctx context.Context) error {
-	w := r.p.Window
-	if w == nil || !w.Tail.IsZero() {
-		return nil
-	}
-	pos, err := binlog.MasterStatus(ctx, r.dst)
-	if err != nil {
-		return fmt.Errorf("reverse window: read the target's binlog position: %w", err)
-	}
-	r.mu.Lock()
-	w.Tail, w.Serving = plans.Position(pos), plans.SideTarget
-	w.Forward = r.p.Cutover // a split's new shard id is known now
-	r.mu.Unlock()
-	return r.save(true)
 }
 
 // reverted reports a plan whose window ended with the source serving.
@@ -329,20 +263,6 @@ func (wr *windowRun) restore(ctx context.Context) error {
 	return wr.servingOnline(ctx, l.serving)
 }
 
-// servingOnline puts the serving side's mappings back online (backChanges),
-// whether a switch's offline change was applied or not: one change at a
-// time, as a merged range's mapping no longer exists to be set online.
-func (wr *windowRun) servingOnline(ctx context.Context, serving string) error {
-	r := wr.r
-	for _, c := range backChanges(r.p, serving) {
-		err := r.env.Store.Apply(ctx, "reverse window: serving side online", []shardmap.Change{c})
-		if err != nil && !(c.Op == shardmap.OpSetStatus && errors.Is(err, shardmap.ErrNotFound)) {
-			return err
-		}
-	}
-	return nil
-}
-
 // window is the step between cutover and cleanup: it runs the tail, carries
 // out revert and complete requests, and ends at the window's end time.
 func (r *runner) window(ctx context.Context) error {
@@ -448,68 +368,6 @@ func (wr *windowRun) complete(ctx context.Context, reason string) error {
 	r.mu.Unlock()
 	r.env.Log.Info("reverse window ended", "reason", w.EndReason, "serving", w.Serving)
 	return ctx.Err()
-}
-
-// revert switches to the other side within the blackout budget, with the
-// forward cutover's back-off, readiness checks, postpone file and armed
-// fence: the serving side's fence triggers are armed ahead of each attempt,
-// so fencing inside the blackout is one UPDATE.
-func (wr *windowRun) revert(ctx context.Context) error {
-	r := wr.r
-	budget := r.p.Options.MaxBlackoutMS.D()
-	l := r.leg(r.p.Window.Serving)
-	ts := windowFence(r.p, l.serving)
-	var sessions *fence.Sessions
-	last, err := r.attempts(ctx, attemptLoop{
-		wait: wr.waitPostpone,
-		prepare: func(ctx context.Context) (func(), string, error) {
-			// A first raise of the counters, outside the blackout (as the cutover's).
-			if err := r.carryCounters(ctx, l.from, l.fromEP.Schema, l.to, l.toEP.Schema, windowTables(r.p), true); err != nil {
-				r.env.Log.Warn("reverse window: raising the AUTO_INCREMENT counters ahead of the blackout", "err", err)
-			}
-			s, why, err := armFence(ctx, l.from, l.fromEP.Schema, ts, budget)
-			if s == nil {
-				if err != nil {
-					err = fmt.Errorf("reverse window: arm the fence on the %s: %w", l.serving, err)
-				}
-				return nil, why, err
-			}
-			fault.Hit("during:revert:armed") // tests: crash with the serving side armed, not fenced
-			sessions = s
-			return s.Close, "", nil
-		},
-		caughtUp: func(ctx context.Context) (time.Duration, error) { return wr.caughtUp(ctx, 0) },
-		longTrx: func(ctx context.Context) (string, error) {
-			return longTransaction(ctx, l.from, budget, l.serving)
-		},
-		other:     "the " + other(l.serving) + " copy",
-		try:       func(ctx context.Context, note string) error { return wr.trySwitch(ctx, budget, note, sessions) },
-		postponed: "switch postponed: ",
-		backedOff: "switch backed off: ",
-		blockers: func(ctx context.Context) []plans.Blocker {
-			return r.reportBlockers(ctx, l.from, l.fromEP.Schema, names(ts))
-		},
-		kill: r.killBefore(l.from, l.fromEP.Schema, names(ts)),
-	})
-	if last == nil && err == nil {
-		return nil
-	}
-	// No attempt went through, or the switch stopped: unless a switch's final
-	// position was saved, which a resume finishes behind the fence, no fence
-	// holds and the armed triggers go.
-	r.mu.Lock()
-	held := !r.p.Window.Final.IsZero()
-	r.mu.Unlock()
-	if !held {
-		if rerr := fence.Remove(context.WithoutCancel(ctx), l.from, l.fromEP.Schema, names(ts), wr.lockWait()); rerr != nil {
-			r.env.Log.Warn("reverse window: removing the armed fence triggers", "side", l.serving, "err", rerr)
-		}
-	}
-	if err != nil {
-		return err
-	}
-	return fmt.Errorf("%w: no switch fitted the %s blackout budget in %d attempts (last: %v); the %s keeps serving and the window goes on",
-		ErrNotNow, budget, r.p.Options.FenceAttempts, last, l.serving)
 }
 
 // windowFence is what a side's fence covers: on the source the plan's

@@ -1,19 +1,17 @@
 package pipeline
 
-// The reverse window's switch: one attempt at moving the serving side within
-// the blackout budget, with the same armed fence as the forward cutover.
+// The reverse window's switch: the reverse direction of the blackout
+// (blackout.go) and the switch that ends a good attempt.
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/shardctl/shardctl/binlog"
 	"github.com/shardctl/shardctl/fence"
-	"github.com/shardctl/shardctl/internal/fault"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/shardmap"
 )
@@ -33,63 +31,50 @@ func (wr *windowRun) waitPostpone(ctx context.Context) error {
 	return nil
 }
 
-// trySwitch is one switch attempt within the budget; sessions hold the
-// serving side's armed fence (revert's prepare).
-func (wr *windowRun) trySwitch(ctx context.Context, budget time.Duration, note string, sessions *fence.Sessions) error {
-	r, w := wr.r, wr.r.p.Window
-	l := r.leg(w.Serving)
-	idx, start, phase, left := r.startAttempt("switching to the "+other(l.serving)+note, budget)
-	undo := func(reason error) error {
-		bg := context.WithoutCancel(ctx)
-		// Forget the switch before the serving side is writable again: a
-		// resume must not finish a switch whose fence was lifted.
-		r.mu.Lock()
-		w.Final, w.Next = plans.Position{}, plans.Position{}
-		r.mu.Unlock()
-		err := r.save(true)
-		if ferr := fence.Remove(bg, l.from, l.fromEP.Schema, names(windowFence(r.p, l.serving)), wr.lockWait()); ferr != nil {
-			err = errors.Join(err, ferr)
-		}
-		// The offline change may not have gone in (it ran beside the fence).
-		if aerr := wr.servingOnline(bg, l.serving); aerr != nil {
-			err = errors.Join(err, aerr)
-		}
-		r.mu.Lock()
-		r.p.Attempts[idx].Result = "switch backed off: " + reason.Error()
-		r.p.Attempts[idx].BlackoutM = msSince(start)
-		r.mu.Unlock()
-		_ = r.save(true)
-		if err != nil {
-			return fmt.Errorf("%v; and undoing the attempt failed: %w", reason, err)
-		}
-		return fmt.Errorf("%w: %v", errBackedOff, reason)
+// revert switches to the other side: the reverse direction of the
+// blackout (blackout.go), with the forward cutover's back-off, readiness
+// checks, postpone file and armed fence. The serving side is fenced and its
+// mappings go offline; the other side catches up; finishSwitch points the
+// shard map at it.
+func (wr *windowRun) revert(ctx context.Context) error {
+	r := wr.r
+	l := r.leg(r.p.Window.Serving)
+	ts := windowFence(r.p, l.serving)
+	last, err := r.runBlackout(ctx, &blackout{
+		label: "reverse window: ", side: l.serving, other: "the " + other(l.serving) + " copy",
+		db: l.from, schema: l.fromEP.Schema, fence: ts, arm: ts,
+		trying: "switching to the " + other(l.serving), postponed: "switch postponed: ", backedOff: "switch backed off: ",
+		wait: wr.waitPostpone,
+		counters: func(ctx context.Context) error {
+			return r.carryCounters(ctx, l.from, l.fromEP.Schema, l.to, l.toEP.Schema, windowTables(r.p), true)
+		},
+		caughtUp: func(ctx context.Context) (time.Duration, error) { return wr.caughtUp(ctx, 0) },
+		tail:     func() *binlog.Tailer { return wr.tail },
+		offline: func(ctx context.Context) error {
+			return r.env.Store.Apply(ctx, "reverse window: take the mappings offline", offChanges(r.p, l.serving))
+		},
+		online: func(ctx context.Context) error { return wr.servingOnline(ctx, l.serving) },
+		mark: func(final binlog.Position, held bool) {
+			if held {
+				r.p.Window.Final = plans.Position(final)
+			} else {
+				r.p.Window.Final, r.p.Window.Next = plans.Position{}, plans.Position{}
+			}
+		},
+		held:       func() bool { return !r.p.Window.Final.IsZero() },
+		saveFirst:  true,
+		done:       wr.finishSwitch,
+		faultArmed: "during:revert:armed", // crash with the serving side armed, not fenced
+		faultFinal: "during:revert",
+	})
+	if last == nil && err == nil {
+		return nil
 	}
-	offline := func(ctx context.Context) error {
-		return r.env.Store.Apply(ctx, "reverse window: take the mappings offline", offChanges(r.p, l.serving))
-	}
-	fenceRow := func() error { return sessions.Fence(ctx, l.fromEP.Schema, left()) }
-	if err := offlineAndFence(ctx, offline, fenceRow, phase, undo, l.serving); err != nil {
+	if err != nil {
 		return err
 	}
-	final, err := binlog.MasterStatus(ctx, l.from)
-	if err != nil {
-		return undo(err)
-	}
-	r.mu.Lock()
-	w.Final = plans.Position(final)
-	r.mu.Unlock()
-	if err := r.save(true); err != nil {
-		return undo(err)
-	}
-	fault.Hit("during:revert")
-	if err := finalCatchup(ctx, wr.tail, final, left()); err != nil {
-		return undo(err)
-	}
-	phase("final")
-	if time.Since(start) > budget {
-		return undo(fmt.Errorf("the attempt took %s, over the %s budget", time.Since(start).Round(time.Millisecond), budget))
-	}
-	return wr.finishSwitch(ctx, start, idx)
+	return fmt.Errorf("%w: no switch fitted the %s blackout budget in %d attempts (last: %v); the %s keeps serving and the window goes on",
+		ErrNotNow, r.p.Options.MaxBlackoutMS.D(), r.p.Options.FenceAttempts, last, l.serving)
 }
 
 // finishSwitch completes a switch whose final position is recorded (the
@@ -149,13 +134,9 @@ func (wr *windowRun) finishSwitch(ctx context.Context, start time.Time, idx int)
 	if idx >= 0 {
 		a := &r.p.Attempts[idx]
 		a.Phases["lift"] = float64(cut.Sub(lift).Microseconds()) / 1000 // the other side's fence lifted
-		// The rest since the last phase: the plan saved, the other side's
-		// position read (as the cutover's handoff).
-		a.Phases["handoff"] = max(0, float64(cut.Sub(start).Microseconds())/1000-sumPhases(a.Phases))
-		a.Phases["cutover"] = msSince(cut)
-		a.BlackoutM = msSince(start)
-		a.Result = "switched to the " + w.Serving + strings.TrimPrefix(a.Result, "switching to the "+w.Serving) // keeps readiness's note
-		sw.BlackoutMS = a.BlackoutM
+		// The rest since the last phase, the handoff: the plan saved, the
+		// other side's position read (as the cutover's).
+		sw.BlackoutMS = closeAttempt(a, cut, "switching to the "+w.Serving, "switched to the "+w.Serving)
 	}
 	w.Switches = append(w.Switches, sw)
 	r.mu.Unlock()
@@ -169,6 +150,20 @@ func (wr *windowRun) finishSwitch(ctx context.Context, start time.Time, idx int)
 		r.env.Log.Warn("reverse window: stopping the old tail", "err", err)
 	}
 	return wr.ensure(ctx)
+}
+
+// servingOnline puts the serving side's mappings back online (backChanges),
+// whether a switch's offline change was applied or not: one change at a
+// time, as a merged range's mapping no longer exists to be set online.
+func (wr *windowRun) servingOnline(ctx context.Context, serving string) error {
+	r := wr.r
+	for _, c := range backChanges(r.p, serving) {
+		err := r.env.Store.Apply(ctx, "reverse window: serving side online", []shardmap.Change{c})
+		if err != nil && !(c.Op == shardmap.OpSetStatus && errors.Is(err, shardmap.ErrNotFound)) {
+			return err
+		}
+	}
+	return nil
 }
 
 // offChanges take the moved rows offline on the serving side, derived from

@@ -138,54 +138,6 @@ func (m Millis) D() time.Duration { return time.Duration(m) * time.Millisecond }
 // MillisOf is d in whole milliseconds (rounded down).
 func MillisOf(d time.Duration) Millis { return Millis(d / time.Millisecond) }
 
-// Options tune a run. They live in the plan so a resume runs the same way.
-type Options struct {
-	ChunkRows      int    `json:"chunk_rows"`       // copy and verify chunk size
-	PruneChunkRows int    `json:"prune_chunk_rows"` // cleanup DELETE ... LIMIT size
-	Parallel       int    `json:"parallel"`         // tables copied at once
-	Verify         bool   `json:"verify"`           // chunked checksums before the fence
-	LockWaitMS     Millis `json:"lock_wait_ms"`     // fence: how long CREATE TRIGGER may wait for a table's metadata lock
-	FenceAttempts  int    `json:"fence_attempts"`   // cutover attempts (each within the blackout budget) before the step gives up
-	CatchupMS      Millis `json:"catchup_ms"`       // catch-up is done when the target reaches a fresh source position within this
-	PruneSleepMS   Millis `json:"prune_sleep_ms"`   // cleanup: pause between chunks
-	MaxRate        int64  `json:"max_rate"`         // copy and cleanup rows/s cap (0 = none)
-
-	MaxBlackoutMS     Millis   `json:"max_blackout_ms"`               // cutover budget: fence + final catch-up must fit, else back off and retry
-	BackoffMS         Millis   `json:"backoff_ms"`                    // first pause after a backed-off cutover attempt (doubles, up to 30 s)
-	MaxThreadsRunning int      `json:"max_threads_running,omitempty"` // throttle copy, apply and cleanup while the source runs more threads
-	MaxLagMS          Millis   `json:"max_lag_ms,omitempty"`          // throttle while a replica lags more
-	Replicas          []string `json:"replicas,omitempty"`            // replicas (HOST:PORT) whose lag --max-lag watches
-	ChunkTimeMS       Millis   `json:"chunk_time_ms,omitempty"`       // copy: shrink chunks that take longer to read than this
-	PostponeFile      string   `json:"postpone_file,omitempty"`       // the cutover waits while this file exists
-	ControlFile       string   `json:"control_file,omitempty"`        // re-read every 2 s: max-rate, max-threads-running, pause
-	ReverseWindowS    int64    `json:"reverse_window_s,omitempty"`    // after cutover keep the source fenced and in sync this long (0: no window)
-	KillBlockersMS    Millis   `json:"kill_blockers_ms,omitempty"`    // before an attempt, kill sessions holding a fenced table's lock longer than this (0: never)
-	OnDDL             string   `json:"on_ddl,omitempty"`              // a schema change of a copied table during the tail: stop (""), apply or ignore
-	// RouteGraceMS is how long after a switch of the shard map the copy
-	// routers were sent away from keeps its rows and its fence, so a router
-	// still on its cached map fails on the fence and looks again (0: the
-	// default, DefaultRouteGrace).
-	RouteGraceMS Millis `json:"route_grace_ms,omitempty"`
-}
-
-// DefaultRouteGrace is RouteGraceMS's default: twice the router's default
-// cache TTL (router.Options.TTL, 500 ms).
-const DefaultRouteGrace = 1000 * time.Millisecond
-
-// RouteGrace is o.RouteGraceMS, or its default.
-func (o Options) RouteGrace() time.Duration {
-	if o.RouteGraceMS <= 0 {
-		return DefaultRouteGrace
-	}
-	return o.RouteGraceMS.D()
-}
-
-// DefaultOptions are the settings a plan starts with.
-func DefaultOptions() Options {
-	return Options{ChunkRows: 5000, PruneChunkRows: 1000, Parallel: 4, Verify: true, LockWaitMS: 1000, FenceAttempts: 10, CatchupMS: 500,
-		MaxBlackoutMS: 1000, BackoffMS: 500}
-}
-
 // FenceTable is a source table whose moving rows are fenced at cutover.
 type FenceTable struct {
 	Name   string          `json:"name"`

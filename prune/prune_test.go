@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/shardctl/shardctl/dbutil"
@@ -19,14 +18,12 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-var schemaSeq atomic.Int64
-
 // newSchema creates a schema on server 1 and runs stmts in it.
 func newSchema(t testing.TB, stmts ...string) (*sql.DB, string) {
 	t.Helper()
 	env := testenv.Get(t)
 	db := env.DB(t, 1, "")
-	schema := fmt.Sprintf("prune_%d", schemaSeq.Add(1))
+	schema := testenv.UniqueName("prune")
 	testenv.Schema(t, db, schema, stmts...)
 	return db, schema
 }

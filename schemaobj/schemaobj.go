@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/internal/sqltok"
 	"github.com/shardctl/shardctl/schemaobj/objdef"
 )
 
@@ -136,91 +137,13 @@ func definerOf(create string) string {
 }
 
 // Rename rewrites the schema name from to to where it qualifies an object
-// (`from`.x or from.x), outside string literals and comments; a name that
-// merely contains it (from_10, a string 'from.x') is left alone.
+// (`from`.x, from.x or, read as ANSI_QUOTES, "from".x), outside string
+// literals and comments (sqltok.Requalify); a name that merely contains it
+// (from_10, a string 'from.x') or is qualified itself (x.from.y) is left
+// alone.
 func Rename(def, from, to string) string {
 	if from == to {
 		return def
 	}
-	var b strings.Builder
-	isIdent := func(c byte) bool {
-		return c == '_' || c == '$' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= 0x80
-	}
-	qfrom := "`" + strings.ReplaceAll(from, "`", "``") + "`"
-	qto := "`" + strings.ReplaceAll(to, "`", "``") + "`"
-	for i := 0; i < len(def); {
-		c := def[i]
-		switch {
-		case c == '\'' || c == '"':
-			j := i + 1
-			for j < len(def) {
-				if def[j] == '\\' {
-					j += 2
-					continue
-				}
-				if def[j] == c {
-					if j+1 < len(def) && def[j+1] == c {
-						j += 2
-						continue
-					}
-					break
-				}
-				j++
-			}
-			j = min(j+1, len(def))
-			b.WriteString(def[i:j])
-			i = j
-		case c == '-' && strings.HasPrefix(def[i:], "-- "), c == '#':
-			j := strings.IndexByte(def[i:], '\n')
-			if j < 0 {
-				j = len(def) - i
-			}
-			b.WriteString(def[i : i+j])
-			i += j
-		case c == '/' && strings.HasPrefix(def[i:], "/*") && !strings.HasPrefix(def[i:], "/*!"):
-			j := strings.Index(def[i+2:], "*/")
-			if j < 0 {
-				j = len(def) - i - 2
-			} else {
-				j += 2
-			}
-			b.WriteString(def[i : i+2+j])
-			i += 2 + j
-		case c == '`':
-			j := i + 1
-			for j < len(def) {
-				if def[j] == '`' {
-					if j+1 < len(def) && def[j+1] == '`' {
-						j += 2
-						continue
-					}
-					break
-				}
-				j++
-			}
-			j = min(j+1, len(def))
-			tok := def[i:j]
-			if tok == qfrom && j < len(def) && def[j] == '.' {
-				tok = qto
-			}
-			b.WriteString(tok)
-			i = j
-		case isIdent(c):
-			j := i
-			for j < len(def) && isIdent(def[j]) {
-				j++
-			}
-			tok := def[i:j]
-			prevDot := i > 0 && def[i-1] == '.'
-			if tok == from && !prevDot && j < len(def) && def[j] == '.' {
-				tok = qto
-			}
-			b.WriteString(tok)
-			i = j
-		default:
-			b.WriteByte(c)
-			i++
-		}
-	}
-	return b.String()
+	return sqltok.Requalify(def, from, dbutil.QuoteIdent(to))
 }

@@ -12,6 +12,9 @@ func TestRenameOnlyQualifiers(t *testing.T) {
 		{"SELECT 'shard_1.t', \"shard_1.x\" FROM shard_10.t, `shard_1` -- shard_1.t\n", "SELECT 'shard_1.t', \"shard_1.x\" FROM shard_10.t, `shard_1` -- shard_1.t\n"},
 		{"SELECT x.shard_1.y /* shard_1.t */ FROM t", "SELECT x.shard_1.y /* shard_1.t */ FROM t"},
 		{"SELECT 'it''s shard_1.t' , shard_1.f()", "SELECT 'it''s shard_1.t' , `shard_9`.f()"},
+		// double quotes read as ANSI_QUOTES names (sqltok); a backslash escapes in strings
+		{"SELECT \"shard_1\".t, 'a\\'shard_1.t' FROM x.`shard_1`.y", "SELECT `shard_9`.t, 'a\\'shard_1.t' FROM x.`shard_1`.y"},
+		{"/*!50001 SELECT shard_1.t */ # shard_1.t", "/*!50001 SELECT `shard_9`.t */ # shard_1.t"},
 	} {
 		if got := Rename(c.in, "shard_1", "shard_9"); got != c.want {
 			t.Errorf("Rename(%q)\n got %q\nwant %q", c.in, got, c.want)

@@ -2,14 +2,12 @@ package snapshot
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -36,9 +34,9 @@ import (
 // mydumper and myloader.
 func BenchmarkCopySysbench1M(b *testing.B) {
 	t := b
-	rows := envInt("SHARDCTL_BENCH_ROWS", 1000000)
-	writers := envInt("SHARDCTL_BENCH_WRITERS", defaultWriters)
-	rounds := envInt("SHARDCTL_BENCH_ROUNDS", 2)
+	rows := testenv.EnvInt("SHARDCTL_BENCH_ROWS", 1000000)
+	writers := testenv.EnvInt("SHARDCTL_BENCH_WRITERS", defaultWriters)
+	rounds := testenv.EnvInt("SHARDCTL_BENCH_ROUNDS", 2)
 	f := newFixture(t,
 		"CREATE TABLE sbtest1 (id INT NOT NULL AUTO_INCREMENT, k INT NOT NULL DEFAULT 0, c CHAR(120) NOT NULL DEFAULT '', pad CHAR(60) NOT NULL DEFAULT '', PRIMARY KEY (id), KEY k_1 (k)) ENGINE=InnoDB",
 	)
@@ -79,12 +77,12 @@ func BenchmarkCopySysbench1M(b *testing.B) {
 		c.NoLoadData = os.Getenv("SHARDCTL_BENCH_INSERT") == "1"
 		c.IndexesFirst = os.Getenv("SHARDCTL_BENCH_INDEXES_FIRST") == "1"
 		c.ConcurrentAutoInc = os.Getenv("SHARDCTL_BENCH_CONCURRENT_AUTOINC") == "1"
-		c.Readers = envInt("SHARDCTL_BENCH_READERS", defaultReaders)
+		c.Readers = testenv.EnvInt("SHARDCTL_BENCH_READERS", defaultReaders)
 		if err := c.CreateTables(ctx, ts); err != nil {
 			t.Fatal(err)
 		}
-		flush(t, f.src)
-		flush(t, f.dst)
+		testenv.Flush(t, f.src)
+		testenv.Flush(t, f.dst)
 		cpu := startCPU(t, env)
 		start := time.Now()
 		wm, err := c.CopyTable(ctx, table(t, ts, "sbtest1"), watermark.Mark{}, func(watermark.Mark) error { return nil })
@@ -105,7 +103,7 @@ func BenchmarkCopySysbench1M(b *testing.B) {
 		dir := t.TempDir()
 		out := filepath.Join(dir, "dump")
 		cr := sandbox.Creds()
-		flush(t, f.dst)
+		testenv.Flush(t, f.dst)
 		cpu = startCPU(t, env)
 		start = time.Now()
 		tools := run(t, "mydumper", "-h", "127.0.0.1", "-P", strconv.Itoa(env.Addr(1).Port), "-u", cr.User, "-p", cr.Password,
@@ -119,13 +117,6 @@ func BenchmarkCopySysbench1M(b *testing.B) {
 		}
 		t.Logf("round %d: mydumper -t 2 + myloader -t 2 -e: %s (dump %s), %.0f rows/s; CPU s: %s", round, el.Round(time.Millisecond), dumped.Round(time.Millisecond), float64(rows)/el.Seconds(), cpu.stop(tools))
 	}
-}
-
-func envInt(name string, def int) int {
-	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
-		return n
-	}
-	return def
 }
 
 // run runs a tool and returns the CPU seconds it used.
@@ -149,62 +140,14 @@ type cpuMeter struct {
 }
 
 func startCPU(t testing.TB, env *testenv.Env) *cpuMeter {
-	return &cpuMeter{t: t, env: env, src: serverCPU(t, env, 1), dst: serverCPU(t, env, 2), self: selfCPU()}
+	return &cpuMeter{t: t, env: env, src: env.ServerCPU(t, 1), dst: env.ServerCPU(t, 2), self: testenv.SelfCPU()}
 }
 
 // stop reports source, target and client CPU seconds; tools is CPU used by child processes.
 func (m *cpuMeter) stop(tools float64) string {
-	client := selfCPU() - m.self
+	client := testenv.SelfCPU() - m.self
 	if tools > 0 {
 		client = tools
 	}
-	return fmt.Sprintf("source %.2f, target %.2f, client %.2f", serverCPU(m.t, m.env, 1)-m.src, serverCPU(m.t, m.env, 2)-m.dst, client)
-}
-
-func serverCPU(t testing.TB, env *testenv.Env, i int) float64 {
-	pid := "mariadbd.pid"
-	if testenv.MySQL() {
-		pid = "mysqld.pid"
-	}
-	b, err := os.ReadFile(filepath.Join(env.Config.Dir, fmt.Sprintf("s%d", i), pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := os.ReadFile("/proc/" + strings.TrimSpace(string(b)) + "/stat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := strings.Fields(string(st)[strings.LastIndexByte(string(st), ')')+2:])
-	u, _ := strconv.ParseFloat(f[11], 64)
-	s, _ := strconv.ParseFloat(f[12], 64)
-	return (u + s) / 100 // clock ticks; USER_HZ is 100 on Linux
-}
-
-func selfCPU() float64 {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
-}
-
-// flush waits until the server has written its dirty pages, so the work of
-// one round is not billed to the next.
-func flush(t testing.TB, db *sql.DB) {
-	t.Helper()
-	var pct, lwm string
-	if err := db.QueryRow("SELECT @@innodb_max_dirty_pages_pct, @@innodb_max_dirty_pages_pct_lwm").Scan(&pct, &lwm); err != nil {
-		t.Fatal(err)
-	}
-	exec(t, db, "SET GLOBAL innodb_max_dirty_pages_pct_lwm = 0.001, innodb_max_dirty_pages_pct = 0.001")
-	defer exec(t, db, "SET GLOBAL innodb_max_dirty_pages_pct = "+pct+", innodb_max_dirty_pages_pct_lwm = "+lwm)
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		var name string
-		var dirty int
-		if err := db.QueryRow("SHOW GLOBAL STATUS LIKE 'Innodb_buffer_pool_pages_dirty'").Scan(&name, &dirty); err != nil {
-			t.Fatal(err)
-		}
-		if dirty < 100 {
-			return
-		}
-	}
-	t.Log("dirty pages still being flushed after 60 s")
+	return fmt.Sprintf("source %.2f, target %.2f, client %.2f", m.env.ServerCPU(m.t, 1)-m.src, m.env.ServerCPU(m.t, 2)-m.dst, client)
 }

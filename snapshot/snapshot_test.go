@@ -21,8 +21,6 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-var schemaSeq atomic.Int64
-
 // fixture is a fresh source schema on server 1 and a target schema name on server 2.
 type fixture struct {
 	src, dst     *sql.DB
@@ -31,17 +29,8 @@ type fixture struct {
 
 func newFixture(t testing.TB, ddl ...string) fixture {
 	t.Helper()
-	env := testenv.Get(t)
-	n := schemaSeq.Add(1)
-	f := fixture{
-		src: env.DB(t, 1, ""), dst: env.DB(t, 2, ""),
-		sname: fmt.Sprintf("snap_src_%s_%d", strings.ToLower(t.Name()), n),
-		tname: fmt.Sprintf("snap_dst_%s_%d", strings.ToLower(t.Name()), n),
-	}
-	if len(f.sname) > 64 {
-		f.sname, f.tname = f.sname[:48]+fmt.Sprint(n), f.tname[:48]+fmt.Sprint(n)
-	}
-	testenv.DropAtEnd(t, f.dst, f.tname)
+	var f fixture
+	f.src, f.dst, f.sname, f.tname = testenv.NewPair(t, "snap_"+strings.ToLower(t.Name()))
 	testenv.Schema(t, f.src, f.sname, ddl...)
 	return f
 }

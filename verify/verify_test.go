@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/shardctl/shardctl/dbutil"
@@ -19,8 +18,6 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-var schemaSeq atomic.Int64
-
 // pair is the same schema, built by the same statements, on servers 1 and 2.
 type pair struct {
 	src, dst     *sql.DB
@@ -29,10 +26,8 @@ type pair struct {
 
 func newPair(t testing.TB, stmts ...string) pair {
 	t.Helper()
-	env := testenv.Get(t)
-	n := schemaSeq.Add(1)
-	p := pair{src: env.DB(t, 1, ""), dst: env.DB(t, 2, ""),
-		sname: fmt.Sprintf("verify_src_%d", n), tname: fmt.Sprintf("verify_dst_%d", n)}
+	var p pair
+	p.src, p.dst, p.sname, p.tname = testenv.NewPair(t, "verify")
 	testenv.Schema(t, p.src, p.sname, stmts...)
 	testenv.Schema(t, p.dst, p.tname, stmts...)
 	return p

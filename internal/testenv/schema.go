@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/shardctl/shardctl/dbutil"
@@ -46,4 +48,29 @@ func InSchema(t testing.TB, db *sql.DB, schema string, stmts ...string) {
 			t.Fatalf("%s: %v", s, err)
 		}
 	}
+}
+
+var nameSeq atomic.Int64
+
+// UniqueName is prefix_N, N unique in this test binary, within a schema
+// name's 64 characters.
+func UniqueName(prefix string) string { return numbered(prefix, nameSeq.Add(1)) }
+
+func numbered(prefix string, n int64) string {
+	suffix := fmt.Sprintf("_%d", n)
+	return prefix[:min(len(prefix), 64-len(suffix))] + suffix
+}
+
+// NewPair gives the test pools on servers 1 and 2 and two fresh schema
+// names for them, prefix_src_N and prefix_dst_N (neither created), both
+// dropped when the test ends: a copy's source and target.
+func NewPair(t testing.TB, prefix string) (src, dst *sql.DB, sname, tname string) {
+	t.Helper()
+	env := Get(t)
+	src, dst = env.DB(t, 1, ""), env.DB(t, 2, "")
+	n := nameSeq.Add(1)
+	sname, tname = numbered(prefix+"_src", n), numbered(prefix+"_dst", n)
+	DropAtEnd(t, src, sname)
+	DropAtEnd(t, dst, tname)
+	return src, dst, sname, tname
 }
