@@ -151,7 +151,7 @@ func (r *runner) cutover(ctx context.Context) error {
 		}
 		// From the fence step's last phase to the switch, the handoff: the
 		// step transition (the plan saved with the fence done, the window's position).
-		r.p.Result.BlackoutMS = closeAttempt(a, start, attemptFencing, "cut over")
+		r.p.Result.BlackoutMS = closeAttempt(a, start, attemptFencing, attemptCutOver)
 	}
 	n := len(r.p.Attempts)
 	r.mu.Unlock()

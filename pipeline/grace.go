@@ -17,13 +17,19 @@ import (
 	"github.com/shardctl/shardctl/plans"
 )
 
+// The results of the attempts that switched the shard map.
+const (
+	attemptCutOver  = "cut over"
+	attemptSwitched = "switched to the "
+)
+
 // lastSwitch is when the shard map last sent routers elsewhere: the
 // cutover, or a reverse window's last switch. The zero time: the switch is
 // not on record (a crash right after it), so the grace runs from now.
 func lastSwitch(p *plans.Plan) time.Time {
 	var at time.Time
 	for _, a := range p.Attempts {
-		if strings.HasPrefix(a.Result, "cut over") || strings.HasPrefix(a.Result, "switched to") {
+		if strings.HasPrefix(a.Result, attemptCutOver) || strings.HasPrefix(a.Result, attemptSwitched) {
 			if end := a.Started.Add(time.Duration(a.BlackoutM * float64(time.Millisecond))); end.After(at) {
 				at = end
 			}

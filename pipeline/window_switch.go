@@ -136,7 +136,7 @@ func (wr *windowRun) finishSwitch(ctx context.Context, start time.Time, idx int)
 		a.Phases["lift"] = float64(cut.Sub(lift).Microseconds()) / 1000 // the other side's fence lifted
 		// The rest since the last phase, the handoff: the plan saved, the
 		// other side's position read (as the cutover's).
-		sw.BlackoutMS = closeAttempt(a, cut, "switching to the "+w.Serving, "switched to the "+w.Serving)
+		sw.BlackoutMS = closeAttempt(a, cut, "switching to the "+w.Serving, attemptSwitched+w.Serving)
 	}
 	w.Switches = append(w.Switches, sw)
 	r.mu.Unlock()
