@@ -121,6 +121,9 @@ func (r *runner) write(gs *groupState, key int64, del bool) (ok, ambiguous bool)
 		}
 		return err
 	})
+	if errors.Is(err, router.ErrUnconfirmed) {
+		ambiguous = true // it ran; whether its shard still served the key is unknown
+	}
 	now := time.Now()
 	e.T = now.UnixNano()
 	switch {

@@ -175,7 +175,7 @@ func (r *Router) Do(ctx context.Context, table, key string, fn func(ctx context.
 		if err == nil {
 			checked := r.checkedAt()
 			if err = fn(ctx, t); err == nil {
-				err = r.stillThere(ctx, table, key, t, checked)
+				err = r.stillThere(ctx, table, key, t, checked, deadline)
 			}
 		}
 		if err == nil || !Retryable(err) || time.Now().After(deadline) {
@@ -202,26 +202,46 @@ func (r *Router) checkedAt() time.Time {
 // errMovedWhileRunning: the key's shard moved while fn ran; Do runs it again.
 var errMovedWhileRunning = errors.New("the shard moved while the statement ran")
 
+// ErrUnconfirmed is returned by Do when fn succeeded at a shard but the
+// shard map could not be read again (within RetryFor) to confirm that the
+// shard still served the key: the write ran, and whether it counts is not
+// known. An application treats it as any write of unknown outcome (a lost
+// connection at COMMIT), not as a write that did not happen.
+var ErrUnconfirmed = errors.New("the write ran, but the shard map could not be read to confirm its shard still serves the key: its outcome is unknown")
+
 // stillThere checks, after fn succeeded against t, that the key still lives
 // at t when the map was last checked longer than TTL ago. shardctl keeps a
 // copy it switched away from intact and fenced for its route grace (at
 // least the TTL), so a write that ended within TTL of the check either
 // reached the serving copy or was turned away by the fence; a write that
 // took longer may have reached a copy being cleaned up, where a DELETE or
-// UPDATE that matches no row succeeds without doing anything.
-func (r *Router) stillThere(ctx context.Context, table, key string, t Target, checked time.Time) error {
+// UPDATE that matches no row succeeds without doing anything. The map is
+// read again until deadline: a sharding database that is restarting must
+// not turn a committed write into a plain failure (the caller would count
+// it as not done), so past the deadline the answer is ErrUnconfirmed.
+func (r *Router) stillThere(ctx context.Context, table, key string, t Target, checked, deadline time.Time) error {
 	if time.Since(checked) <= r.opts.TTL {
 		return nil
 	}
-	r.Invalidate()
-	now, err := r.Resolve(ctx, table, key)
-	if err != nil && !errors.Is(err, ErrOffline) {
-		return err
+	wait := 5 * time.Millisecond
+	for {
+		r.Invalidate()
+		now, err := r.Resolve(ctx, table, key)
+		if err == nil || errors.Is(err, ErrOffline) {
+			if now.Location.Addr() == t.Location.Addr() && now.Location.Schema == t.Location.Schema {
+				return nil // offline here too: the write committed before the fence went in
+			}
+			return errMovedWhileRunning
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("%w (shard %d at %s): %w", ErrUnconfirmed, t.ShardID, t.Addr(), err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 200*time.Millisecond)
 	}
-	if now.Location.Addr() == t.Location.Addr() && now.Location.Schema == t.Location.Schema {
-		return nil // offline here too: the write committed before the fence went in
-	}
-	return errMovedWhileRunning
 }
 
 // Close closes the shard server pools.

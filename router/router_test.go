@@ -101,3 +101,58 @@ func TestRouterFollowsTheShardMap(t *testing.T) {
 		t.Fatalf("a write slower than the TTL across a move: err %v, wrote to %v", err, wrote)
 	}
 }
+
+// A write that succeeded but whose shard cannot be confirmed because the
+// shard map cannot be read (the sharding database restarting) is not a
+// plain failure: the caller would count a committed write as not done (a
+// ledger saw a row it believed deleted, re-created by an "unacknowledged"
+// insert that had committed). Do reads the map again until RetryFor; past
+// it, the answer is ErrUnconfirmed, a write of unknown outcome.
+func TestWriteConfirmedWhenTheMapReturns(t *testing.T) {
+	ctx := context.Background()
+	env := testenv.Get(t)
+	db := env.DB(t, 1, "")
+	store := shardmap.New(db, "router_unconf")
+	if _, err := sandbox.Seed(ctx, store, sandbox.SeedConfig{Servers: []dbutil.Addr{env.Addr(1), env.Addr(2)}, Creds: sandbox.Creds(), Shards: 2, Employees: 10, SchemaPrefix: "router_u"}); err != nil {
+		t.Fatal(err)
+	}
+	version := dbutil.Table("router_unconf", "version")
+	away := dbutil.Table("router_unconf", "version_away")
+	r := router.New(store, router.Options{Creds: sandbox.Creds(), TTL: 20 * time.Millisecond, RetryFor: 5 * time.Second})
+	defer r.Close()
+	// The map unreadable while the statement runs, readable again 300 ms later:
+	// the write is confirmed where it ran, and not run twice.
+	calls := 0
+	err := r.Do(ctx, "employees", "1000003", func(ctx context.Context, tg router.Target) error {
+		calls++
+		if calls == 1 {
+			if _, err := db.ExecContext(ctx, "RENAME TABLE "+version+" TO "+away); err != nil {
+				return err
+			}
+			go func() {
+				time.Sleep(300 * time.Millisecond)
+				db.ExecContext(ctx, "RENAME TABLE "+away+" TO "+version)
+			}()
+			time.Sleep(40 * time.Millisecond) // past the TTL
+		}
+		_, err := tg.DB.ExecContext(ctx, "UPDATE "+tg.Table("employees")+" SET last_name = 'Held' WHERE emp_no = 1000003")
+		return err
+	})
+	if err != nil || calls != 1 {
+		t.Fatalf("a write while the map was unreadable for 300 ms: err %v, calls %d (want nil, 1)", err, calls)
+	}
+	// The map unreadable for good: past RetryFor the write's outcome is unknown.
+	gone := shardmap.New(env.DB(t, 1, ""), "router_unconf")
+	r2 := router.New(gone, router.Options{Creds: sandbox.Creds(), TTL: 20 * time.Millisecond, RetryFor: 300 * time.Millisecond})
+	defer r2.Close()
+	err = r2.Do(ctx, "employees", "1000003", func(ctx context.Context, tg router.Target) error {
+		if _, err := tg.DB.ExecContext(ctx, "UPDATE "+tg.Table("employees")+" SET last_name = 'Lost' WHERE emp_no = 1000003"); err != nil {
+			return err
+		}
+		time.Sleep(40 * time.Millisecond)
+		return gone.DB.Close()
+	})
+	if !errors.Is(err, router.ErrUnconfirmed) {
+		t.Fatalf("a write whose shard cannot be confirmed: %v, want ErrUnconfirmed", err)
+	}
+}
