@@ -109,13 +109,20 @@ func TestAutoIncrementCarriedBack(t *testing.T) {
 
 // addTickets gives every shard an AUTO_INCREMENT table sharded on emp_no.
 // Its ids are the employees' numbers at first, so a merge's shards do not
-// collide.
+// collide, and each shard's counter starts far above them, a lower shard's
+// above a higher one's: a merge into the lower neighbour copies only ids
+// below the target's counter (the check "merge counters apart" refuses the
+// other arrangement).
 func (c *cluster) addTickets() {
 	t := c.t
 	for _, sh := range c.shards {
 		db := c.env.DB(t, c.serverIndex(sh.Server), "")
 		execScript(t, db, sh.Schema, `CREATE TABLE tickets (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, emp_no INT NOT NULL, note VARCHAR(20) NOT NULL, KEY (emp_no));
-			INSERT INTO tickets (id, emp_no, note) SELECT emp_no, emp_no, 'seed' FROM employees`)
+			INSERT INTO tickets (id, emp_no, note) SELECT emp_no, emp_no, 'seed' FROM employees;
+			SET @raise = CONCAT('ALTER TABLE tickets AUTO_INCREMENT = ', 1000000000000000 - (SELECT MIN(emp_no) FROM employees) * 1000);
+			PREPARE raise FROM @raise;
+			EXECUTE raise;
+			DEALLOCATE PREPARE raise`)
 	}
 	if err := c.store.AddColumn(ctx, "tickets", "emp_no", "employees"); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -63,12 +64,20 @@ func checkEnv(t *testing.T, op, schema string, stmts ...string) (*testenv.Env, *
 }
 
 // setGlobal sets a server variable for the test and puts it back after.
-func setGlobal(t *testing.T, db *sql.DB, name, value string) {
+func setGlobal(t *testing.T, db *sql.DB, name string, value any) {
 	t.Helper()
 	var old string
 	if err := db.QueryRow("SELECT @@GLOBAL." + name).Scan(&old); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Exec(t, db, "SET GLOBAL "+name+" = ?", value)
-	t.Cleanup(func() { _, _ = db.Exec("SET GLOBAL "+name+" = ?", old) })
+	var back any = old
+	if n, err := strconv.ParseInt(old, 10, 64); err == nil {
+		back = n // a numeric variable refuses its value as a string (1232)
+	}
+	t.Cleanup(func() {
+		if _, err := db.Exec("SET GLOBAL "+name+" = ?", back); err != nil {
+			t.Errorf("put %s back to %s: %v", name, old, err)
+		}
+	})
 }

@@ -5,8 +5,11 @@
 -- keys are UNIQUE over NOT NULL columns.
 
 -- Ids are the employees' numbers at first; each shard's counter then starts
--- far above its own keys, so shards never issue the same id (a merge keeps
--- both shards' rows).
+-- far above its own keys, and a lower shard's above a higher one's, so
+-- shards never issue the same id and a merge of a shard into its lower
+-- neighbour (the corpus merges shard 2 into shard 1) copies only ids below
+-- the target's counter: a merge target whose counter lies below the merged
+-- shard's ids is refused, since the copy would drag it among them.
 CREATE TABLE tickets (
   id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   emp_no INT NOT NULL,
@@ -14,7 +17,7 @@ CREATE TABLE tickets (
   KEY emp_no (emp_no)
 ) ENGINE=InnoDB;
 INSERT INTO tickets (id, emp_no, note) SELECT emp_no, emp_no, 'seed' FROM employees;
-SET @raise = CONCAT('ALTER TABLE tickets AUTO_INCREMENT = ', (SELECT MIN(emp_no) FROM employees) * 1000);
+SET @raise = CONCAT('ALTER TABLE tickets AUTO_INCREMENT = ', 1000000000000000 - (SELECT MIN(emp_no) FROM employees) * 1000);
 PREPARE raise FROM @raise;
 EXECUTE raise;
 DEALLOCATE PREPARE raise;
