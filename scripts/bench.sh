@@ -898,12 +898,16 @@ scale_run() {
   local name=$1 out="$WORK/$1.json" t0 t1 io0 io1 plan k
   shift
   io0=$(innodb_io)
+  cpu_mark "$name"
   t0=$(now)
   /usr/bin/time -v -o "$WORK/$name.time" timeout -k 10 "$STEP_TIMEOUT" "${SC[@]}" "$@" -o json >"$out" 2>"$out.err" ||
     fail "shardctl $* exited $?" "$out.err"
   t1=$(now)
+  put "${name}_srv_cpu_s" "$(srv_cpu "$name")"
   io1=$(innodb_io)
   put "${name}_wall_s" "$(f "$t1 - $t0")"
+  put "${name}_cpu_s" "$(f "$(get "${name}_srv_cpu_s") + $(cpu_s "$WORK/$name.time")")"
+  put "${name}_shardctl_cpu_s" "$(cpu_s "$WORK/$name.time")"
   put "${name}_rss_mb" "$(rss_mb "$WORK/$name.time")"
   put "${name}_io" "$(awk -v a="$io0" -v b="$io1" 'BEGIN { split(a, x, " "); split(b, y, " ")
     printf "%d pages read from disk, %d flushed, %.0f MB redo", y[1] - x[1], y[2] - x[2], (y[3] - x[3]) / 1048576 }')"
@@ -913,7 +917,7 @@ scale_run() {
   fi
   plan=$(ls -t "$PLANS"/*.json 2>/dev/null | head -n 1 || true)
   [ -z "$plan" ] || put "${name}_plan_kb" "$(f "$(stat -c %s "$plan") / 1024")"
-  progress "scale: $name: $(get "${name}_wall_s") s, max RSS $(get "${name}_rss_mb") MB, steps $(get "${name}_steps"); $(get "${name}_io")"
+  progress "scale: $name: $(get "${name}_wall_s") s, CPU $(get "${name}_cpu_s") s (servers $(get "${name}_srv_cpu_s"), shardctl $(get "${name}_shardctl_cpu_s")), load average $(cut -d' ' -f1-3 /proc/loadavg), max RSS $(get "${name}_rss_mb") MB, steps $(get "${name}_steps"); $(get "${name}_io")"
 }
 # measure_scale: planning, move, split and merge of the fkcheck row's shape
 # (payments -> rentals by rental_id, both sharded on emp_no, one RANGE shard)
@@ -952,10 +956,14 @@ measure_scale() {
     settle 1
     # planning: a split's dry run (every planning check; the foreign key's check on the rows reads every payment)
     progress "scale: $rows rows: split --dry-run (planning)"
+    cpu_mark "s${n}_plan"
     t0=$(now)
-    sc "$WORK/s${n}-plan.json" split --shard "$id" --at "$at" --to "$(addr 3)" --dry-run
+    /usr/bin/time -v -o "$WORK/s${n}_plan.time" timeout -k 10 "$STEP_TIMEOUT" "${SC[@]}" split --shard "$id" --at "$at" --to "$(addr 3)" --dry-run -o json \
+      >"$WORK/s${n}-plan.json" 2>"$WORK/s${n}-plan.json.err" || fail "split --dry-run exited $?" "$WORK/s${n}-plan.json.err"
     t1=$(now)
     put "s${n}_plan_s" "$(f "$t1 - $t0")"
+    put "s${n}_plan_cpu_s" "$(f "$(srv_cpu "s${n}_plan") + $(cpu_s "$WORK/s${n}_plan.time")")"
+    progress "scale: $rows rows: planning $(get "s${n}_plan_s") s, CPU $(get "s${n}_plan_cpu_s") s (load average $(cut -d' ' -f1-3 /proc/loadavg))"
     put "s${n}_dry_kb" "$(f "$(stat -c %s "$WORK/s${n}-plan.json") / 1024")"
     got=$(jq -r '.key_checks[0].rows' "$WORK/s${n}-plan.json")
     [ "$got" = "$rows" ] || fail "the dry run's key check read $got child rows, not $rows" "$WORK/s${n}-plan.json"
@@ -1052,6 +1060,7 @@ scale_table() {
   echo "| step | $(K "$SCALE_ROWS_A") child rows | $(K "$SCALE_ROWS_B") child rows | ratio per row (($(K "$SCALE_ROWS_B")/$(K "$SCALE_ROWS_A")) / $SCALE_X) | ≤ 1.2? |"
   echo "|---|---|---|---|---|"
   scale_line "planning: \`split --dry-run\` wall (foreign-key check on every payment included)" "$(get s1_plan_s)" "$(get s2_plan_s)" " s"
+  scale_line "planning: CPU (3 servers + shardctl)" "$(get s1_plan_cpu_s)" "$(get s2_plan_cpu_s)" " s"
   for op in move split merge; do
     for k in $( { jq -r 'keys[]' <<<"$(get "s1_${op}_steps")"; jq -r 'keys[]' <<<"$(get "s2_${op}_steps")"; } 2>/dev/null | sort -u); do
       a=$(get "s1_${op}_${k}_s"); b=$(get "s2_${op}_${k}_s")
@@ -1063,6 +1072,7 @@ scale_table() {
       fi
     done
     scale_line "**$op: wall** (\`/usr/bin/time\`)" "$(get "s1_${op}_wall_s")" "$(get "s2_${op}_wall_s")" " s"
+    scale_line "$op: CPU (3 servers + shardctl)" "$(get "s1_${op}_cpu_s")" "$(get "s2_${op}_cpu_s")" " s"
     printf '| %s | %s MB | %s MB | %s (flat: ≤ 1.5) | — |\n' "$op: max RSS" "$(get "s1_${op}_rss_mb")" "$(get "s2_${op}_rss_mb")" "$(div "$(get "s2_${op}_rss_mb")" "$(get "s1_${op}_rss_mb")")×"
     scale_line "$op: plan file" "$(get "s1_${op}_plan_kb")" "$(get "s2_${op}_plan_kb")" " KB"
   done
