@@ -20,7 +20,9 @@
 #
 # Environment: BENCH_ONLY=copy,copymixed,floor,verify,memory,catchup,blackout,prune,fkcheck,fleet,scale runs only those;
 # BENCH_BUFFER_POOL_MB sizes every sandbox server's InnoDB buffer pool (default 256, the tests');
-# the scale row restarts the servers with SCALE_POOL_MB (default 3072; 1024 with --small) and back;
+# the scale row restarts the servers with SCALE_POOL_MB (default 3072; 1024 with --small) and back,
+# SCALE_REDO_MB resizes their redo log for it (MariaDB), SCALE_OPS="move split merge" picks its commands,
+# SCALE_ROWS_A and SCALE_ROWS_B its two sizes;
 # BENCH_MAX_BLACKOUT=250ms passes --max-blackout to the cutover moves;
 # SHARDCTL_BENCH_DIR moves the sandbox, BENCH_PORT_BASE its ports (default 23406);
 # BENCH_FLAVOR=mysql runs every row on Oracle MySQL sandbox servers instead of
@@ -54,11 +56,11 @@ done
 if [ -n "$SMALL" ]; then
   COPY_ROWS=100000; CATCHUP_ROWS=20000; CATCHUP_T=5; CUTOVERS=3; EMPLOYEES=2000
   PRUNE_ROWS=50000; MEM_ROWS_A=100000; MEM_ROWS_B=300000; MIXED_ROWS=100000; VERIFY_ROWS=100000; FK_ROWS=100000; FLEET=300; MODE=small
-  SCALE_ROWS_A=100000; SCALE_ROWS_B=1000000; SCALE_POOL_MB=${SCALE_POOL_MB:-1024}
+  SCALE_ROWS_A=${SCALE_ROWS_A:-100000}; SCALE_ROWS_B=${SCALE_ROWS_B:-1000000}; SCALE_POOL_MB=${SCALE_POOL_MB:-1024}
 else
   COPY_ROWS=1000000; CATCHUP_ROWS=200000; CATCHUP_T=30; CUTOVERS=10; EMPLOYEES=5000
   PRUNE_ROWS=500000; MEM_ROWS_A=1000000; MEM_ROWS_B=5000000; MIXED_ROWS=1000000; VERIFY_ROWS=1000000; FK_ROWS=1000000; FLEET=1000; MODE=full
-  SCALE_ROWS_A=1000000; SCALE_ROWS_B=10000000; SCALE_POOL_MB=${SCALE_POOL_MB:-3072}
+  SCALE_ROWS_A=${SCALE_ROWS_A:-1000000}; SCALE_ROWS_B=${SCALE_ROWS_B:-10000000}; SCALE_POOL_MB=${SCALE_POOL_MB:-3072}
 fi
 STEP_TIMEOUT=${BENCH_STEP_TIMEOUT:-$([ -n "$SMALL" ] && echo 300 || echo 1800)}
 RUN_TIMEOUT=${BENCH_TIMEOUT:-$([ -n "$SMALL" ] && echo 900 || echo 7200)}
@@ -890,6 +892,27 @@ innodb_io() {
   done
   echo "$r $fl $lw"
 }
+# cpu_sampler FILE: the three servers' CPU ticks once a second ("epoch t1 t2 t3"), in the
+# background until killed (its pid in FILE.pid)
+cpu_sampler() {
+  (while :; do echo "$(now) $(mariadbd_ticks)"; sleep 1; done) >"$1" 2>/dev/null &
+  echo $! >"$1.pid"
+}
+# step_cpu LOG SAMPLES: "step CPU-seconds" of the three servers for each step of a
+# shardctl log ("step started"/"step done" lines), interpolated between the samples
+step_cpu() {
+  grep -E 'msg="step (started|done)"' "$1" | sed -E 's/^time=([^ ]+) .*msg="step (started|done)" step=([a-z_-]+).*/\1 \2 \3/' |
+    while read -r ts what step; do echo "$(date -d "$ts" +%s.%N) $what $step"; done |
+    awk -v clk="$CLK" -v sf="$2" '
+      BEGIN { n = 0; while ((getline l < sf) > 0) { k = split(l, a, " "); if (k < 4) continue; n++; t[n] = a[1]; v[n] = a[2] + a[3] + a[4] } }
+      function at(T,   i) {
+        if (n < 2 || T < t[1] || T > t[n]) return -1
+        for (i = 1; i < n; i++) if (T >= t[i] && T <= t[i + 1]) return v[i] + (v[i + 1] - v[i]) * (T - t[i]) / (t[i + 1] - t[i])
+        return v[n]
+      }
+      $2 == "started" { s[$3] = $1 }
+      $2 == "done" && ($3 in s) { x = at(s[$3]); y = at($1); if (x >= 0 && y >= 0) printf "%s %.2f\n", $3, (y - x) / clk }'
+}
 # scale_run NAME ARGS...: one shardctl command (-o json) under /usr/bin/time -v;
 # puts NAME_wall_s, NAME_rss_mb, NAME_steps, NAME_<step>_s for each step,
 # NAME_plan_kb (the plan file the command wrote) and NAME_io (the servers'
@@ -899,11 +922,16 @@ scale_run() {
   shift
   io0=$(innodb_io)
   cpu_mark "$name"
+  cpu_sampler "$WORK/$name.samples"
   t0=$(now)
   /usr/bin/time -v -o "$WORK/$name.time" timeout -k 10 "$STEP_TIMEOUT" "${SC[@]}" "$@" -o json >"$out" 2>"$out.err" ||
     fail "shardctl $* exited $?" "$out.err"
   t1=$(now)
+  sleep 1.1 # one more sample after the end
+  kill "$(cat "$WORK/$name.samples.pid")" 2>/dev/null || true
   put "${name}_srv_cpu_s" "$(srv_cpu "$name")"
+  step_cpu "$out.err" "$WORK/$name.samples" >"$WORK/$name.stepcpu" || true
+  while read -r k c; do put "${name}_${k}_cpu" "$c"; done <"$WORK/$name.stepcpu"
   io1=$(innodb_io)
   put "${name}_wall_s" "$(f "$t1 - $t0")"
   put "${name}_cpu_s" "$(f "$(get "${name}_srv_cpu_s") + $(cpu_s "$WORK/$name.time")")"
@@ -927,6 +955,9 @@ measure_scale() {
   local n rows id id2 at b batch=1000000 mf t0 t1 sch got
   progress "scale: restarting the servers with a $SCALE_POOL_MB MB buffer pool"
   restart_pool "$SCALE_POOL_MB"
+  if [ -n "${SCALE_REDO_MB:-}" ]; then
+    for n in 1 2 3; do M "$n" -e "SET GLOBAL innodb_log_file_size = $((SCALE_REDO_MB * 1048576))"; done
+  fi
   put scale_pool "$(M 1 -N -e "SELECT @@innodb_buffer_pool_size DIV 1048576") MB buffer pool, $(M 1 -N -e "SELECT @@innodb_log_file_size DIV 1048576") MB redo log"
   n=0
   for rows in "$SCALE_ROWS_A" "$SCALE_ROWS_B"; do
@@ -967,18 +998,21 @@ measure_scale() {
     put "s${n}_dry_kb" "$(f "$(stat -c %s "$WORK/s${n}-plan.json") / 1024")"
     got=$(jq -r '.key_checks[0].rows' "$WORK/s${n}-plan.json")
     [ "$got" = "$rows" ] || fail "the dry run's key check read $got child rows, not $rows" "$WORK/s${n}-plan.json"
+    local ops=" ${SCALE_OPS:-move split merge} "
     settle 1
     settle 2
     progress "scale: $rows rows: move server 1 -> 2 (verify and cleanup on)"
     scale_run "s${n}_move" move --shard "$id" --to "$(addr 2)" --yes
     [ "$(jq -r .result.rows_copied "$WORK/s${n}_move.json")" = "$((rows + rows / 2))" ] ||
       fail "move copied $(jq -r .result.rows_copied "$WORK/s${n}_move.json") rows, not $((rows + rows / 2))"
+    if [[ "$ops" != *" split "* ]]; then M 2 -e "DROP DATABASE \`$sch\`"; continue; fi
     settle 2
     settle 3
     progress "scale: $rows rows: split at $at, server 2 -> 3"
     scale_run "s${n}_split" split --shard "$id" --at "$at" --to "$(addr 3)" --schema "${sch}_hi" --yes
     id2=$(M 1 -N "bench_$sch" -e "SELECT shard_id FROM locations WHERE schema_name = '${sch}_hi'")
     [ -n "$id2" ] || fail "no shard ${sch}_hi in the shard map after the split"
+    if [[ "$ops" != *" merge "* ]]; then M 2 -e "DROP DATABASE \`$sch\`"; M 3 -e "DROP DATABASE \`${sch}_hi\`"; continue; fi
     settle 2
     settle 3
     progress "scale: $rows rows: merge shard $id2 (server 3) into $id (server 2)"
@@ -1051,29 +1085,32 @@ failrow() {
 # scale_table: the scale row's figures, step by step, SCALE_ROWS_A against
 # SCALE_ROWS_B; "per row" is (B / A) / (SCALE_ROWS_B / SCALE_ROWS_A), target ≤ 1.2
 SCALE_X=$((SCALE_ROWS_B / SCALE_ROWS_A))
-scale_line() { # WHAT A B [UNIT]
-  local r; r=$(awk -v a="$2" -v b="$3" -v x="$SCALE_X" 'BEGIN { if (a + 0 <= 0 || b == "" || b == "n/a") print "n/a"; else printf "%.2f", b / a / x }')
-  printf '| %s | %s%s | %s%s | %s | %s |\n' "$1" "$2" "${4:-}" "$3" "${4:-}" "$r" "$(met "$r" "<=" 1.2)"
+perrow() { awk -v a="$1" -v b="$2" -v x="$SCALE_X" 'BEGIN { if (a + 0 <= 0 || b == "" || b == "n/a") print "n/a"; else printf "%.2f", b / a / x }'; }
+scale_line() { # WHAT A B [UNIT [CPU_A CPU_B]]
+  local r c="" cr=""
+  r=$(perrow "$2" "$3")
+  if [ -n "${5:-}" ]; then c="$5 / $6"; cr=$(perrow "$5" "$6"); fi
+  printf '| %s | %s%s | %s%s | %s | %s | %s | %s |\n' "$1" "$2" "${4:-}" "$3" "${4:-}" "$r" "$(met "$r" "<=" 1.2)" "${c:-—}" "${cr:-—}"
 }
 scale_table() {
   local op k a b
-  echo "| step | $(K "$SCALE_ROWS_A") child rows | $(K "$SCALE_ROWS_B") child rows | ratio per row (($(K "$SCALE_ROWS_B")/$(K "$SCALE_ROWS_A")) / $SCALE_X) | ≤ 1.2? |"
-  echo "|---|---|---|---|---|"
+  echo "| step | $(K "$SCALE_ROWS_A") child rows | $(K "$SCALE_ROWS_B") child rows | ratio per row (($(K "$SCALE_ROWS_B")/$(K "$SCALE_ROWS_A")) / $SCALE_X) | ≤ 1.2? | servers' CPU-s, $(K "$SCALE_ROWS_A") / $(K "$SCALE_ROWS_B") | CPU ratio per row |"
+  echo "|---|---|---|---|---|---|---|"
   scale_line "planning: \`split --dry-run\` wall (foreign-key check on every payment included)" "$(get s1_plan_s)" "$(get s2_plan_s)" " s"
-  scale_line "planning: CPU (3 servers + shardctl)" "$(get s1_plan_cpu_s)" "$(get s2_plan_cpu_s)" " s"
+  scale_line "planning: CPU-s (3 servers + shardctl)" "$(get s1_plan_cpu_s)" "$(get s2_plan_cpu_s)"
   for op in move split merge; do
     for k in $( { jq -r 'keys[]' <<<"$(get "s1_${op}_steps")"; jq -r 'keys[]' <<<"$(get "s2_${op}_steps")"; } 2>/dev/null | sort -u); do
       a=$(get "s1_${op}_${k}_s"); b=$(get "s2_${op}_${k}_s")
       # steps under 0.5 s at both sizes are fixed costs, not rows: shown, not judged
       if awk -v a="${a:-0}" -v b="${b:-0}" 'BEGIN { exit !(a < 0.5 && b < 0.5) }'; then
-        printf '| %s | %s s | %s s | — | — |\n' "$op: $k" "${a:-n/a}" "${b:-n/a}"
+        printf '| %s | %s s | %s s | — | — | — | — |\n' "$op: $k" "${a:-n/a}" "${b:-n/a}"
       else
-        scale_line "$op: $k" "${a:-0}" "${b:-n/a}" " s"
+        scale_line "$op: $k" "${a:-0}" "${b:-n/a}" " s" "$(get "s1_${op}_${k}_cpu")" "$(get "s2_${op}_${k}_cpu")"
       fi
     done
     scale_line "**$op: wall** (\`/usr/bin/time\`)" "$(get "s1_${op}_wall_s")" "$(get "s2_${op}_wall_s")" " s"
-    scale_line "$op: CPU (3 servers + shardctl)" "$(get "s1_${op}_cpu_s")" "$(get "s2_${op}_cpu_s")" " s"
-    printf '| %s | %s MB | %s MB | %s (flat: ≤ 1.5) | — |\n' "$op: max RSS" "$(get "s1_${op}_rss_mb")" "$(get "s2_${op}_rss_mb")" "$(div "$(get "s2_${op}_rss_mb")" "$(get "s1_${op}_rss_mb")")×"
+    scale_line "$op: CPU-s (3 servers + shardctl)" "$(get "s1_${op}_cpu_s")" "$(get "s2_${op}_cpu_s")"
+    printf '| %s | %s MB | %s MB | %s (flat: ≤ 1.5) | — | — | — |\n' "$op: max RSS" "$(get "s1_${op}_rss_mb")" "$(get "s2_${op}_rss_mb")" "$(div "$(get "s2_${op}_rss_mb")" "$(get "s1_${op}_rss_mb")")×"
     scale_line "$op: plan file" "$(get "s1_${op}_plan_kb")" "$(get "s2_${op}_plan_kb")" " KB"
   done
 }
