@@ -19,6 +19,7 @@ import (
 
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/plans"
+	"github.com/shardctl/shardctl/sandbox"
 )
 
 // limit is the allowed range of a number or duration flag: lo..hi, and 0 too
@@ -53,6 +54,7 @@ var (
 		"shards":           {lo: 1, hi: 1000},
 		"servers":          {lo: 1, hi: 16},
 		"base-port":        {lo: 1024, hi: 65535},
+		"buffer-pool-mb":   {lo: 64, hi: sandbox.MaxBufferPoolMB},
 		"employees":        {lo: 1, hi: 10_000_000},
 		"range-width":      {lo: 1, hi: unbounded},
 		"seed":             {lo: -unbounded, hi: unbounded},

@@ -28,7 +28,8 @@ func (a *app) sandboxCmd() *cobra.Command {
 }
 
 func (a *app) sandboxConfig() sandbox.Config {
-	c := sandbox.Config{Dir: a.v.GetString("sandbox-dir"), Servers: a.v.GetInt("servers"), BasePort: a.v.GetInt("base-port"), Flavor: a.v.GetString("flavor")}
+	c := sandbox.Config{Dir: a.v.GetString("sandbox-dir"), Servers: a.v.GetInt("servers"), BasePort: a.v.GetInt("base-port"), Flavor: a.v.GetString("flavor"),
+		BufferPoolMB: a.v.GetInt("buffer-pool-mb")}
 	if c.Flavor == "" {
 		c.Flavor = sandbox.SavedFlavor(c.Dir)
 	}
@@ -45,7 +46,7 @@ func printServers(w io.Writer, srv []sandbox.Server) {
 }
 
 func (a *app) sbUp() *cobra.Command {
-	return &cobra.Command{
+	c := &cobra.Command{
 		Use:   "up",
 		Short: "Start the sandbox servers (idempotent) and write DIR/shardctl.yaml for them",
 		Args:  argsUsage(cobra.NoArgs),
@@ -70,6 +71,8 @@ func (a *app) sbUp() *cobra.Command {
 			})
 		},
 	}
+	c.Flags().Int("buffer-pool-mb", sandbox.DefaultBufferPoolMB, "InnoDB buffer pool of every server, in MiB, for servers this command starts (a benchmark of a large shard gives one that holds it)")
+	return c
 }
 
 func (a *app) sbDown() *cobra.Command {

@@ -47,6 +47,24 @@ type Config struct {
 	// TLS gives the servers a certificate signed by the sandbox's own CA
 	// (TLSDir); ExtraArgs can then add --require-secure-transport=ON.
 	TLS bool
+	// BufferPoolMB is every server's InnoDB buffer pool in MiB; 0 is
+	// DefaultBufferPoolMB (what the tests run with). A benchmark of a shard
+	// larger than that gives a pool that holds it, or it measures the disk.
+	BufferPoolMB int
+}
+
+// DefaultBufferPoolMB is the sandbox servers' InnoDB buffer pool unless
+// Config.BufferPoolMB says otherwise.
+const DefaultBufferPoolMB = 256
+
+// MaxBufferPoolMB bounds Config.BufferPoolMB (1 TiB).
+const MaxBufferPoolMB = 1 << 20
+
+func (c Config) bufferPoolMB() int {
+	if c.BufferPoolMB == 0 {
+		return DefaultBufferPoolMB
+	}
+	return c.BufferPoolMB
 }
 
 // Server is one sandbox server's state as Status finds it.
@@ -78,6 +96,9 @@ func (c Config) Validate() error {
 	}
 	if c.Flavor != "" && c.Flavor != FlavorMariaDB && c.Flavor != FlavorMySQL {
 		return fmt.Errorf("sandbox flavor %q: give mariadb or mysql", c.Flavor)
+	}
+	if c.BufferPoolMB != 0 && (c.BufferPoolMB < 64 || c.BufferPoolMB > MaxBufferPoolMB) {
+		return fmt.Errorf("sandbox buffer pool %d MB: give 64 to %d", c.BufferPoolMB, MaxBufferPoolMB)
 	}
 	return nil
 }
@@ -189,7 +210,7 @@ func (c Config) serverArgs(i int, dir, pidFile, binlog string) []string {
 		"--binlog-row-image=FULL",
 		"--binlog-row-metadata=FULL",
 		"--max-connections=500",
-		"--innodb-buffer-pool-size=256M",
+		"--innodb-buffer-pool-size=" + strconv.Itoa(c.bufferPoolMB()) + "M",
 		// Sandbox durability is traded for speed; a production server keeps its own settings.
 		"--innodb-flush-log-at-trx-commit=2",
 		"--sync-binlog=0",

@@ -27,11 +27,12 @@ func TestUpIsIdempotentAndStatusTellsTheTruth(t *testing.T) {
 	}
 	db := env.DB(t, 1, "")
 	var format, image, serverID string
-	if err := db.QueryRow("SELECT @@binlog_format, @@binlog_row_image, @@server_id").Scan(&format, &image, &serverID); err != nil {
+	var pool int64
+	if err := db.QueryRow("SELECT @@binlog_format, @@binlog_row_image, @@server_id, @@innodb_buffer_pool_size").Scan(&format, &image, &serverID, &pool); err != nil {
 		t.Fatal(err)
 	}
-	if format != "ROW" || image != "FULL" || serverID != "1" {
-		t.Fatalf("server settings: format=%s image=%s server_id=%s", format, image, serverID)
+	if format != "ROW" || image != "FULL" || serverID != "1" || pool != sandbox.DefaultBufferPoolMB<<20 {
+		t.Fatalf("server settings: format=%s image=%s server_id=%s buffer pool=%d", format, image, serverID, pool)
 	}
 	var id2 string
 	if err := env.DB(t, 2, "").QueryRow("SELECT @@server_id").Scan(&id2); err != nil || id2 != "2" {
@@ -63,7 +64,7 @@ func TestUpIsIdempotentAndStatusTellsTheTruth(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	for _, c := range []sandbox.Config{{Dir: "", Servers: 3, BasePort: 13306}, {Dir: "/x", Servers: 0, BasePort: 13306}, {Dir: "/x", Servers: 3, BasePort: 80}, {Dir: "/x", Servers: 1, BasePort: 13306, Flavor: "oracle"}} {
+	for _, c := range []sandbox.Config{{Dir: "", Servers: 3, BasePort: 13306}, {Dir: "/x", Servers: 0, BasePort: 13306}, {Dir: "/x", Servers: 3, BasePort: 80}, {Dir: "/x", Servers: 1, BasePort: 13306, Flavor: "oracle"}, {Dir: "/x", Servers: 1, BasePort: 13306, BufferPoolMB: 8}} {
 		if err := c.Validate(); err == nil {
 			t.Errorf("Validate(%+v) = nil, want an error", c)
 		}

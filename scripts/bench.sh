@@ -13,10 +13,16 @@
 #   9. a split's planning with its foreign-key check on the rows (a child referencing its parent by id, 1M child rows)
 #      vs the same planning without the key, and the same join as one statement; a merge's planning (collision scan)
 #  10. a fleet of 1,000 small shards on the 3 servers: status, status --exact, rebalance --dry-run, plan list
+#  11. scale: planning, move, split and merge of a 1M- and a 10M-row shard of the same Sakila-like shape,
+#      per step; the ratio per row (10M/1M divided by 10) against 1.2, with a buffer pool that holds the data
 #
 # scripts/bench.sh [--small]     (--small: 10x smaller data, 3 cutovers; about 1 minute)
 #
-# Environment: BENCH_ONLY=copy,copymixed,floor,verify,memory,catchup,blackout,prune,fkcheck,fleet runs only those;
+# Environment: BENCH_ONLY=copy,copymixed,floor,verify,memory,catchup,blackout,prune,fkcheck,fleet,scale runs only those;
+# BENCH_BUFFER_POOL_MB sizes every sandbox server's InnoDB buffer pool (default 256, the tests');
+# the scale row restarts the servers with SCALE_POOL_MB (default 3072; 1024 with --small) and back,
+# SCALE_REDO_MB resizes their redo log for it (MariaDB), SCALE_OPS="move split merge" picks its commands,
+# SCALE_ROWS_A and SCALE_ROWS_B its two sizes;
 # BENCH_MAX_BLACKOUT=250ms passes --max-blackout to the cutover moves;
 # SHARDCTL_BENCH_DIR moves the sandbox, BENCH_PORT_BASE its ports (default 23406);
 # BENCH_FLAVOR=mysql runs every row on Oracle MySQL sandbox servers instead of
@@ -50,9 +56,11 @@ done
 if [ -n "$SMALL" ]; then
   COPY_ROWS=100000; CATCHUP_ROWS=20000; CATCHUP_T=5; CUTOVERS=3; EMPLOYEES=2000
   PRUNE_ROWS=50000; MEM_ROWS_A=100000; MEM_ROWS_B=300000; MIXED_ROWS=100000; VERIFY_ROWS=100000; FK_ROWS=100000; FLEET=300; MODE=small
+  SCALE_ROWS_A=${SCALE_ROWS_A:-100000}; SCALE_ROWS_B=${SCALE_ROWS_B:-1000000}; SCALE_POOL_MB=${SCALE_POOL_MB:-1024}
 else
   COPY_ROWS=1000000; CATCHUP_ROWS=200000; CATCHUP_T=30; CUTOVERS=10; EMPLOYEES=5000
   PRUNE_ROWS=500000; MEM_ROWS_A=1000000; MEM_ROWS_B=5000000; MIXED_ROWS=1000000; VERIFY_ROWS=1000000; FK_ROWS=1000000; FLEET=1000; MODE=full
+  SCALE_ROWS_A=${SCALE_ROWS_A:-1000000}; SCALE_ROWS_B=${SCALE_ROWS_B:-10000000}; SCALE_POOL_MB=${SCALE_POOL_MB:-3072}
 fi
 STEP_TIMEOUT=${BENCH_STEP_TIMEOUT:-$([ -n "$SMALL" ] && echo 300 || echo 1800)}
 RUN_TIMEOUT=${BENCH_TIMEOUT:-$([ -n "$SMALL" ] && echo 900 || echo 7200)}
@@ -64,6 +72,7 @@ LOAD_CONC=4        # shardctl load writers per key group during the cutovers (--
 GHOST_LOCK_MS=3000 # gh-ost's cut-over lock timeout (--cut-over-lock-timeout-seconds=3)
 
 BASE=${BENCH_PORT_BASE:-23406}
+POOL_MB=${BENCH_BUFFER_POOL_MB:-256}
 DBUSER=shardctl
 DBPASS=sandbox-secret-pw # the sandbox's own account (sandbox only)
 FLAVOR=${BENCH_FLAVOR:-mariadb}
@@ -861,6 +870,161 @@ measure_fleet() {
   wait
 }
 
+# ---------------------------------------------------------------- 11. scale
+
+# restart_pool MB: the three servers stopped (data kept) and started again
+# with an InnoDB buffer pool of MB MiB
+restart_pool() {
+  T "$S" sandbox down --sandbox-dir "$DIR" --base-port "$BASE" --servers 3 >>"$WORK/sandbox-restart.log" 2>&1 ||
+    fail "sandbox down failed" "$WORK/sandbox-restart.log"
+  T "$S" sandbox up --flavor "$FLAVOR" --sandbox-dir "$DIR" --base-port "$BASE" --servers 3 --buffer-pool-mb "$1" >>"$WORK/sandbox-restart.log" 2>&1 ||
+    fail "sandbox up --buffer-pool-mb $1 failed" "$WORK/sandbox-restart.log"
+}
+# innodb_io: the three servers' summed InnoDB counters: pages read from disk,
+# pages flushed, redo bytes written (one line, three numbers)
+innodb_io() {
+  local i r=0 fl=0 lw=0 a b c
+  for i in 1 2 3; do
+    read -r a b c < <(M "$i" -N -e "SELECT SUM(IF(VARIABLE_NAME = 'INNODB_BUFFER_POOL_READS', VARIABLE_VALUE, 0)),
+      SUM(IF(VARIABLE_NAME = 'INNODB_BUFFER_POOL_PAGES_FLUSHED', VARIABLE_VALUE, 0)), SUM(IF(VARIABLE_NAME = 'INNODB_OS_LOG_WRITTEN', VARIABLE_VALUE, 0))
+      FROM information_schema.GLOBAL_STATUS")
+    r=$((r + a)); fl=$((fl + b)); lw=$((lw + c))
+  done
+  echo "$r $fl $lw"
+}
+# cpu_sampler FILE: the three servers' CPU ticks once a second ("epoch t1 t2 t3"), in the
+# background until killed (its pid in FILE.pid)
+cpu_sampler() {
+  (while :; do echo "$(now) $(mariadbd_ticks)"; sleep 1; done) >"$1" 2>/dev/null &
+  echo $! >"$1.pid"
+}
+# step_cpu LOG SAMPLES: "step CPU-seconds" of the three servers for each step of a
+# shardctl log ("step started"/"step done" lines), interpolated between the samples
+step_cpu() {
+  grep -E 'msg="step (started|done)"' "$1" | sed -E 's/^time=([^ ]+) .*msg="step (started|done)" step=([a-z_-]+).*/\1 \2 \3/' |
+    while read -r ts what step; do echo "$(date -d "$ts" +%s.%N) $what $step"; done |
+    awk -v clk="$CLK" -v sf="$2" '
+      BEGIN { n = 0; while ((getline l < sf) > 0) { k = split(l, a, " "); if (k < 4) continue; n++; t[n] = a[1]; v[n] = a[2] + a[3] + a[4] } }
+      function at(T,   i) {
+        if (n < 2 || T < t[1] || T > t[n]) return -1
+        for (i = 1; i < n; i++) if (T >= t[i] && T <= t[i + 1]) return v[i] + (v[i + 1] - v[i]) * (T - t[i]) / (t[i + 1] - t[i])
+        return v[n]
+      }
+      $2 == "started" { s[$3] = $1 }
+      $2 == "done" && ($3 in s) { x = at(s[$3]); y = at($1); if (x >= 0 && y >= 0) printf "%s %.2f\n", $3, (y - x) / clk }'
+}
+# scale_run NAME ARGS...: one shardctl command (-o json) under /usr/bin/time -v;
+# puts NAME_wall_s, NAME_rss_mb, NAME_steps, NAME_<step>_s for each step,
+# NAME_plan_kb (the plan file the command wrote) and NAME_io (the servers'
+# disk reads, flushed pages, redo MB while it ran)
+scale_run() {
+  local name=$1 out="$WORK/$1.json" t0 t1 io0 io1 plan k
+  shift
+  io0=$(innodb_io)
+  cpu_mark "$name"
+  cpu_sampler "$WORK/$name.samples"
+  t0=$(now)
+  /usr/bin/time -v -o "$WORK/$name.time" timeout -k 10 "$STEP_TIMEOUT" "${SC[@]}" "$@" -o json >"$out" 2>"$out.err" ||
+    fail "shardctl $* exited $?" "$out.err"
+  t1=$(now)
+  sleep 1.1 # one more sample after the end
+  kill "$(cat "$WORK/$name.samples.pid")" 2>/dev/null || true
+  put "${name}_srv_cpu_s" "$(srv_cpu "$name")"
+  step_cpu "$out.err" "$WORK/$name.samples" >"$WORK/$name.stepcpu" || true
+  while read -r k c; do put "${name}_${k}_cpu" "$c"; done <"$WORK/$name.stepcpu"
+  io1=$(innodb_io)
+  put "${name}_wall_s" "$(f "$t1 - $t0")"
+  put "${name}_cpu_s" "$(f "$(get "${name}_srv_cpu_s") + $(cpu_s "$WORK/$name.time")")"
+  put "${name}_shardctl_cpu_s" "$(cpu_s "$WORK/$name.time")"
+  put "${name}_rss_mb" "$(rss_mb "$WORK/$name.time")"
+  put "${name}_io" "$(awk -v a="$io0" -v b="$io1" 'BEGIN { split(a, x, " "); split(b, y, " ")
+    printf "%d pages read from disk, %d flushed, %.0f MB redo", y[1] - x[1], y[2] - x[2], (y[3] - x[3]) / 1048576 }')"
+  if jq -e '.result.step_seconds' "$out" >/dev/null 2>&1; then
+    put "${name}_steps" "$(jq -c '.result.step_seconds | with_entries(.value |= (. * 100 | round / 100))' "$out")"
+    for k in $(jq -r '.result.step_seconds | keys[]' "$out"); do put "${name}_${k}_s" "$(f "$(jq -r ".result.step_seconds[\"$k\"]" "$out")")"; done
+  fi
+  plan=$(ls -t "$PLANS"/*.json 2>/dev/null | head -n 1 || true)
+  [ -z "$plan" ] || put "${name}_plan_kb" "$(f "$(stat -c %s "$plan") / 1024")"
+  progress "scale: $name: $(get "${name}_wall_s") s, CPU $(get "${name}_cpu_s") s (servers $(get "${name}_srv_cpu_s"), shardctl $(get "${name}_shardctl_cpu_s")), load average $(cut -d' ' -f1-3 /proc/loadavg), max RSS $(get "${name}_rss_mb") MB, steps $(get "${name}_steps"); $(get "${name}_io")"
+}
+# measure_scale: planning, move, split and merge of the fkcheck row's shape
+# (payments -> rentals by rental_id, both sharded on emp_no, one RANGE shard)
+# at SCALE_ROWS_A and SCALE_ROWS_B child rows, on servers whose buffer pool
+# (SCALE_POOL_MB) holds the data: the step times side by side, per row.
+measure_scale() {
+  local n rows id id2 at b batch=1000000 mf t0 t1 sch got
+  progress "scale: restarting the servers with a $SCALE_POOL_MB MB buffer pool"
+  restart_pool "$SCALE_POOL_MB"
+  if [ -n "${SCALE_REDO_MB:-}" ]; then
+    for n in 1 2 3; do M "$n" -e "SET GLOBAL innodb_log_file_size = $((SCALE_REDO_MB * 1048576))"; done
+  fi
+  put scale_pool "$(M 1 -N -e "SELECT @@innodb_buffer_pool_size DIV 1048576") MB buffer pool, $(M 1 -N -e "SELECT @@innodb_log_file_size DIV 1048576") MB redo log"
+  n=0
+  for rows in "$SCALE_ROWS_A" "$SCALE_ROWS_B"; do
+    n=$((n + 1))
+    sch="scale$n"
+    mf="$WORK/map-$sch.json"
+    use_map "bench_$sch"
+    sc "$mf" shardmap init
+    sc "$mf" shardmap add-function cust --type RANGE
+    sc "$mf" shardmap add-column rentals emp_no --function cust
+    sc "$mf" shardmap add-column payments emp_no --function cust
+    id=$(add_shard 1 "$sch")
+    sc "$mf" shardmap add-range --function cust --lower 0 --shard "$id"
+    at=$((rows / 20)) # ten payments per employee: the median employee
+    progress "scale: $rows payments -> $((rows / 2)) rentals in $sch on server 1 (batches of $batch, binlog off)"
+    M 1 "$sch" -e "CREATE TABLE rentals (rental_id INT NOT NULL PRIMARY KEY, emp_no INT NOT NULL, item_id INT NOT NULL, rented DATETIME NOT NULL, KEY emp (emp_no));
+      CREATE TABLE payments (payment_id INT NOT NULL PRIMARY KEY, emp_no INT NOT NULL, rental_id INT NULL, amount DECIMAL(5,2) NOT NULL, paid DATETIME NOT NULL,
+        KEY emp (emp_no), KEY rental (rental_id), CONSTRAINT fk_payment_rental FOREIGN KEY (rental_id) REFERENCES rentals (rental_id) ON DELETE SET NULL);"
+    for ((b = 0; b < rows; b += batch)); do
+      local hi=$((b + batch < rows ? b + batch : rows))
+      M 1 "$sch" -e "SET SESSION sql_log_bin = 0; SET foreign_key_checks = 0;
+        $(echo "INSERT INTO rentals SELECT seq, seq DIV 5, seq % 1000, '2005-05-24 22:53:30' FROM seq_$((b / 2 + 1))_to_$((hi / 2));
+        INSERT INTO payments SELECT seq, ((seq + 1) DIV 2) DIV 5, (seq + 1) DIV 2, 2.99, '2005-05-25 11:30:37' FROM seq_$((b + 1))_to_$hi;" | seq_sql)" >/dev/null
+    done
+    M 1 "$sch" -e "ANALYZE TABLE rentals, payments" >/dev/null
+    put "scale${n}_size_mb" "$(M 1 -N -e "SELECT ROUND(SUM(data_length + index_length) / 1048576) FROM information_schema.TABLES WHERE table_schema = '$sch'")"
+    settle 1
+    # planning: a split's dry run (every planning check; the foreign key's check on the rows reads every payment)
+    progress "scale: $rows rows: split --dry-run (planning)"
+    cpu_mark "s${n}_plan"
+    t0=$(now)
+    /usr/bin/time -v -o "$WORK/s${n}_plan.time" timeout -k 10 "$STEP_TIMEOUT" "${SC[@]}" split --shard "$id" --at "$at" --to "$(addr 3)" --dry-run -o json \
+      >"$WORK/s${n}-plan.json" 2>"$WORK/s${n}-plan.json.err" || fail "split --dry-run exited $?" "$WORK/s${n}-plan.json.err"
+    t1=$(now)
+    put "s${n}_plan_s" "$(f "$t1 - $t0")"
+    put "s${n}_plan_cpu_s" "$(f "$(srv_cpu "s${n}_plan") + $(cpu_s "$WORK/s${n}_plan.time")")"
+    progress "scale: $rows rows: planning $(get "s${n}_plan_s") s, CPU $(get "s${n}_plan_cpu_s") s (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+    put "s${n}_dry_kb" "$(f "$(stat -c %s "$WORK/s${n}-plan.json") / 1024")"
+    got=$(jq -r '.key_checks[0].rows' "$WORK/s${n}-plan.json")
+    [ "$got" = "$rows" ] || fail "the dry run's key check read $got child rows, not $rows" "$WORK/s${n}-plan.json"
+    local ops=" ${SCALE_OPS:-move split merge} "
+    settle 1
+    settle 2
+    progress "scale: $rows rows: move server 1 -> 2 (verify and cleanup on)"
+    scale_run "s${n}_move" move --shard "$id" --to "$(addr 2)" --yes
+    [ "$(jq -r .result.rows_copied "$WORK/s${n}_move.json")" = "$((rows + rows / 2))" ] ||
+      fail "move copied $(jq -r .result.rows_copied "$WORK/s${n}_move.json") rows, not $((rows + rows / 2))"
+    if [[ "$ops" != *" split "* ]]; then M 2 -e "DROP DATABASE \`$sch\`"; continue; fi
+    settle 2
+    settle 3
+    progress "scale: $rows rows: split at $at, server 2 -> 3"
+    scale_run "s${n}_split" split --shard "$id" --at "$at" --to "$(addr 3)" --schema "${sch}_hi" --yes
+    id2=$(M 1 -N "bench_$sch" -e "SELECT shard_id FROM locations WHERE schema_name = '${sch}_hi'")
+    [ -n "$id2" ] || fail "no shard ${sch}_hi in the shard map after the split"
+    if [[ "$ops" != *" merge "* ]]; then M 2 -e "DROP DATABASE \`$sch\`"; M 3 -e "DROP DATABASE \`${sch}_hi\`"; continue; fi
+    settle 2
+    settle 3
+    progress "scale: $rows rows: merge shard $id2 (server 3) into $id (server 2)"
+    scale_run "s${n}_merge" merge --shard "$id2" --into "$id" --yes
+    got=$(M 2 -N -e "SELECT COUNT(*) FROM \`$sch\`.payments")
+    [ "$got" = "$rows" ] || fail "after the merge $sch.payments has $got rows, not $rows"
+    M 2 -e "DROP DATABASE \`$sch\`"
+  done
+  progress "scale: restarting the servers with the bench's $POOL_MB MB buffer pool"
+  restart_pool "$POOL_MB"
+}
+
 # ---------------------------------------------------------------- run
 
 mkdir -p "$(dirname "$DIR")"
@@ -869,7 +1033,7 @@ mkdir -p "$(dirname "$DIR")"
 WATCHDOG=$!
 progress "sandbox: 3 servers on ports $BASE-$((BASE + 2)) in $DIR ($MODE mode; work files in $WORK)"
 "$S" sandbox down --sandbox-dir "$DIR" --base-port "$BASE" --servers 3 --purge >/dev/null 2>&1 || true
-T "$S" sandbox up --flavor "$FLAVOR" --sandbox-dir "$DIR" --base-port "$BASE" --servers 3 >"$WORK/sandbox-up.log" 2>&1 ||
+T "$S" sandbox up --flavor "$FLAVOR" --sandbox-dir "$DIR" --base-port "$BASE" --servers 3 --buffer-pool-mb "$POOL_MB" >"$WORK/sandbox-up.log" 2>&1 ||
   { cat "$WORK/sandbox-up.log" >&2; exit 1; }
 LOADAVG_START=$(cut -d' ' -f1-3 /proc/loadavg)
 
@@ -883,6 +1047,7 @@ run_measure blackout measure_blackout
 run_measure prune measure_prune
 run_measure fkcheck measure_fkcheck
 run_measure fleet measure_fleet
+run_measure scale measure_scale
 
 # ---------------------------------------------------------------- report
 
@@ -915,6 +1080,39 @@ cpu_row() {
 failrow() {
   local why; why=$(get "failed_$2")
   case "$why" in "not run"*) row "$1" "$why" "" "" "$3" "—" ;; *) row "$1" "FAILED ($why)" "" "" "$3" "n/a" ;; esac
+}
+
+# scale_table: the scale row's figures, step by step, SCALE_ROWS_A against
+# SCALE_ROWS_B; "per row" is (B / A) / (SCALE_ROWS_B / SCALE_ROWS_A), target ≤ 1.2
+SCALE_X=$((SCALE_ROWS_B / SCALE_ROWS_A))
+perrow() { awk -v a="$1" -v b="$2" -v x="$SCALE_X" 'BEGIN { if (a + 0 <= 0 || b == "" || b == "n/a") print "n/a"; else printf "%.2f", b / a / x }'; }
+scale_line() { # WHAT A B [UNIT [CPU_A CPU_B]]
+  local r c="" cr=""
+  r=$(perrow "$2" "$3")
+  if [ -n "${5:-}" ]; then c="$5 / $6"; cr=$(perrow "$5" "$6"); fi
+  printf '| %s | %s%s | %s%s | %s | %s | %s | %s |\n' "$1" "$2" "${4:-}" "$3" "${4:-}" "$r" "$(met "$r" "<=" 1.2)" "${c:-—}" "${cr:-—}"
+}
+scale_table() {
+  local op k a b
+  echo "| step | $(K "$SCALE_ROWS_A") child rows | $(K "$SCALE_ROWS_B") child rows | ratio per row (($(K "$SCALE_ROWS_B")/$(K "$SCALE_ROWS_A")) / $SCALE_X) | ≤ 1.2? | servers' CPU-s, $(K "$SCALE_ROWS_A") / $(K "$SCALE_ROWS_B") | CPU ratio per row |"
+  echo "|---|---|---|---|---|---|---|"
+  scale_line "planning: \`split --dry-run\` wall (foreign-key check on every payment included)" "$(get s1_plan_s)" "$(get s2_plan_s)" " s"
+  scale_line "planning: CPU-s (3 servers + shardctl)" "$(get s1_plan_cpu_s)" "$(get s2_plan_cpu_s)"
+  for op in move split merge; do
+    for k in $( { jq -r 'keys[]' <<<"$(get "s1_${op}_steps")"; jq -r 'keys[]' <<<"$(get "s2_${op}_steps")"; } 2>/dev/null | sort -u); do
+      a=$(get "s1_${op}_${k}_s"); b=$(get "s2_${op}_${k}_s")
+      # steps under 0.5 s at both sizes are fixed costs, not rows: shown, not judged
+      if awk -v a="${a:-0}" -v b="${b:-0}" 'BEGIN { exit !(a < 0.5 && b < 0.5) }'; then
+        printf '| %s | %s s | %s s | — | — | — | — |\n' "$op: $k" "${a:-n/a}" "${b:-n/a}"
+      else
+        scale_line "$op: $k" "${a:-0}" "${b:-n/a}" " s" "$(get "s1_${op}_${k}_cpu")" "$(get "s2_${op}_${k}_cpu")"
+      fi
+    done
+    scale_line "**$op: wall** (\`/usr/bin/time\`)" "$(get "s1_${op}_wall_s")" "$(get "s2_${op}_wall_s")" " s"
+    scale_line "$op: CPU-s (3 servers + shardctl)" "$(get "s1_${op}_cpu_s")" "$(get "s2_${op}_cpu_s")"
+    printf '| %s | %s MB | %s MB | %s (flat: ≤ 1.5) | — | — | — |\n' "$op: max RSS" "$(get "s1_${op}_rss_mb")" "$(get "s2_${op}_rss_mb")" "$(div "$(get "s2_${op}_rss_mb")" "$(get "s1_${op}_rss_mb")")×"
+    scale_line "$op: plan file" "$(get "s1_${op}_plan_kb")" "$(get "s2_${op}_plan_kb")" " KB"
+  done
 }
 
 table() {
@@ -996,6 +1194,14 @@ table() {
       "$(get fleet_status) s / $(get fleet_status_exact) s / $(get fleet_rebalance_dry_run_max_shard_rows_1000000) s / $(get fleet_plan_list) s" "—" "—" "seconds each" \
       "$(met "$(get fleet_status_exact)" "<=" 10)"
   fi
+  if failed scale; then failrow "scale: move, split, merge at $(K "$SCALE_ROWS_B") vs $(K "$SCALE_ROWS_A") rows" scale "≤ 1.2× linear per step; planning ≤ 5 s"; else
+    c=$(for op in move split merge; do echo "$op $(div "$(div "$(get "s2_${op}_wall_s")" "$(get "s1_${op}_wall_s")")" "$SCALE_X")"; done | sort -k2 -n | tail -n 1)
+    if [ "$(met "${c#* }" "<=" 1.2)" = yes ] && [ "$(met "$(get s2_plan_s)" "<=" 5)" = yes ]; then m=yes; else m="**no**"; fi
+    row "scale: planning, \`move\`, \`split\`, \`merge\` of a $(K "$SCALE_ROWS_B")-row shard vs $(K "$SCALE_ROWS_A") (Sakila's payment -> rental; $(get scale_pool); per step below)" \
+      "planning $(get s2_plan_s) s; move $(get s2_move_wall_s) s, split $(get s2_split_wall_s) s, merge $(get s2_merge_wall_s) s" \
+      "planning $(get s1_plan_s) s; move $(get s1_move_wall_s) s, split $(get s1_split_wall_s) s, merge $(get s1_merge_wall_s) s" \
+      "worst per row: ${c% *} ${c#* }×" "≤ 1.2× linear, planning ≤ 5 s" "$m"
+  fi
   if failed memory; then failrow "peak memory of move" memory "flat, ≤ 150 MB"; else
     m1=$(get mem1_rss_mb); m2=$(get mem2_rss_mb)
     r=$(div "$m2" "$m1")
@@ -1050,6 +1256,17 @@ table() {
   failed memory || {
     echo "- memory: $(K "$MEM_ROWS_A") rows: step seconds $(get mem1_steps)"
     echo "- memory: $(K "$MEM_ROWS_B") rows: step seconds $(get mem2_steps)"
+  }
+  failed scale || {
+    echo
+    echo "Scale ($(get scale_pool) on every server; data: $(get scale1_size_mb) MB at $(K "$SCALE_ROWS_A") child rows, $(get scale2_size_mb) MB at $(K "$SCALE_ROWS_B")):"
+    echo
+    scale_table
+    echo
+    for op in move split merge; do
+      echo "- scale: $op, the servers' InnoDB I/O while it ran: $(K "$SCALE_ROWS_A"): $(get "s1_${op}_io"); $(K "$SCALE_ROWS_B"): $(get "s2_${op}_io")"
+    done
+    echo "- scale: \`split --dry-run\` JSON: $(get s1_dry_kb) KB at $(K "$SCALE_ROWS_A"), $(get s2_dry_kb) KB at $(K "$SCALE_ROWS_B")"
   }
   if [ -s "$WORK/copy-top.txt" ]; then
     echo
