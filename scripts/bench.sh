@@ -12,7 +12,8 @@
 #   8. the copy's floor: the copy row's rows loaded from a file by the mariadb client (info)
 #   9. a split's planning with its foreign-key check on the rows (a child referencing its parent by id, 1M child rows)
 #      vs the same planning without the key, and the same join as one statement; a merge's planning (collision scan)
-#  10. a fleet of 1,000 small shards on the 3 servers: status, status --exact, rebalance --dry-run, plan list
+#  10. a fleet of 1,000 small shards on the 3 servers: status, status --exact, rebalance --dry-run, plan list;
+#      then rebalance --apply --concurrency 4 of its splits, merges and moves under the ledger load, load check
 #
 # scripts/bench.sh [--small]     (--small: 10x smaller data, 3 cutovers; about 1 minute)
 #
@@ -1094,6 +1095,10 @@ table() {
     row "a fleet of $FLEET small shards on 3 servers: \`status\` / \`status --exact\` / \`rebalance --dry-run\` / \`plan list\`" \
       "$(get fleet_status) s / $(get fleet_status_exact) s / $(get fleet_rebalance_dry_run_max_shard_rows_1000000) s / $(get fleet_plan_list) s" "—" "—" "seconds each" \
       "$(met "$(get fleet_status_exact)" "<=" 10)"
+    if [ "$(get fleet_apply_rc)" = 0 ] && [ -z "$(get fleet_left)" ] && [ "$(get fleet_other_errors)" = 0 ] && [[ "$(get fleet_ledger)" == ok* ]] && [[ "$(get fleet_dry2)" == "exit 0, 0 proposed" ]]; then m=yes; else m="**no**"; fi
+    row "same fleet given work ($FLEET_SPLIT shards over \`--max-shard-rows\`, $FLEET_COLD pairs of empty neighbours, server 1 over \`--max-server-share\`): \`rebalance --apply --concurrency 4 --same-server\` under \`shardctl load\` on a split, a moved, a merged and an untouched shard (load average $(get fleet_loadavg_apply) → $(get fleet_loadavg_after))" \
+      "$(get fleet_apply_s) s, exit $(get fleet_apply_rc): $(get fleet_finished) (proposed by the dry run in $(get fleet_dry_s) s: $(get fleet_proposed)); each operation $(get fleet_op_s); worst blackout $(get fleet_blackout_worst) ms; ledger $(get fleet_ledger), checked in $(get fleet_check_s) s; second dry run $(get fleet_dry2)" \
+      "—" "—" "all done, 0 errors on the untouched shard, ledger clean, nothing left" "$m"
   fi
   if failed memory; then failrow "peak memory of move" memory "flat, ≤ 150 MB"; else
     m1=$(get mem1_rss_mb); m2=$(get mem2_rss_mb)
@@ -1145,6 +1150,11 @@ table() {
     echo "- prune: during shardctl: $(get prune_cpu)"
     echo "- prune: during pt-archiver --bulk-delete: $(get pt_bulk_cpu)"
     echo "- prune: during pt-archiver: $(get pt_row_cpu)"
+  }
+  failed fleet || {
+    echo "- fleet: policy \`$(get fleet_policy)\`; load \`$(get fleet_load_keys) --concurrency 2 --rate 400\`: $(get fleet_load_groups)"
+    echo "- fleet: blackout of each operation: $(get fleet_blackouts)"
+    [ -z "$(get fleet_left)" ] || echo "- fleet: left: $(get fleet_left)"
   }
   failed memory || {
     echo "- memory: $(K "$MEM_ROWS_A") rows: step seconds $(get mem1_steps)"
