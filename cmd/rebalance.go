@@ -461,19 +461,33 @@ func (a *app) readFleet(ctx context.Context, s *shardmap.Store, ps *planstore.St
 			locs = append(locs, loc)
 		}
 	}
-	var out []rebalance.Shard
-	for _, st := range shardstatus.ReadAll(ctx, m, locs, a.shardCreds(), exact) {
+	return fleetOf(m, shardstatus.ReadAll(ctx, m, locs, a.shardCreds(), exact), busy)
+}
+
+// fleetOf is the policy's view of the shards read: each shard's figures,
+// and for a shard with one mapping its function and position among the
+// function's mappings (each function's mappings are ordered once, not once
+// per shard: at a thousand shards that was a million mappings sorted).
+func fleetOf(m *shardmap.Map, sts []shardstatus.Shard, busy map[int]string) ([]rebalance.Shard, error) {
+	order := map[int]map[int]int{} // function: shard: position
+	out := make([]rebalance.Shard, 0, len(sts))
+	for _, st := range sts {
 		if st.Error != "" {
 			return nil, fmt.Errorf("rebalance: shard %d (%s on %s): %s", st.ShardID, st.Schema, st.Server, st.Error)
 		}
 		sh := rebalance.Shard{ID: st.ShardID, Server: st.Server, Rows: st.Rows, Bytes: st.ShardedBytes, Busy: busy[st.ShardID] != "", BusyWith: busy[st.ShardID]}
 		if mps := st.Mappings; len(mps) == 1 {
-			sh.Func, sh.Kind = mps[0].FuncID, string(mps[0].Kind)
-			for i, o := range m.MappingsOf(mps[0].FuncID) {
-				if o.ShardID == st.ShardID {
-					sh.Order = i
+			f := mps[0].FuncID
+			sh.Func, sh.Kind = f, string(mps[0].Kind)
+			pos, ok := order[f]
+			if !ok {
+				pos = map[int]int{}
+				for i, o := range m.MappingsOf(f) {
+					pos[o.ShardID] = i
 				}
+				order[f] = pos
 			}
+			sh.Order = pos[st.ShardID]
 		}
 		out = append(out, sh)
 	}

@@ -90,8 +90,13 @@ func TestRebalanceFromCron(t *testing.T) {
 		t.Fatalf("the dry run changed something: version %d -> %d, plan files %v", v0, v1, planFiles(t, c.planDir))
 	}
 
-	// Cron, first run: killed mid-copy.
-	r = c.run([]string{"SHARDCTL_FAULT=during:copy"}, append(policy, "--apply")...)
+	// Cron, first run: killed in the split's copy. One operation at a time,
+	// so the kill always finds the split's plan saved: with two at once the
+	// merge could reach its copy (and the kill) before the split was even
+	// planned, and the next run then started the split afresh with its
+	// --postpone-cutover-file, holding it at its cutover while the move
+	// waited for its server: "the second run never started the move".
+	r = c.run([]string{"SHARDCTL_FAULT=during:copy"}, append(policy, "--apply", "--concurrency", "1")...)
 	if !r.killed {
 		t.Fatalf("not killed: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}

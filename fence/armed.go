@@ -132,6 +132,31 @@ func execOnce(ctx context.Context, db *sql.DB, stmt string, lockWait time.Durati
 	})
 }
 
+// FencedSchemas is Fences for every schema on db's server at once: the
+// schemas whose table is fenced now. One statement reads the server's fence
+// triggers; only a schema that has some is looked at again (its fence row),
+// so a server of a thousand shard schemas costs one statement, not a
+// thousand.
+func FencedSchemas(ctx context.Context, db *sql.DB, table string) (map[string]bool, error) {
+	var schemas []string
+	var schema string
+	if err := dbutil.ScanEach(ctx, db, "SELECT DISTINCT TRIGGER_SCHEMA FROM information_schema.TRIGGERS WHERE EVENT_OBJECT_TABLE = ? AND TRIGGER_NAME LIKE 'shardctl\\_fence\\_%'",
+		[]any{table}, []any{&schema}, func() error { schemas = append(schemas, schema); return nil }); err != nil {
+		return nil, fmt.Errorf("list the fence triggers on table %s: %w", table, err)
+	}
+	out := map[string]bool{}
+	for _, sc := range schemas {
+		fenced, err := Fences(ctx, db, sc, table)
+		if err != nil {
+			return nil, fmt.Errorf("the fence of %s: %w", dbutil.Table(sc, table), err)
+		}
+		if fenced {
+			out[sc] = true
+		}
+	}
+	return out, nil
+}
+
 // Fences reports whether table in schema is fenced now: a plain fence
 // trigger fences; armed ones (their bodies read FenceTable) fence only
 // while the fence row is set, so an armed, unfenced table is not fenced.

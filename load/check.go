@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/fence"
@@ -112,17 +113,15 @@ func Check(ctx context.Context, store *shardmap.Store, creds dbutil.Creds, ledge
 			db.Close()
 		}
 	}()
+	errs := readPlaces(ctx, pools, creds, places, keys, func(p *place, k int64, val string) {
+		found[k] = append(found[k], hit{p, val})
+		rep.PerShard[p.ids[0]]++
+	})
 	for _, p := range places {
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
-		err := readPlace(ctx, pools, creds, p, keys, func(k int64, val string) {
-			found[k] = append(found[k], hit{p, val})
-			rep.PerShard[p.ids[0]]++
-		})
-		if err == nil {
-			p.fenced, err = fencedCopy(ctx, pools[p.loc.Addr().String()], p.loc.Schema)
-		}
+		err := errs[p]
 		gone := dbutil.ErrNumber(err) == 1049 || dbutil.ErrNumber(err) == 1146
 		switch {
 		case err == nil:
@@ -211,16 +210,151 @@ func placesOf(m *shardmap.Map) ([]*place, map[int]*place) {
 	return out, byID
 }
 
+// placesAtOnce bounds the places one statement reads (a UNION ALL of one
+// SELECT per place), and argsAtOnce its placeholders.
+const (
+	placesAtOnce = 100
+	argsAtOnce   = 30000
+)
+
+// readPlaces reports every ledger key present at each place with its
+// last_name, and sets each place's fenced; the error of a place that could
+// not be read is in the map. Per server, not per place: one statement lists
+// the server's fenced schemas, one its schemas with the ledger's table, and
+// each statement then reads up to placesAtOnce of them, so a thousand shards
+// on three servers cost a few dozen statements, not two thousand. A place
+// the server's statements do not cover (its table missing, a statement
+// refused) is read alone, so its error is its own.
+func readPlaces(ctx context.Context, pools map[string]*sql.DB, creds dbutil.Creds, places []*place, keys []int64, fn func(*place, int64, string)) map[*place]error {
+	errs := map[*place]error{}
+	var servers []string
+	onServer := map[string][]*place{}
+	for _, p := range places {
+		a := p.loc.Addr().String()
+		if onServer[a] == nil {
+			servers = append(servers, a)
+		}
+		onServer[a] = append(onServer[a], p)
+	}
+	for _, a := range servers {
+		ps := onServer[a]
+		db, err := pool(ctx, pools, creds, ps[0].loc.Addr())
+		if err != nil {
+			for _, p := range ps {
+				errs[p] = err
+			}
+			continue
+		}
+		fenced, ferr := fence.FencedSchemas(ctx, db, Table)
+		have, terr := schemasWith(ctx, db, Table)
+		var together, alone []*place
+		for _, p := range ps {
+			if terr == nil && have[p.loc.Schema] {
+				together = append(together, p)
+			} else {
+				alone = append(alone, p)
+			}
+		}
+		for len(together) > 0 {
+			n := min(len(together), placesAtOnce)
+			group := together[:n]
+			together = together[n:]
+			if err := readTogether(ctx, db, group, keys, fn); err != nil {
+				if ctx.Err() != nil {
+					errs[group[0]] = err
+					return errs
+				}
+				alone = append(alone, group...)
+			}
+		}
+		for _, p := range alone {
+			errs[p] = readPlace(ctx, pools, creds, p, keys, func(k int64, v string) { fn(p, k, v) })
+		}
+		for _, p := range ps {
+			switch {
+			case errs[p] != nil:
+			case ferr == nil:
+				p.fenced = fenced[p.loc.Schema]
+			default:
+				p.fenced, errs[p] = fencedCopy(ctx, db, p.loc.Schema)
+			}
+		}
+	}
+	return errs
+}
+
+// schemasWith lists the schemas on db's server that have a table named table.
+func schemasWith(ctx context.Context, db *sql.DB, table string) (map[string]bool, error) {
+	have := map[string]bool{}
+	var schema string
+	err := dbutil.ScanEach(ctx, db, "SELECT TABLE_SCHEMA FROM information_schema.TABLES WHERE TABLE_NAME = ?", []any{table}, []any{&schema},
+		func() error { have[schema] = true; return nil })
+	if err != nil {
+		return nil, fmt.Errorf("list the schemas with table %s: %w", table, err)
+	}
+	return have, nil
+}
+
+// readTogether reads the keys at every place of group (one server) with one
+// statement per batch of keys; nothing is reported unless every statement
+// succeeded, so a failed group can be read again place by place.
+func readTogether(ctx context.Context, db *sql.DB, group []*place, keys []int64, fn func(*place, int64, string)) error {
+	type row struct {
+		i   int
+		k   int64
+		val string
+	}
+	var got []row
+	batch := max(1, min(checkBatch, argsAtOnce/len(group)-1))
+	for i := 0; i < len(keys); i += batch {
+		ks := keys[i:min(i+batch, len(keys))]
+		in := dbutil.Placeholders(len(ks))
+		var q strings.Builder
+		args := make([]any, 0, len(group)*(len(ks)+1))
+		for j, p := range group {
+			if j > 0 {
+				q.WriteString(" UNION ALL ")
+			}
+			q.WriteString("SELECT ?, emp_no, last_name FROM " + dbutil.Table(p.loc.Schema, Table) + " WHERE emp_no IN (" + in + ")")
+			args = append(args, j)
+			for _, k := range ks {
+				args = append(args, k)
+			}
+		}
+		var r row
+		if err := dbutil.ScanEach(ctx, db, q.String(), args, []any{&r.i, &r.k, &r.val}, func() error {
+			if r.i < 0 || r.i >= len(group) {
+				return fmt.Errorf("a row tagged %d of %d places", r.i, len(group))
+			}
+			got = append(got, r)
+			return nil
+		}); err != nil {
+			return fmt.Errorf("read the ledger's keys at %d places from %s on %s: %w", len(group), group[0], group[0].loc.Addr(), err)
+		}
+	}
+	for _, r := range got {
+		fn(group[r.i], r.k, r.val)
+	}
+	return nil
+}
+
+func pool(ctx context.Context, pools map[string]*sql.DB, creds dbutil.Creds, addr dbutil.Addr) (*sql.DB, error) {
+	if db := pools[addr.String()]; db != nil {
+		return db, nil
+	}
+	db, err := dbutil.Open(ctx, addr, creds, "")
+	if err != nil {
+		return nil, err
+	}
+	pools[addr.String()] = db
+	return db, nil
+}
+
 // readPlace reports every ledger key present at p with its last_name.
 func readPlace(ctx context.Context, pools map[string]*sql.DB, creds dbutil.Creds, p *place, keys []int64, fn func(int64, string)) error {
-	addr := p.loc.Addr()
-	db := pools[addr.String()]
-	if db == nil {
-		var err error
-		if db, err = dbutil.Open(ctx, addr, creds, ""); err != nil {
-			return err
-		}
-		pools[addr.String()] = db
+	db, err := pool(ctx, pools, creds, p.loc.Addr())
+	if err != nil {
+		return err
 	}
 	for i := 0; i < len(keys); i += checkBatch {
 		batch := keys[i:min(i+checkBatch, len(keys))]

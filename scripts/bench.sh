@@ -12,7 +12,8 @@
 #   8. the copy's floor: the copy row's rows loaded from a file by the mariadb client (info)
 #   9. a split's planning with its foreign-key check on the rows (a child referencing its parent by id, 1M child rows)
 #      vs the same planning without the key, and the same join as one statement; a merge's planning (collision scan)
-#  10. a fleet of 1,000 small shards on the 3 servers: status, status --exact, rebalance --dry-run, plan list
+#  10. a fleet of 1,000 small shards on the 3 servers: status, status --exact, rebalance --dry-run, plan list;
+#      then rebalance --apply --concurrency 4 of its splits, merges and moves under the ledger load, load check
 #  11. scale: planning, move, split and merge of a 1M- and a 10M-row shard of the same Sakila-like shape,
 #      per step; the ratio per row (10M/1M divided by 10) against 1.2, with a buffer pool that holds the data
 #
@@ -55,11 +56,11 @@ done
 
 if [ -n "$SMALL" ]; then
   COPY_ROWS=100000; CATCHUP_ROWS=20000; CATCHUP_T=5; CUTOVERS=3; EMPLOYEES=2000
-  PRUNE_ROWS=50000; MEM_ROWS_A=100000; MEM_ROWS_B=300000; MIXED_ROWS=100000; VERIFY_ROWS=100000; FK_ROWS=100000; FLEET=300; MODE=small
+  PRUNE_ROWS=50000; MEM_ROWS_A=100000; MEM_ROWS_B=300000; MIXED_ROWS=100000; VERIFY_ROWS=100000; FK_ROWS=100000; FLEET=300; FLEET_SPLIT=2; FLEET_MED=2; FLEET_COLD=2; MODE=small
   SCALE_ROWS_A=${SCALE_ROWS_A:-100000}; SCALE_ROWS_B=${SCALE_ROWS_B:-1000000}; SCALE_POOL_MB=${SCALE_POOL_MB:-1024}
 else
   COPY_ROWS=1000000; CATCHUP_ROWS=200000; CATCHUP_T=30; CUTOVERS=10; EMPLOYEES=5000
-  PRUNE_ROWS=500000; MEM_ROWS_A=1000000; MEM_ROWS_B=5000000; MIXED_ROWS=1000000; VERIFY_ROWS=1000000; FK_ROWS=1000000; FLEET=1000; MODE=full
+  PRUNE_ROWS=500000; MEM_ROWS_A=1000000; MEM_ROWS_B=5000000; MIXED_ROWS=1000000; VERIFY_ROWS=1000000; FK_ROWS=1000000; FLEET=1000; FLEET_SPLIT=4; FLEET_MED=3; FLEET_COLD=4; MODE=full
   SCALE_ROWS_A=${SCALE_ROWS_A:-1000000}; SCALE_ROWS_B=${SCALE_ROWS_B:-10000000}; SCALE_POOL_MB=${SCALE_POOL_MB:-3072}
 fi
 STEP_TIMEOUT=${BENCH_STEP_TIMEOUT:-$([ -n "$SMALL" ] && echo 300 || echo 1800)}
@@ -70,6 +71,8 @@ VERIFY_CHUNK=5000  # verify's default --chunk-rows; pt-table-checksum gets the s
 SB_THREADS=4       # sysbench oltp_write_only threads for the catch-up backlog
 LOAD_CONC=4        # shardctl load writers per key group during the cutovers (--concurrency is per group)
 GHOST_LOCK_MS=3000 # gh-ost's cut-over lock timeout (--cut-over-lock-timeout-seconds=3)
+# the fleet's table: the sandbox's employees (sandbox.EmployeesDDL), the one `shardctl load` writes
+EMP_DDL="CREATE TABLE employees (emp_no INT NOT NULL PRIMARY KEY, birth_date DATE NOT NULL, first_name VARCHAR(14) NOT NULL, last_name VARCHAR(16) NOT NULL, gender ENUM('M','F') NOT NULL, hire_date DATE NOT NULL) ENGINE=InnoDB"
 
 BASE=${BENCH_PORT_BASE:-23406}
 POOL_MB=${BENCH_BUFFER_POOL_MB:-256}
@@ -827,20 +830,48 @@ measure_fkcheck() {
   M 2 -e "DROP DATABASE fkshard2"
 }
 
-# measure_fleet: FLEET small shards (one sharded table of 20 rows each),
-# round-robin on the 3 servers, registered in one shard map; timed: the
-# commands cron runs over a whole fleet.
+# measure_fleet: FLEET small shards of the sandbox's employees table (the one
+# `shardctl load` writes), RANGE mapped (shard i owns [i*100000, (i+1)*100000)),
+# round-robin on the 3 servers, registered in one shard map. Timed first: the
+# commands cron runs over a whole fleet. Then the fleet is given work: FLEET_SPLIT
+# shards of FLEET_BIG rows on server 1 (over --max-shard-rows: splits),
+# FLEET_MED shards of FLEET_MEDROWS rows on server 1 (the share moves), and
+# FLEET_COLD pairs of empty neighbours (under --min-shard-rows together:
+# merges); every other shard holds 20 rows. --max-server-share is set so that
+# after the splits server 1 still holds about 1.5 medium shards too many.
+# Under `shardctl load` (a ledger over one split, one moved, one merged and one
+# untouched shard), `rebalance --apply --concurrency 4 --same-server` runs the
+# proposal, timed; then `load check` and a second dry run.
 measure_fleet() {
-  local s i sql reg sep t0 t1 cmd name
+  local s i sql reg sep t0 t1 cmd name n lower srv total l1 share pol rc touched other
+  local big=4000 med=1000 cold_every
   use_map bench_fleet
   sc "$WORK/map-fleet.json" shardmap init
   sc "$WORK/map-fleet.json" shardmap add-function fl --type RANGE
-  sc "$WORK/map-fleet.json" shardmap add-column ft k --function fl
-  progress "fleet: $FLEET shards of 20 rows on 3 servers"
+  sc "$WORK/map-fleet.json" shardmap add-column employees emp_no --function fl
+  local -A rows=()
+  for ((i = 1; i <= FLEET; i++)); do rows[$i]=20; done
+  for ((i = 0; i < FLEET_SPLIT; i++)); do rows[$((1 + 3 * i))]=$big; done
+  for ((i = 0; i < FLEET_MED; i++)); do rows[$((1 + 3 * (FLEET_SPLIT + i)))]=$med; done
+  cold_every=$((FLEET / (FLEET_COLD + 1)))
+  for ((i = 1; i <= FLEET_COLD; i++)); do rows[$((i * cold_every))]=0; rows[$((i * cold_every + 1))]=0; done
+  total=0; l1=0
+  for ((i = 1; i <= FLEET; i++)); do
+    total=$((total + rows[$i]))
+    [ $(((i - 1) % 3)) -ne 0 ] || l1=$((l1 + rows[$i]))
+  done
+  # server 1 after the splits (half of each big shard leaves), less 1.5 medium shards
+  share=$(awk -v l="$l1" -v n="$FLEET_SPLIT" -v b="$big" -v m="$med" -v t="$total" 'BEGIN { printf "%.4f", (l - n * b / 2 - 1.5 * m) / t }')
+  pol=(--max-shard-rows 3000 --min-shard-rows 18 --max-server-share "$share" --exact)
+  put fleet_policy "${pol[*]}"
+  progress "fleet: $FLEET shards on 3 servers ($FLEET_SPLIT of $big rows, $FLEET_MED of $med, $((2 * FLEET_COLD)) empty, the others 20; $total rows, server 1 $l1)"
   for s in 1 2 3; do
     sql=""
     for ((i = s; i <= FLEET; i += 3)); do
-      sql+="CREATE DATABASE fl_$i; CREATE TABLE fl_$i.ft (k INT NOT NULL PRIMARY KEY, v INT NOT NULL); USE fl_$i; INSERT INTO ft SELECT $i * 1000 + seq, seq FROM seq_1_to_20;"$'\n'
+      lower=$((i * 100000))
+      sql+="CREATE DATABASE fl_$i; USE fl_$i; ${EMP_DDL};"
+      [ "${rows[$i]}" -eq 0 ] || sql+=" INSERT INTO employees SELECT $lower + seq, '1960-01-01', 'F$i', 'L', 'M', '1990-01-01' FROM seq_1_to_${rows[$i]};"
+      sql+=$'\n'
     done
     echo "$sql" | seq_sql | M "$s" >/dev/null &
   done
@@ -851,7 +882,7 @@ measure_fleet() {
     reg+="$sep($i, '127.0.0.1', $(port $(((i - 1) % 3 + 1))), 'fl_$i')"
     sep=", "
   done
-  reg+="; INSERT INTO ranges (func_id, lower_bound, shard_id) SELECT f.func_id, l.shard_id * 1000, l.shard_id FROM locations l JOIN partition_functions f ON f.name = 'fl';
+  reg+="; INSERT INTO ranges (func_id, lower_bound, shard_id) SELECT f.func_id, l.shard_id * 100000, l.shard_id FROM locations l JOIN partition_functions f ON f.name = 'fl';
     UPDATE version SET version = version + 1 WHERE id = 1;"
   M 1 bench_fleet -e "$reg"
   for cmd in "status" "status --exact" "rebalance --dry-run --max-shard-rows 1000000" "plan list"; do
@@ -863,11 +894,80 @@ measure_fleet() {
     put "fleet_$name" "$(f "$t1 - $t0")"
   done
   [ "$(jq '.shards | length' "$WORK/fleet-status_exact.json")" = "$FLEET" ] || fail "status --exact lists $(jq '.shards | length' "$WORK/fleet-status_exact.json") shards, not $FLEET" "$WORK/fleet-status_exact.json"
-  [ "$(jq '[.shards[].rows] | add' "$WORK/fleet-status_exact.json")" = "$((FLEET * 20))" ] || fail "status --exact counts the wrong rows" "$WORK/fleet-status_exact.json"
+  [ "$(jq '[.shards[].rows] | add' "$WORK/fleet-status_exact.json")" = "$total" ] || fail "status --exact counts the wrong rows" "$WORK/fleet-status_exact.json"
   progress "fleet: status $(get fleet_status) s, --exact $(get fleet_status_exact) s, rebalance --dry-run $(get fleet_rebalance_dry_run_max_shard_rows_1000000) s, plan list $(get fleet_plan_list) s"
-  for ((i = 1; i <= FLEET; i++)); do echo "DROP DATABASE fl_$i;"; done | awk -v s=3 '{ print > "'"$WORK"'/fleet-drop-" ((NR - 1) % s + 1) ".sql" }'
+
+  # The work: a dry run of the policy, then the ledger load on shards it touches.
+  t0=$(now)
+  sc "$WORK/fleet-dry1.json" rebalance --dry-run "${pol[@]}"
+  t1=$(now)
+  put fleet_dry_s "$(f "$t1 - $t0")"
+  put fleet_proposed "$(jq -r '[.proposed[].operation] | group_by(.) | map("\(length) \(.[0])") | join(", ")' "$WORK/fleet-dry1.json")"
+  progress "fleet: rebalance --dry-run ${pol[*]}: $(get fleet_dry_s) s, proposed $(get fleet_proposed)"
+  jq -e '[.planned[] | select(.error != null and .error != "")] | length == 0' "$WORK/fleet-dry1.json" >/dev/null ||
+    fail "the dry run cannot plan some proposals" "$WORK/fleet-dry1.json"
+  local ks=() sh
+  sh=$(jq -r '[.proposed[] | select(.operation == "split")][0].shard_id // empty' "$WORK/fleet-dry1.json")
+  [ -z "$sh" ] || ks+=(--keys "split=$((sh * 100000 + big * 3 / 4))-$((sh * 100000 + big * 3 / 4 + 40))")
+  sh=$(jq -r '[.proposed[] | select(.operation == "move")][0].shard_id // empty' "$WORK/fleet-dry1.json")
+  [ -z "$sh" ] || ks+=(--keys "move=$((sh * 100000 + 1))-$((sh * 100000 + 41))")
+  # at most 8 keys on an empty shard, so it stays under --min-shard-rows with its neighbour
+  sh=$(jq -r '[.proposed[] | select(.operation == "merge")][0].shard_id // empty' "$WORK/fleet-dry1.json")
+  [ -z "$sh" ] || ks+=(--keys "merge=$((sh * 100000 + 1))-$((sh * 100000 + 9))")
+  touched=" $(jq -r '[.proposed[] | .shard_id, (.into // empty)] | map(tostring) | join(" ")' "$WORK/fleet-dry1.json") "
+  other=""
+  for ((i = FLEET - FLEET % 3 + 1; i > 0; i -= 3)); do # server 1, the one that gives shards away
+    [ "$i" -le "$FLEET" ] && [ "${rows[$i]}" -eq 20 ] && [[ "$touched" != *" $i "* ]] && { other=$i; break; }
+  done
+  ks+=(--keys "other=$((other * 100000 + 1))-$((other * 100000 + 21))")
+  put fleet_load_keys "${ks[*]}"
+  timeout -k 10 "$STEP_TIMEOUT" "${SC[@]}" load "${ks[@]}" --concurrency 2 --rate 400 --ledger "$WORK/fleet-ledger.jsonl" \
+    -o json >"$WORK/fleet-load.json" 2>"$WORK/fleet-load.err" &
+  echo $! >"$LOAD_PID_FILE"
+  sleep 2
+  kill -0 "$(cat "$LOAD_PID_FILE")" 2>/dev/null || fail "shardctl load stopped" "$WORK/fleet-load.err"
+
+  put fleet_loadavg_apply "$(cut -d' ' -f1-3 /proc/loadavg)"
+  progress "fleet: rebalance --apply --concurrency 4 --same-server under the load (${ks[*]})"
+  rc=0
+  t0=$(now)
+  T "${SC[@]}" rebalance --apply "${pol[@]}" --concurrency 4 --same-server -o json >"$WORK/fleet-apply.json" 2>"$WORK/fleet-apply.err" || rc=$?
+  t1=$(now)
+  put fleet_loadavg_after "$(cut -d' ' -f1-3 /proc/loadavg)"
+  put fleet_apply_s "$(f "$t1 - $t0")"
+  put fleet_apply_rc "$rc"
+  sleep 1
+  kill -TERM "$(cat "$LOAD_PID_FILE")"
+  bounded_wait "$(cat "$LOAD_PID_FILE")" 60 || fail "shardctl load exited $?" "$WORK/fleet-load.err"
+  : >"$LOAD_PID_FILE"
+  put fleet_finished "$(jq -r '[.finished[].operation] | group_by(.) | map("\(length) \(.[0])") | join(", ")' "$WORK/fleet-apply.json" 2>/dev/null)"
+  put fleet_left "$(jq -r '[.left[] | "\(.operation) \(.shard_id) (\(.state // "")): \(.error // "")"] | join("; ")' "$WORK/fleet-apply.json" 2>/dev/null | cut -c1-400)"
+  # per operation: blackout and whole run, from the plan files
+  put fleet_blackouts "$(jq -rs '[.[].plan | select(.state == "done")] | sort_by(.operation, .source.shard_id) | map("\(.operation) \(.source.shard_id): \(.result.blackout_ms * 10 | round / 10) ms") | join(", ")' "$PLANS"/*.json 2>/dev/null)"
+  put fleet_blackout_worst "$(jq -rs '[.[].plan | select(.state == "done") | .result.blackout_ms] | max // 0 | . * 10 | round / 10' "$PLANS"/*.json 2>/dev/null)"
+  put fleet_op_s "$(jq -rs '[.[].plan | select(.state == "done") | [.result.step_seconds[]] | add] | "median \(sort | .[length / 2 | floor] * 10 | round / 10) s, max \(max * 10 | round / 10) s"' "$PLANS"/*.json 2>/dev/null)"
+  put fleet_load_acked "$(jq -r .Acked "$WORK/fleet-load.json")"
+  put fleet_load_groups "$(jq -r '.Groups | to_entries | map("\(.key): \(.value.Acked) acked, \(.value.Errors) errors, \(.value.Retries) retries, gap \(.value.LongestGap / 1e6 | round) ms") | join("; ")' "$WORK/fleet-load.json")"
+  put fleet_other_errors "$(jq -r .Groups.other.Errors "$WORK/fleet-load.json")"
+  progress "fleet: apply exit $rc in $(get fleet_apply_s) s: finished $(get fleet_finished); left: $(get fleet_left); worst blackout $(get fleet_blackout_worst) ms; load $(get fleet_load_groups)"
+  t0=$(now)
+  if T "${SC[@]}" load check "$WORK/fleet-ledger.jsonl" -o json >"$WORK/fleet-ledger-check.json" 2>"$WORK/fleet-ledger-check.err"; then
+    put fleet_ledger "ok ($(jq -r .Keys "$WORK/fleet-ledger-check.json") keys)"
+  else
+    put fleet_ledger "FAILED: $(jq -c .Problems "$WORK/fleet-ledger-check.json" 2>/dev/null | cut -c1-300)"
+  fi
+  t1=$(now)
+  put fleet_check_s "$(f "$t1 - $t0")"
+  rc=0
+  T "${SC[@]}" rebalance --dry-run "${pol[@]}" -o json >"$WORK/fleet-dry2.json" 2>"$WORK/fleet-dry2.err" || rc=$?
+  put fleet_dry2 "exit $rc, $(jq -r '(.proposed | length | tostring) + " proposed" + (if (.unmet | length) > 0 then ", unmet: " + ([.unmet[] | "\(.shard_id // "") \(.server) \(.why)"] | join("; ")) else "" end)' "$WORK/fleet-dry2.json" 2>/dev/null | cut -c1-300)"
+  progress "fleet: load check $(get fleet_ledger) in $(get fleet_check_s) s; second dry run: $(get fleet_dry2)"
+  gzip -f "$WORK/fleet-ledger.jsonl"
+  for s in 1 2 3; do M "$s" -N -e "SELECT CONCAT('DROP DATABASE \`', schema_name, '\`;') FROM information_schema.schemata WHERE schema_name LIKE 'fl\\_%'" >"$WORK/fleet-drop-$s.sql"; done
   for s in 1 2 3; do M "$s" <"$WORK/fleet-drop-$s.sql" >/dev/null & done
   wait
+  [ "$(get fleet_apply_rc)" = 0 ] || fail "rebalance --apply exited $(get fleet_apply_rc)" "$WORK/fleet-apply.err"
+  case "$(get fleet_ledger)" in ok*) ;; *) fail "ledger check: $(get fleet_ledger)" ;; esac
 }
 
 # ---------------------------------------------------------------- 11. scale
@@ -1193,6 +1293,10 @@ table() {
     row "a fleet of $FLEET small shards on 3 servers: \`status\` / \`status --exact\` / \`rebalance --dry-run\` / \`plan list\`" \
       "$(get fleet_status) s / $(get fleet_status_exact) s / $(get fleet_rebalance_dry_run_max_shard_rows_1000000) s / $(get fleet_plan_list) s" "—" "—" "seconds each" \
       "$(met "$(get fleet_status_exact)" "<=" 10)"
+    if [ "$(get fleet_apply_rc)" = 0 ] && [ -z "$(get fleet_left)" ] && [ "$(get fleet_other_errors)" = 0 ] && [[ "$(get fleet_ledger)" == ok* ]] && [[ "$(get fleet_dry2)" == "exit 0, 0 proposed" ]]; then m=yes; else m="**no**"; fi
+    row "same fleet given work ($FLEET_SPLIT shards over \`--max-shard-rows\`, $FLEET_COLD pairs of empty neighbours, server 1 over \`--max-server-share\`): \`rebalance --apply --concurrency 4 --same-server\` under \`shardctl load\` on a split, a moved, a merged and an untouched shard (load average $(get fleet_loadavg_apply) → $(get fleet_loadavg_after))" \
+      "$(get fleet_apply_s) s, exit $(get fleet_apply_rc): $(get fleet_finished) (proposed by the dry run in $(get fleet_dry_s) s: $(get fleet_proposed)); each operation $(get fleet_op_s); worst blackout $(get fleet_blackout_worst) ms; ledger $(get fleet_ledger), checked in $(get fleet_check_s) s; second dry run $(get fleet_dry2)" \
+      "—" "—" "all done, 0 errors on the untouched shard, ledger clean, nothing left" "$m"
   fi
   if failed scale; then failrow "scale: move, split, merge at $(K "$SCALE_ROWS_B") vs $(K "$SCALE_ROWS_A") rows" scale "≤ 1.2× linear per step; planning ≤ 5 s"; else
     c=$(for op in move split merge; do echo "$op $(div "$(div "$(get "s2_${op}_wall_s")" "$(get "s1_${op}_wall_s")")" "$SCALE_X")"; done | sort -k2 -n | tail -n 1)
@@ -1252,6 +1356,11 @@ table() {
     echo "- prune: during shardctl: $(get prune_cpu)"
     echo "- prune: during pt-archiver --bulk-delete: $(get pt_bulk_cpu)"
     echo "- prune: during pt-archiver: $(get pt_row_cpu)"
+  }
+  failed fleet || {
+    echo "- fleet: policy \`$(get fleet_policy)\`; load \`$(get fleet_load_keys) --concurrency 2 --rate 400\`: $(get fleet_load_groups)"
+    echo "- fleet: blackout of each operation: $(get fleet_blackouts)"
+    [ -z "$(get fleet_left)" ] || echo "- fleet: left: $(get fleet_left)"
   }
   failed memory || {
     echo "- memory: $(K "$MEM_ROWS_A") rows: step seconds $(get mem1_steps)"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/shardctl/shardctl/keyspace"
@@ -240,15 +241,7 @@ func (s *Store) ApplyWith(ctx context.Context, what string, changes []Change, al
 			if err != nil {
 				return false, fmt.Errorf("%s: %w", c.Describe(), err)
 			}
-			if did {
-				changed = true
-				// Later changes validate against the map as it is now.
-				nm, err := s.load(ctx, tx)
-				if err != nil {
-					return false, err
-				}
-				*m = *nm
-			}
+			changed = changed || did
 		}
 		if also != nil { // committed with the changes, or alone when the map had them already
 			if err := also(tx); err != nil {
@@ -320,8 +313,89 @@ func (s *Store) applyOne(ctx context.Context, tx *sql.Tx, m *Map, c Change) (boo
 		return false, fmt.Errorf("unknown shard map change %q", c.Op)
 	}
 	q, args := c.SQL(s.Schema)
-	_, err := tx.ExecContext(ctx, q, args...)
-	return err == nil, err
+	res, err := tx.ExecContext(ctx, q, args...)
+	if err != nil {
+		return false, err
+	}
+	// Later changes validate against the map as it is now: the change is
+	// made to m too, rather than the whole map read again while the version
+	// row is locked (every writer of the shard map waits on that lock, and
+	// at a thousand shards one read is thousands of rows).
+	return true, s.applyToMap(ctx, tx, m, c, res)
+}
+
+// applyToMap makes change c, just executed in tx with result res, to m.
+func (s *Store) applyToMap(ctx context.Context, tx *sql.Tx, m *Map, c Change, res sql.Result) error {
+	switch c.Op {
+	case OpSetStatus, OpRepoint, OpRemoveMapping, OpMergeRange:
+		for i := range m.Mappings {
+			mp := &m.Mappings[i]
+			if mp.FuncID != c.Ref.FuncID || mp.Kind != c.Ref.Kind || !sameKey(*mp, c.Ref) {
+				continue
+			}
+			switch c.Op {
+			case OpSetStatus:
+				mp.Status = c.Status
+			case OpRepoint:
+				mp.ShardID = c.ShardID
+			default:
+				m.Mappings = append(m.Mappings[:i:i], m.Mappings[i+1:]...)
+				m.fillUppers()
+			}
+			return nil
+		}
+	case OpSplitRange:
+		// The new range took the shard and status of the range below it,
+		// chosen by the server's ordering: read them back rather than guess.
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return err
+		}
+		col, val := "lower_bound", any(c.At.Int)
+		if c.At.Type == keyspace.StringKey {
+			col, val = "lower_bound_str", c.At.Str
+		}
+		mp := Mapping{FuncID: c.Ref.FuncID, Kind: Range, Lower: c.At}
+		if err := tx.QueryRowContext(ctx, "SELECT shard_id, status FROM "+s.t("ranges")+" WHERE func_id = ? AND "+col+" = ?", c.Ref.FuncID, val).Scan(&mp.ShardID, &mp.Status); err != nil {
+			return fmt.Errorf("read back the range of function %d from %s: %w", c.Ref.FuncID, c.At, err)
+		}
+		m.Mappings = append(m.Mappings, mp)
+		m.fillUppers()
+	case OpAddHashPoint:
+		m.Mappings = append(m.Mappings, Mapping{FuncID: c.Ref.FuncID, Kind: Hash, Hash: c.Ref.Hash, ShardID: c.ShardID, Status: c.Status})
+		m.fillUppers()
+	case OpMoveLocation:
+		for i := range m.Locations {
+			if m.Locations[i].ShardID == c.ShardID {
+				m.Locations[i].Host, m.Locations[i].Port = c.Host, c.Port
+			}
+		}
+	case OpRemoveLocation:
+		for i, l := range m.Locations {
+			if l.ShardID == c.ShardID {
+				m.Locations = append(m.Locations[:i:i], m.Locations[i+1:]...)
+				break
+			}
+		}
+	case OpAddLocation:
+		id, err := res.LastInsertId()
+		if err != nil {
+			return fmt.Errorf("the id of the new shard on %s:%d, schema %s: %w", c.Host, c.Port, c.Schema, err)
+		}
+		m.Locations = append(m.Locations, Location{ShardID: int(id), Host: c.Host, Port: c.Port, Schema: c.Schema})
+		sort.Slice(m.Locations, func(i, j int) bool { return m.Locations[i].ShardID < m.Locations[j].ShardID })
+	}
+	return nil
+}
+
+// sameKey reports whether mp is the mapping ref names (its function and kind aside).
+func sameKey(mp Mapping, ref Ref) bool {
+	switch ref.Kind {
+	case Range:
+		return mp.Lower != nil && ref.Lower != nil && mp.Lower.Compare(*ref.Lower) == 0
+	case Hash:
+		return mp.Hash == ref.Hash
+	}
+	return mp.Point != nil && ref.Point != nil && mp.Point.Compare(*ref.Point) == 0
 }
 
 func previousRange(m *Map, mp Mapping) (Mapping, bool) {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/keyspace"
@@ -106,6 +107,10 @@ type Store struct {
 	// Rows looks for rows on a shard; a mapping that would hand a shard's
 	// keys to another one is accepted only when it proves there are none.
 	Rows RowProbe
+	// reads counts the whole map's reads (Load and each Update's locked
+	// read): a change is made to the map it validates against, never by
+	// reading the map again under the version lock (export_test.go).
+	reads atomic.Int64
 }
 
 // New wraps an open pool whose default database may be anything; every statement names Schema.
@@ -170,6 +175,7 @@ func (s *Store) Load(ctx context.Context) (*Map, error) {
 }
 
 func (s *Store) load(ctx context.Context, q dbutil.Querier) (*Map, error) {
+	s.reads.Add(1)
 	m := &Map{}
 	if err := q.QueryRowContext(ctx, "SELECT version FROM "+s.t("version")+" WHERE id = 1").Scan(&m.Version); err != nil {
 		return nil, s.wrapMissing("load shard map", err)
