@@ -13,6 +13,7 @@ package prune
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -37,6 +38,10 @@ type Pruner struct {
 const (
 	defaultChunkRows = 1000
 	defaultInFlight  = 2
+	// windowPerSession chunks per delete session are found ahead of the
+	// watermark at most: enough that one whose neighbours are not being
+	// deleted is always at hand.
+	windowPerSession = 3
 )
 
 // Count returns how many rows of t match t.Filter (what Table would delete
@@ -58,12 +63,16 @@ func (p *Pruner) Count(ctx context.Context, t tables.Table) (int64, error) {
 // nothing after it matched.
 //
 // One session walks the key ahead of the deletes and hands out chunk
-// bounds; InFlight sessions delete chunks at once (disjoint key ranges:
-// they never wait for each other's locks), and the watermark advances over
-// the chunks done in key order only, so a resume after a crash deletes
-// again at most the chunks in flight or done out of order (about twice
-// InFlight; a delete by key range is idempotent). The walk stays ahead of
-// the deletes: it never steps over rows a delete has only marked deleted.
+// bounds; InFlight sessions delete chunks at once, never two neighbours:
+// a delete of (lo, hi] also locks the row after hi, the first row of the
+// next chunk that still has rows, so neighbours deleted at once wait for
+// each other (under READ COMMITTED too), while chunks with rows between
+// them never meet. The watermark
+// advances over the chunks done in key order only, so a resume after a
+// crash deletes again at most the chunks found ahead of it (the window,
+// about three times InFlight; a delete by key range is idempotent). The
+// walk stays ahead of the deletes: it never steps over rows a delete has
+// only marked deleted.
 //
 // Rows in scope inserted behind the watermark while it runs are not
 // deleted: callers fence the source first or prune again.
@@ -96,8 +105,8 @@ func (p *Pruner) Table(ctx context.Context, t tables.Table, from watermark.Mark,
 	del := "DELETE FROM " + dbutil.Table(p.Schema, t.Name) + " WHERE "
 
 	// inner stops the goroutines when Table returns; a cancelled ctx stops
-	// the walk, and the chunks already handed out finish and are recorded
-	// (each is one short statement), as a run between chunks stops.
+	// the walk, and the chunks already found are deleted and recorded (each
+	// is one short statement), as a run between chunks stops.
 	inner, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }() // before the walker's session is released
@@ -107,34 +116,31 @@ func (p *Pruner) Table(ctx context.Context, t tables.Table, from watermark.Mark,
 		deleted int64
 		err     error
 	}
-	type walkEnd struct {
-		handed int // chunks handed out
-		err    error
-	}
-	todo := make(chan piece, workers)
+	window := windowPerSession * workers // chunks found and not yet recorded, at most
+	found := make(chan piece, window)
+	todo := make(chan piece)
 	done := make(chan piece, workers)
-	walked := make(chan walkEnd, 1)
+	var walkErr error // set before found is closed
 	// The walk: chunk bounds in key order, paced by the throttle.
 	wg.Add(1 + workers)
 	go func() {
 		defer wg.Done()
-		defer close(todo)
+		defer close(found)
 		after := w.After
 		for seq := 0; ; seq++ {
-			end := func(err error) { walked <- walkEnd{handed: seq, err: err} }
 			if err := ctx.Err(); err != nil {
-				end(wrap("interrupted", err))
+				walkErr = wrap("interrupted", err)
 				return
 			}
 			if p.Throttle != nil {
 				if err := p.Throttle(ctx); err != nil {
-					end(wrap("throttle", err))
+					walkErr = wrap("throttle", err)
 					return
 				}
 			}
 			upper, more, err := chunk.Upper(ctx, walker, key, after, where, whereArgs, n)
 			if err != nil {
-				end(wrap(fmt.Sprintf("find the chunk after key %q", after), err))
+				walkErr = wrap(fmt.Sprintf("find the chunk after key %q", after), err)
 				return
 			}
 			pc := piece{seq: seq, lo: after}
@@ -142,15 +148,14 @@ func (p *Pruner) Table(ctx context.Context, t tables.Table, from watermark.Mark,
 				pc.hi = upper
 			}
 			select {
-			case todo <- pc:
+			case found <- pc:
 			case <-ctx.Done():
-				end(wrap("interrupted", ctx.Err()))
+				walkErr = wrap("interrupted", ctx.Err())
 				return
 			case <-inner.Done():
 				return
 			}
 			if !more {
-				walked <- walkEnd{handed: seq + 1}
 				return
 			}
 			after = upper
@@ -188,32 +193,81 @@ func (p *Pruner) Table(ctx context.Context, t tables.Table, from watermark.Mark,
 			}
 		}()
 	}
-	// The chunks done, in key order: the watermark and the saves.
-	waiting := map[int]piece{}
-	next := 0
-	var stop *walkEnd
+	defer close(todo) // the workers end once the deferred cancel has run too
+	// The dispatch: chunks found wait in key order (pending) until no
+	// neighbour is in flight; chunks done wait (finished) until every chunk
+	// before them is, then the watermark passes them and is saved.
+	var pending []piece
+	inFlight := map[int]bool{}
+	finished := map[int]piece{}
+	next := 0       // the first chunk not yet recorded
+	walking := true // found is open
+	last := -1      // the last chunk found
+	// neighbourInFlight reports whether the nearest chunk below (dir -1)
+	// or above (dir 1) seq that still holds rows is being deleted: a chunk
+	// done (its rows gone or only marked deleted) no longer separates two
+	// chunks, the row after one is then the other's first.
+	neighbourInFlight := func(seq, dir int) bool {
+		for s := seq + dir; s >= next && s <= last; s += dir {
+			if _, gone := finished[s]; !gone {
+				return inFlight[s]
+			}
+		}
+		return false
+	}
 	for {
-		if stop != nil && next == stop.handed {
-			return w, stop.err // every chunk handed out is recorded
+		if !walking && len(pending) == 0 && len(inFlight) == 0 {
+			// Every chunk found is recorded (a Done mark returned
+			// below); the walk stopped early.
+			if walkErr == nil {
+				walkErr = wrap("walk", errors.New("the key walk ended before the last chunk"))
+			}
+			return w, walkErr
+		}
+		pick := -1
+		if len(inFlight) < workers {
+			for i, pc := range pending {
+				if !neighbourInFlight(pc.seq, -1) && !neighbourInFlight(pc.seq, 1) {
+					pick = i
+					break
+				}
+			}
+		}
+		var send chan piece
+		var out piece
+		if pick >= 0 {
+			send, out = todo, pending[pick]
+		}
+		var recv chan piece
+		if walking && len(pending)+len(inFlight)+len(finished) < window {
+			recv = found
 		}
 		select {
+		case pc, ok := <-recv:
+			if !ok {
+				walking = false
+				continue
+			}
+			pending = append(pending, pc)
+			last = pc.seq
+			continue
+		case send <- out:
+			pending = append(pending[:pick], pending[pick+1:]...)
+			inFlight[out.seq] = true
+			continue
 		case pc := <-done:
+			delete(inFlight, pc.seq)
 			if pc.err != nil {
 				return w, pc.err
 			}
-			waiting[pc.seq] = pc
-		case e := <-walked:
-			if e.err != nil {
-				stop = &e
-			}
-			continue
+			finished[pc.seq] = pc
 		}
 		for {
-			pc, ok := waiting[next]
+			pc, ok := finished[next]
 			if !ok {
 				break
 			}
-			delete(waiting, next)
+			delete(finished, next)
 			next++
 			nw := w
 			nw.Rows += pc.deleted
