@@ -54,8 +54,11 @@ func autoIncrements(ctx context.Context, db *sql.DB, schema string, tables []str
 	for _, t := range tables {
 		args = append(args, t)
 	}
-	rows, err := conn.QueryContext(ctx, `SELECT TABLE_NAME, AUTO_INCREMENT FROM information_schema.TABLES
-		WHERE TABLE_SCHEMA = ? AND TABLE_TYPE = 'BASE TABLE' AND AUTO_INCREMENT IS NOT NULL AND TABLE_NAME IN (`+dbutil.Placeholders(len(tables))+`)`, args...)
+	// Only tables with an AUTO_INCREMENT column: MySQL 9 reports a counter
+	// (1) for a MyISAM table without one too.
+	rows, err := conn.QueryContext(ctx, `SELECT t.TABLE_NAME, t.AUTO_INCREMENT FROM information_schema.TABLES t
+		WHERE t.TABLE_SCHEMA = ? AND t.TABLE_TYPE = 'BASE TABLE' AND t.AUTO_INCREMENT IS NOT NULL AND t.TABLE_NAME IN (`+dbutil.Placeholders(len(tables))+`)
+		AND EXISTS (SELECT 1 FROM information_schema.COLUMNS c WHERE c.TABLE_SCHEMA = t.TABLE_SCHEMA AND c.TABLE_NAME = t.TABLE_NAME AND c.EXTRA LIKE '%auto_increment%')`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read the AUTO_INCREMENT counters of %s: %w", schema, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/shardctl/shardctl/dbutil"
@@ -29,9 +30,9 @@ func init() {
 		Until: plans.StepCopy,
 		Run: func(ctx context.Context, c *CheckEnv) error {
 			p := c.Plan
-			names := make([]string, 0, len(p.Copy))
-			for _, t := range p.Copy {
-				names = append(names, t.Name)
+			names, err := idsCanMeet(ctx, c.Src, p)
+			if err != nil {
+				return probeError("the AUTO_INCREMENT columns and unique keys", "source", p.Source.Addr(), err)
 			}
 			if len(names) == 0 {
 				return nil
@@ -71,6 +72,48 @@ func init() {
 				ErrRefused, strings.Join(bad, "; "), p.Target.ShardID, p.Source.ShardID)
 		},
 	})
+}
+
+// idsCanMeet lists the copied tables where the two shards' issued ids can
+// meet: an AUTO_INCREMENT column in a unique key without the shard column
+// (a key that has the shard column never holds two shards' rows alike, so
+// their ids may repeat: (emp_no, seq) keys of a per-employee counter).
+func idsCanMeet(ctx context.Context, db *sql.DB, p *plans.Plan) ([]string, error) {
+	auto := map[string]string{} // table: its AUTO_INCREMENT column
+	var tb, col, idx string
+	if err := dbutil.ScanEach(ctx, db, "SELECT TABLE_NAME, COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND EXTRA LIKE '%auto_increment%'",
+		[]any{p.Source.Schema}, []any{&tb, &col}, func() error { auto[tb] = col; return nil }); err != nil {
+		return nil, err
+	}
+	if len(auto) == 0 {
+		return nil, nil
+	}
+	keys := map[string]map[string][]string{} // table: unique key: columns
+	if err := dbutil.ScanEach(ctx, db, "SELECT TABLE_NAME, INDEX_NAME, COLUMN_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = ? AND NON_UNIQUE = 0",
+		[]any{p.Source.Schema}, []any{&tb, &idx, &col}, func() error {
+			if keys[tb] == nil {
+				keys[tb] = map[string][]string{}
+			}
+			keys[tb][idx] = append(keys[tb][idx], col)
+			return nil
+		}); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, t := range p.Copy {
+		a, ok := auto[t.Name]
+		if !ok {
+			continue
+		}
+		for _, cols := range keys[t.Name] {
+			if slices.ContainsFunc(cols, func(c string) bool { return strings.EqualFold(c, a) }) &&
+				(t.ShardColumn == "" || !slices.ContainsFunc(cols, func(c string) bool { return strings.EqualFold(c, t.ShardColumn) })) {
+				out = append(out, t.Name)
+				break
+			}
+		}
+	}
+	return out, nil
 }
 
 // interleaved reports whether the two servers issue ids from disjoint

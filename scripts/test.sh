@@ -95,7 +95,7 @@ if [ "${SHARDCTL_TEST_MYSQL:-1}" != 0 ]; then
     mpkgs=$(go list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' "${@:-./...}" 2>/dev/null \
       | grep ' github.com/shardctl/shardctl/internal/testenv' | awk '{print $1}' || true)
     if [ -n "$mpkgs" ]; then
-      SHARDCTL_TEST_FLAVOR=mysql run_pass 10m $mpkgs
+      SHARDCTL_TEST_FLAVOR=mysql run_pass 13m $mpkgs
     fi
   fi
 fi
