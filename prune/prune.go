@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/shardctl/shardctl/chunk"
 	"github.com/shardctl/shardctl/dbutil"
@@ -42,6 +43,9 @@ const (
 	// watermark at most: enough that one whose neighbours are not being
 	// deleted is always at hand.
 	windowPerSession = 3
+	// lockRetries is how often a chunk whose delete met a deadlock or a
+	// lock wait timeout runs again (after 10, 20, 40, 80, 160 ms).
+	lockRetries = 5
 )
 
 // Count returns how many rows of t match t.Filter (what Table would delete
@@ -173,10 +177,22 @@ func (p *Pruner) Table(ctx context.Context, t tables.Table, from watermark.Mark,
 					pc.err = err // every chunk handed out is answered
 				} else {
 					rng, args, rerr := key.Range(pc.lo, pc.hi)
-					if rerr == nil {
+					// A deadlock or lock wait with the application's own
+					// writes (a split's source keeps serving) rolls the
+					// one-statement delete back whole: it runs again.
+					for try := 0; rerr == nil; try++ {
 						var res sql.Result
 						if res, rerr = conn.ExecContext(inner, del+rng+" AND "+where, append(args, whereArgs...)...); rerr == nil {
 							pc.deleted, rerr = res.RowsAffected()
+							break
+						}
+						if !dbutil.IsRetryableLockErr(rerr) || try == lockRetries {
+							break
+						}
+						select {
+						case <-time.After(time.Duration(10<<try) * time.Millisecond):
+							rerr = nil
+						case <-inner.Done():
 						}
 					}
 					if rerr != nil {

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/internal/testenv"
@@ -386,5 +387,51 @@ func TestCancelWithChunksInFlightThenResume(t *testing.T) {
 				t.Fatalf("left %d rows, want the %d owned", len(left), len(want))
 			}
 		})
+	}
+}
+
+// A chunk whose delete meets another transaction's lock past the lock wait
+// timeout (or a deadlock: the same rollback of the whole statement) runs
+// again, so a cleanup beside the application's writes does not stop (CI:
+// a split's cleanup stopped with exit 3 on a deadlock with the workload).
+func TestChunkRetriedAfterALockError(t *testing.T) {
+	db, schema := newSchema(t,
+		"CREATE TABLE w (id INT PRIMARY KEY, v INT NOT NULL)",
+		"INSERT INTO w SELECT seq, seq FROM seq_1_to_2000",
+	)
+	ctx := context.Background()
+	tb := table(t, db, schema, "w")
+	tb.Filter = keyspace.Filter{Column: "id", Ranges: []keyspace.Range{intRange(1, 1001)}, Negate: true}
+	// The prune's sessions give up a lock wait after a second.
+	var old int
+	if err := db.QueryRow("SELECT @@GLOBAL.innodb_lock_wait_timeout").Scan(&old); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Exec(t, db, "SET GLOBAL innodb_lock_wait_timeout = 1")
+	t.Cleanup(func() { _, _ = db.Exec("SET GLOBAL innodb_lock_wait_timeout = ?", old) })
+	// Another transaction holds a row of the first chunk for 1.5 s.
+	holder, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	if _, err := holder.ExecContext(ctx, "BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.ExecContext(ctx, "UPDATE "+dbutil.Table(schema, "w")+" SET v = v + 1 WHERE id = 1500"); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(1500 * time.Millisecond)
+		_, _ = holder.ExecContext(ctx, "COMMIT")
+	}()
+	// A pool opened after the setting, so its sessions have it.
+	p := &Pruner{DB: testenv.Get(t).DB(t, 1, ""), Schema: schema, ChunkRows: 1000, InFlight: 1}
+	w, err := p.Table(ctx, tb, watermark.Mark{}, nil)
+	if err != nil {
+		t.Fatalf("a chunk behind a held lock: %v", err)
+	}
+	if !w.Done || w.Rows != 1000 {
+		t.Fatalf("watermark %+v, want 1000 deleted", w)
 	}
 }
