@@ -18,7 +18,7 @@ import (
 func (a *app) loadCmd() *cobra.Command {
 	var groups []string
 	var rate, conc int
-	var dur time.Duration
+	var dur, ttl time.Duration
 	var ledger, mix string
 	var seed int64
 	c := &cobra.Command{
@@ -49,8 +49,11 @@ its current shard and nowhere else. The demo and the tests run it during moves.`
 			if m.Insert+m.Update+m.Delete != 100 {
 				return badInput("--mix %s: the insert/update/delete percentages must add up to 100, for example 40/45/15", mix)
 			}
+			if ttl <= 0 {
+				return badInput("--map-ttl %s: give a positive duration, for example 500ms", ttl)
+			}
 			return a.withStore(cmd, func(s *shardmap.Store) error {
-				r := router.New(s, router.Options{Creds: a.shardCreds()})
+				r := router.New(s, router.Options{Creds: a.shardCreds(), TTL: ttl})
 				defer r.Close()
 				st, err := load.Run(cmd.Context(), load.Config{Router: r, Groups: gs, Rate: rate, Concurrency: conc, Duration: dur, Ledger: ledger, Mix: m, Seed: seed,
 					Progress: func(st load.Stats) {
@@ -74,6 +77,7 @@ its current shard and nowhere else. The demo and the tests run it during moves.`
 	c.Flags().StringVar(&ledger, "ledger", "", "ledger file (JSON lines)")
 	c.Flags().StringVar(&mix, "mix", "40/45/15", "insert/update/delete percentages, for example 40/45/15")
 	c.Flags().Int64Var(&seed, "seed", 1, "random seed")
+	c.Flags().DurationVar(&ttl, "map-ttl", router.DefaultTTL, "how long the router trusts its cached shard map before it checks the map's version (an operation's --route-grace must be longer)")
 	check := &cobra.Command{
 		Use:   "check LEDGER",
 		Short: "Check that every written key holds its last acknowledged write at its current shard, and nowhere else",

@@ -139,7 +139,7 @@ type owner struct {
 // ownerOf asks a fresh router (closed at the test's end) where key lives.
 func ownerOf(t *testing.T, c *cluster, key string) owner {
 	t.Helper()
-	rt := router.New(c.store, router.Options{Creds: sandbox.Creds(), RetryFor: 30 * time.Second})
+	rt := router.New(c.store, router.Options{Creds: sandbox.Creds(), TTL: testMapTTL, RetryFor: 30 * time.Second})
 	t.Cleanup(rt.Close)
 	var o owner
 	if err := rt.Do(ctx, "employees", key, func(_ context.Context, tg router.Target) error {

@@ -282,7 +282,7 @@ func startWorkload(t *testing.T, c *cluster, keys []int64, script string) *workl
 		return w
 	}
 	autocommit := strings.Contains(script, autocommitMark)
-	rt := router.New(c.store, router.Options{Creds: sandbox.Creds(), RetryFor: 30 * time.Second})
+	rt := router.New(c.store, router.Options{Creds: sandbox.Creds(), TTL: testMapTTL, RetryFor: 30 * time.Second})
 	rnd := rand.New(rand.NewSource(1))
 	w.wg.Add(1)
 	go func() {

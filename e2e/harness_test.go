@@ -59,6 +59,17 @@ type cluster struct {
 
 // newCluster seeds len(sizes) range shards of the employees schema; shard k
 // lives on server servers[k-1] and holds sizes[k-1] employees (~9 rows each).
+// Every router of these tests (the load's, through the config file, and
+// the workloads') trusts its cached map for testMapTTL, and every operation
+// waits testRouteGrace after a switch before it removes the old copy: the
+// same contract as the defaults (grace above the TTL; 500 ms and 1 s, which
+// TestStaleRouterWritesNeverVanish covers), some 750 ms shorter for each
+// operation of the suite.
+const (
+	testMapTTL     = 100 * time.Millisecond
+	testRouteGrace = 250 * time.Millisecond
+)
+
 func newCluster(t *testing.T, name string, servers []int, sizes []int) *cluster {
 	t.Helper()
 	return newClusterOpts(t, name, servers, sizes, false)
@@ -110,7 +121,7 @@ func newClusterAt(t *testing.T, name string, addrs []dbutil.Addr, sizes []int, h
 		t.Fatal(err)
 	}
 	c.config = filepath.Join(c.dir, "shardctl.yaml")
-	body := fmt.Sprintf("shardmap: %s/%s\nuser: %s\npassword: %s\nplan-dir: %s\n", env.Addr(1), name, sandbox.ToolUser, sandbox.ToolPassword, c.planDir)
+	body := fmt.Sprintf("shardmap: %s/%s\nuser: %s\npassword: %s\nplan-dir: %s\nmap-ttl: %s\nroute-grace: %s\n", env.Addr(1), name, sandbox.ToolUser, sandbox.ToolPassword, c.planDir, testMapTTL, testRouteGrace)
 	if err := os.WriteFile(c.config, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -190,8 +201,26 @@ func (c *cluster) startLoad(rate int, groups ...string) *loadProc {
 		c.t.Fatal(err)
 	}
 	c.t.Cleanup(func() { _ = lp.cmd.Process.Kill() })
-	time.Sleep(700 * time.Millisecond) // let it reach its pace before the operation starts
+	lp.waitWriting(c.t, max(5, rate/10))
 	return lp
+}
+
+// waitWriting returns once the ledger holds n acknowledged writes (about
+// 100 ms of the load at its pace, the ledger being flushed every 100 ms), so
+// the operation that follows starts under the load; a fixed sleep of 700 ms
+// did the same, some 450 ms slower, in every test that starts a load.
+func (lp *loadProc) waitWriting(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if b, err := os.ReadFile(lp.ledger); err == nil && bytes.Count(b, []byte("\n")) >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the load acknowledged fewer than %d writes in 15 s\n%s", n, lp.err.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func (lp *loadProc) stop(t *testing.T) loadStats {

@@ -30,6 +30,10 @@ import (
 // move, split or merge is cutting over): retry later.
 var ErrOffline = errors.New("shard mapping offline: retry shortly")
 
+// DefaultTTL is how long a router trusts its cached map by default;
+// plans.DefaultRouteGrace is twice this.
+const DefaultTTL = 500 * time.Millisecond
+
 // Options tune a Router.
 type Options struct {
 	Creds    dbutil.Creds  // account for the shard servers
@@ -62,7 +66,7 @@ type Router struct {
 // New returns a router reading the shard map from store.
 func New(store *shardmap.Store, opts Options) *Router {
 	if opts.TTL <= 0 {
-		opts.TTL = 500 * time.Millisecond
+		opts.TTL = DefaultTTL
 	}
 	if opts.RetryFor <= 0 {
 		opts.RetryFor = 30 * time.Second
