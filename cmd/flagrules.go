@@ -38,6 +38,7 @@ var (
 		"every":        {lo: float64(100 * time.Millisecond), hi: float64(time.Hour)},
 		"wait":         {lo: float64(time.Millisecond), hi: float64(24 * time.Hour)},
 		"duration":     {lo: float64(time.Millisecond), hi: unbounded, off: "until interrupted"},
+		"map-ttl":      {lo: float64(time.Millisecond), hi: float64(time.Hour)},
 	}, plans.KindMillis, plans.KindSeconds)
 	numberFlags = withSettings(map[string]limit{
 		"sleep-ms":         {lo: 0, hi: 60_000},

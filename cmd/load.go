@@ -49,9 +49,6 @@ its current shard and nowhere else. The demo and the tests run it during moves.`
 			if m.Insert+m.Update+m.Delete != 100 {
 				return badInput("--mix %s: the insert/update/delete percentages must add up to 100, for example 40/45/15", mix)
 			}
-			if ttl <= 0 {
-				return badInput("--map-ttl %s: give a positive duration, for example 500ms", ttl)
-			}
 			return a.withStore(cmd, func(s *shardmap.Store) error {
 				r := router.New(s, router.Options{Creds: a.shardCreds(), TTL: ttl})
 				defer r.Close()
