@@ -51,7 +51,7 @@ func TestFailoverResumesByGTID(t *testing.T) {
 
 	// Resume on the promoted replica, with writes going on (they reach it
 	// through the shard map once the plan re-points the shard's location).
-	lp2 := c.startLoad(100, c.keys("after", 1, 1000))
+	lp2 := c.startLoadBlocked(100, c.keys("after", 1, 1000))
 	if err := os.Remove(postpone); err != nil {
 		t.Fatal(err)
 	}

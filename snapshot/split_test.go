@@ -69,11 +69,13 @@ func TestCopyWithSeveralReadersResumes(t *testing.T) {
 	} else {
 		bounds = len(b)
 	}
+	// The crash comes at the first save past 350 rows (7 chunks), not at a
+	// count of saves: the watermark saves only when its prefix advances, and
+	// on a busy machine a late first chunk makes it advance in a few large
+	// steps (the copy then ended before an 8th save: "want the crash").
 	var saved watermark.Mark
-	saves := 0
 	_, err := c.CopyTable(ctx, tb, watermark.Mark{}, func(w watermark.Mark) error {
-		saves++
-		if saves >= 8 {
+		if w.Rows >= 350 && !w.Done {
 			return errCrash
 		}
 		saved = w
@@ -82,9 +84,12 @@ func TestCopyWithSeveralReadersResumes(t *testing.T) {
 	if !errors.Is(err, errCrash) {
 		t.Fatalf("want the crash, got %v", err)
 	}
-	// Every row up to the watermark is there.
+	// Every row up to the watermark is there (when one was saved before the
+	// crash: a first save past 350 rows leaves none, and the resume starts over).
 	var missing int
-	if err := f.dst.QueryRow("SELECT ? - COUNT(*) FROM `"+f.tname+"`.m WHERE (a, b) <= (?, ?)", saved.Rows, saved.After[0], saved.After[1]).Scan(&missing); err != nil || missing != 0 {
+	if saved.After == nil {
+		t.Logf("no watermark saved before the crash")
+	} else if err := f.dst.QueryRow("SELECT ? - COUNT(*) FROM `"+f.tname+"`.m WHERE (a, b) <= (?, ?)", saved.Rows, saved.After[0], saved.After[1]).Scan(&missing); err != nil || missing != 0 {
 		t.Fatalf("watermark %+v: %d rows missing below it (%v)", saved, missing, err)
 	}
 	w, err := c.CopyTable(ctx, tb, saved, nil)
