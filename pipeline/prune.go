@@ -126,20 +126,24 @@ func PruneShard(ctx context.Context, store *shardmap.Store, creds dbutil.Creds, 
 	if ts, err = prune.Order(ctx, db, at.Schema, ts); err != nil {
 		return nil, err
 	}
+	// A dry run counts; a run does not count first (a scan of every table
+	// as long as the walk that follows, 4 % of a 500k-row prune): the rows
+	// it deletes are the rows the shard held but did not own, since no
+	// application writes keys a shard does not own.
 	var todo []tables.Table
 	for _, t := range ts {
 		if !t.Sharded {
 			continue
 		}
 		t.Filter.Negate = true
-		n, err := pr.Count(ctx, t)
-		if err != nil {
-			return nil, err
-		}
-		r := PruneRow{Table: t.Name, Rows: n}
+		r := PruneRow{Table: t.Name}
 		if o.DryRun {
-			r.WouldDelete = n
-		} else if n > 0 {
+			n, err := pr.Count(ctx, t)
+			if err != nil {
+				return nil, err
+			}
+			r.Rows, r.WouldDelete = n, n
+		} else {
 			todo = append(todo, t)
 		}
 		out = append(out, r)
@@ -162,7 +166,7 @@ func PruneShard(ctx context.Context, store *shardmap.Store, creds dbutil.Creds, 
 	err = PruneTables(ctx, store, at, pr, todo, nil, func(table string, w watermark.Mark) error {
 		for i := range out {
 			if out[i].Table == table {
-				out[i].Deleted = w.Rows
+				out[i].Rows, out[i].Deleted = w.Rows, w.Rows
 			}
 		}
 		return nil
@@ -179,8 +183,9 @@ type PruneOptions struct {
 	MaxRate           int64
 }
 
-// PruneRow is one table of a prune: the rows it holds but does not own, and
-// what was deleted (or, in a dry run, would be).
+// PruneRow is one table of a prune: the rows it holds but does not own
+// (counted by a dry run; a run reports those it deleted), and what was
+// deleted (or, in a dry run, would be).
 type PruneRow struct {
 	Table       string `json:"table"`
 	Rows        int64  `json:"rows"`
