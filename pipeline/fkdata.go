@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -113,8 +115,13 @@ func checkKeyOnData(ctx context.Context, db *sql.DB, p *plans.Plan, k tables.For
 		rngArgs                 []any
 		last                    bool
 		rows, leaving, orphaned int64
+		joined                  bool
 		sample                  []string
 		err                     error
+	}
+	byRange, err := rangeMatchable(ctx, db, p.Source.Schema, child, parent, k)
+	if err != nil {
+		return kc, nil, err
 	}
 	join := func(pc *piece) error {
 		q := "SELECT CONCAT_WS(',', " + list("c", child.PK) + "), CONCAT_WS(',', " + list("c", k.Columns) + "), " + moves +
@@ -147,6 +154,7 @@ func checkKeyOnData(ctx context.Context, db *sql.DB, p *plans.Plan, k tables.For
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("join %s to %s: %w", k.Table, k.RefTable, err)
 		}
+		pc.joined = true
 		pc.rows = keyCheckChunk
 		if pc.last {
 			if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+dbutil.Table(p.Source.Schema, child.Name)+" WHERE "+pc.rng, pc.rngArgs...).Scan(&pc.rows); err != nil {
@@ -165,10 +173,26 @@ func checkKeyOnData(ctx context.Context, db *sql.DB, p *plans.Plan, k tables.For
 	todo := make(chan *piece)
 	done := make(chan *piece, keyCheckSessions)
 	var wg sync.WaitGroup
+	// check matches a chunk by key range when the key allows it, and has the
+	// server join the chunks that range matching cannot settle (keys too
+	// sparse) or that cross (the join names the rows).
+	check := func(pc *piece) error {
+		if byRange {
+			n, crossed, ok, err := matchByRange(ctx, db, p.Source.Schema, child, parent, k, moves, moveArgs, parentMoves, parentArgs, pc.rng, pc.rngArgs)
+			if err != nil {
+				return fmt.Errorf("match %s to %s by key range: %w", k.Table, k.RefTable, err)
+			}
+			if ok && !crossed {
+				pc.rows = n
+				return nil
+			}
+		}
+		return join(pc)
+	}
 	for range keyCheckSessions {
 		wg.Go(func() {
 			for pc := range todo {
-				pc.err = join(pc)
+				pc.err = check(pc)
 				done <- pc
 			}
 		})
@@ -234,6 +258,9 @@ func checkKeyOnData(ctx context.Context, db *sql.DB, p *plans.Plan, k tables.For
 		kc.Rows += pc.rows
 		kc.Leaving += pc.leaving
 		kc.Orphaned += pc.orphaned
+		if pc.joined {
+			kc.Joined++
+		}
 		for _, s := range pc.sample {
 			if len(sample) < keySamples {
 				sample = append(sample, s)
@@ -241,6 +268,152 @@ func checkKeyOnData(ctx context.Context, db *sql.DB, p *plans.Plan, k tables.For
 		}
 	}
 	return kc, sample, nil
+}
+
+// Matching by key range. Joining a chunk costs the server an index lookup of
+// the parent per child row (about 1.5 us of server CPU a row here), nearly
+// all of the check. When the key is one integer column referencing the
+// parent's one-column integer primary key, and a chunk's children reference
+// a narrow range of parents (as children written after their parents do),
+// the server reads the chunk's children and that range of parents in key
+// order instead, and shardctl matches them: about half the server's CPU for
+// the two reads, and both read in one snapshot. A chunk whose parents are
+// spread wider than rangeSpan times its children, or in which a crossing is
+// found, is joined by the server as before (the join counts and names the
+// rows).
+
+// rangeSpan bounds the parents read for a chunk, per child row.
+const rangeSpan = 8
+
+// rangeMatchable reports whether key k can be matched by key range.
+func rangeMatchable(ctx context.Context, db *sql.DB, schema string, child, parent tables.Table, k tables.ForeignKey) (bool, error) {
+	if len(k.Columns) != 1 || len(parent.PK) != 1 || k.RefColumns[0] != parent.PK[0] {
+		return false, nil
+	}
+	cc, err := chunk.Probe(ctx, db, schema, child.Name, k.Columns)
+	if err != nil {
+		return false, fmt.Errorf("probe %s: %w", child.Name, err)
+	}
+	pc, err := chunk.Probe(ctx, db, schema, parent.Name, parent.PK)
+	if err != nil {
+		return false, fmt.Errorf("probe %s: %w", parent.Name, err)
+	}
+	// An unsigned BIGINT may not fit the int64 that shardctl matches on.
+	integer := func(c chunk.Column) bool {
+		return c.Kind == chunk.Signed || c.Kind == chunk.Unsigned && !strings.Contains(c.Type, "BIGINT")
+	}
+	return integer(cc[0]) && integer(pc[0]), nil
+}
+
+// matchByRange reads the chunk's children (their key and side) and the
+// parents in the range they reference (their key and side), in one
+// read-only snapshot, and reports the children read and whether any child
+// and its parent are on two sides. ok is false when the parents are too
+// spread (or a list came back cut short): the chunk is then joined. Each
+// side comes back as one GROUP_CONCAT value of KEY followed by s (stays)
+// or m (moves), so the server sends one row a chunk and shardctl parses
+// bytes: read row by row, shardctl spent as much CPU on the driver's rows
+// as the server saved.
+func matchByRange(ctx context.Context, db *sql.DB, schema string, child, parent tables.Table, k tables.ForeignKey,
+	moves string, moveArgs []any, parentMoves string, parentArgs []any, rng string, rngArgs []any) (n int64, crossed, ok bool, err error) {
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead})
+	if err != nil {
+		return 0, false, false, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	// A chunk's list: up to (rangeSpan+1) * 50,000 keys of up to 21 bytes.
+	if _, err := tx.ExecContext(ctx, "SET SESSION group_concat_max_len = 16777216"); err != nil {
+		return 0, false, false, err
+	}
+	// list reads one side: how many rows matched, how many have a key, and
+	// the keys with their sides.
+	list := func(key, side, from, where string, args []any) (rows, keyed int64, l []byte, err error) {
+		q := "SELECT COUNT(*), COUNT(" + key + "), GROUP_CONCAT(CONCAT(" + key + ", ELT((" + side + ") + 1, 's', 'm')) SEPARATOR ',') FROM " + from + " WHERE " + where
+		err = tx.QueryRowContext(ctx, q, args...).Scan(&rows, &keyed, &l)
+		return rows, keyed, l, err
+	}
+	fk := dbutil.QuoteIdent(k.Columns[0])
+	n, keyed, kl, err := list(fk, moves, dbutil.Table(schema, child.Name)+" AS c", rng, append(append([]any{}, moveArgs...), rngArgs...))
+	if err != nil {
+		return 0, false, false, err
+	}
+	type kid struct {
+		ref   int64
+		moves bool
+	}
+	kids := make([]kid, 0, keyed)
+	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
+	if !eachKey(kl, func(ref int64, m bool) {
+		kids = append(kids, kid{ref, m})
+		lo, hi = min(lo, ref), max(hi, ref)
+	}) {
+		return n, false, false, nil
+	}
+	// A child without a side (its shard column NULL) is not in the list and
+	// crosses nothing, as in the join; the list is then shorter than the
+	// keyed rows, which reads the same as a list cut short: joined.
+	if int64(len(kids)) != keyed {
+		return n, false, false, nil
+	}
+	if len(kids) == 0 {
+		return n, false, true, nil
+	}
+	if span := uint64(hi - lo); span >= uint64(rangeSpan*len(kids)+4096) {
+		return n, false, false, nil
+	}
+	// side[ref-lo]: 0 no parent, 1 the parent stays, 2 it moves.
+	side := make([]byte, hi-lo+1)
+	pk := dbutil.QuoteIdent(parent.PK[0])
+	_, pkeyed, pl, err := list(pk, parentMoves, dbutil.Table(schema, parent.Name)+" AS p", pk+" >= ? AND "+pk+" <= ?", append(append([]any{}, parentArgs...), lo, hi))
+	if err != nil {
+		return 0, false, false, err
+	}
+	parents := int64(0)
+	if !eachKey(pl, func(ref int64, m bool) {
+		parents++
+		if ref >= lo && ref <= hi {
+			side[ref-lo] = 1
+			if m {
+				side[ref-lo] = 2
+			}
+		}
+	}) || parents != pkeyed {
+		return n, false, false, nil
+	}
+	for _, c := range kids {
+		if s := side[c.ref-lo]; s != 0 && (s == 2) != c.moves {
+			return n, true, true, nil
+		}
+	}
+	return n, false, true, nil
+}
+
+// eachKey calls fn for each KEY[sm] of a comma-separated list (nil: none);
+// it reports false on anything else, such as a list cut short.
+func eachKey(l []byte, fn func(ref int64, moves bool)) bool {
+	for len(l) > 0 {
+		i := 0
+		for i < len(l) && l[i] != ',' {
+			i++
+		}
+		tok := l[:i]
+		if len(tok) < 2 || (tok[len(tok)-1] != 's' && tok[len(tok)-1] != 'm') {
+			return false
+		}
+		ref, err := strconv.ParseInt(string(tok[:len(tok)-1]), 10, 64)
+		if err != nil {
+			return false
+		}
+		fn(ref, tok[len(tok)-1] == 'm')
+		if i == len(l) {
+			break
+		}
+		l = l[i+1:]
+		if len(l) == 0 {
+			return false // a trailing comma
+		}
+	}
+	return true
 }
 
 // recheckKeys reads the keys again before the fence (the verify step, which

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -49,7 +50,8 @@ func TestKeyCheckReadsEveryChunk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(checks) != 1 || checks[0].Rows != children || checks[0].Leaving+checks[0].Orphaned != 3 {
+	// Each chunk holds a crossing: each is joined, so its rows are named.
+	if len(checks) != 1 || checks[0].Rows != children || checks[0].Leaving+checks[0].Orphaned != 3 || checks[0].Joined != 3 {
 		t.Fatalf("key checks: %+v", checks)
 	}
 	if paced != 3 {
@@ -58,5 +60,89 @@ func TestKeyCheckReadsEveryChunk(t *testing.T) {
 	i7, i60k, ilast := strings.Index(crossing, "=(7)"), strings.Index(crossing, "=(60000)"), strings.Index(crossing, "=(100001)")
 	if i7 < 0 || i60k < i7 || ilast < i60k {
 		t.Fatalf("the rows named, in key order: %s", crossing)
+	}
+}
+
+// A chunk whose children reference a narrow range of parents is matched by
+// key range, without a join: children without a parent (a NULL key, or a
+// parent missing while foreign_key_checks was off) cross nothing, as in the
+// join; a chunk whose parents are spread too wide is joined.
+func TestKeyCheckMatchesByRange(t *testing.T) {
+	env := testenv.Get(t)
+	db := env.DB(t, 1, "")
+	testenv.Schema(t, db, "fkrange",
+		"CREATE TABLE rentals (rental_id INT NOT NULL PRIMARY KEY, emp_no INT NOT NULL, KEY (emp_no))",
+		"CREATE TABLE payments (payment_id INT NOT NULL PRIMARY KEY, emp_no INT NOT NULL, rental_id INT NULL, KEY (emp_no),"+
+			" CONSTRAINT fk_pr FOREIGN KEY (rental_id) REFERENCES rentals (rental_id))",
+		"CREATE TABLE d (d INT NOT NULL PRIMARY KEY)",
+		"INSERT INTO d VALUES (0), (1), (2), (3), (4), (5), (6), (7), (8), (9)",
+		"CREATE VIEW n AS SELECT a.d + 10 * b.d + 100 * c.d + 1000 * e.d + 10000 * f.d + 1 AS seq FROM d a, d b, d c, d e, d f",
+		"INSERT INTO rentals SELECT seq, seq % 1000 FROM n WHERE seq <= 20000",
+		"INSERT INTO payments SELECT seq, (((seq - 1) % 20000) + 1) % 1000, ((seq - 1) % 20000) + 1 FROM n WHERE seq <= 30000",
+		"INSERT INTO payments SELECT 30000 + seq, 999, NULL FROM n WHERE seq <= 100",
+		"SET foreign_key_checks = 0",
+		// Missing parents, on the other side of 500 from a parent that would stay.
+		"INSERT INTO payments SELECT 30100 + seq, 999, 25000 + seq FROM n WHERE seq <= 10")
+	ts, err := tables.Inspect(context.Background(), db, "fkrange")
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := keyspace.IntK(500)
+	for i := range ts {
+		ts[i].Sharded, ts[i].ShardColumn = true, "emp_no"
+		ts[i].Filter = keyspace.Filter{Column: "emp_no", Ranges: []keyspace.Range{{Lo: &at}}}
+	}
+	p := plans.New("split", "")
+	p.Source = plans.Endpoint{ShardID: 1, Host: env.Addr(1).Host, Port: env.Addr(1).Port, Schema: "fkrange"}
+	p.Copy = ts
+	check := func(what string, rows, joined int64) {
+		t.Helper()
+		checks, crossing, err := checkKeysOnData(context.Background(), db, p, "planning", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(checks) != 1 || checks[0].Rows != rows || checks[0].Leaving+checks[0].Orphaned != 0 || checks[0].Joined != joined || crossing != "" {
+			t.Fatalf("%s: key checks %+v, crossing %q; want %d rows, %d chunks joined", what, checks, crossing, rows, joined)
+		}
+	}
+	check("children of a narrow range of parents", 30110, 0)
+	// One parent far away: the chunk's parents span 10M keys for 30k children.
+	testenv.InSchema(t, db, "fkrange",
+		"INSERT INTO rentals VALUES (10000000, 0)",
+		"INSERT INTO payments VALUES (40000, 0, 10000000)")
+	check("parents spread wide", 30111, 1)
+}
+
+// The GROUP_CONCAT lists of key-range matching: KEY then s or m, comma
+// separated; anything else (a list cut short) is refused, so the chunk is
+// joined.
+func TestEachKey(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want string
+		ok   bool
+	}{
+		{"", "", true},
+		{"12s", "12s", true},
+		{"12s,-3m,0s", "12s -3m 0s", true},
+		{"12s,", "12s", false},
+		{"12s,,3m", "12s", false},
+		{"12", "", false},
+		{"12s,1", "12s", false}, // cut short inside a key
+		{"12x", "", false},
+		{"s", "", false},
+		{"99999999999999999999s", "", false},
+	} {
+		var got []string
+		ok := eachKey([]byte(c.in), func(ref int64, m bool) {
+			side := "s"
+			if m {
+				side = "m"
+			}
+			got = append(got, fmt.Sprint(ref)+side)
+		})
+		if strings.Join(got, " ") != c.want || ok != c.ok {
+			t.Errorf("eachKey(%q) = %q, %v; want %q, %v", c.in, strings.Join(got, " "), ok, c.want, c.ok)
+		}
 	}
 }

@@ -178,6 +178,9 @@ type KeyCheck struct {
 	Rows     int64     `json:"rows"`               // child rows read
 	Leaving  int64     `json:"leaving,omitempty"`  // children that move while their parent stays
 	Orphaned int64     `json:"orphaned,omitempty"` // children that stay while their parent moves
+	// Joined counts the chunks the server joined (the rest were matched by
+	// key range in shardctl: pipeline/fkdata.go).
+	Joined int64 `json:"joined_chunks,omitempty"`
 }
 
 // CollisionScan is a merge's scan of its keys for rows both shards hold:

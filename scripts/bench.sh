@@ -22,7 +22,7 @@
 # Environment: BENCH_ONLY=copy,copymixed,floor,verify,memory,catchup,blackout,prune,fkcheck,fleet,scale runs only those;
 # BENCH_BUFFER_POOL_MB sizes every sandbox server's InnoDB buffer pool (default 256, the tests');
 # the scale row restarts the servers with SCALE_POOL_MB (default 3072; 1024 with --small) and back,
-# SCALE_REDO_MB resizes their redo log for it (MariaDB), SCALE_OPS="move split merge" picks its commands,
+# SCALE_REDO_MB resizes their redo log for it (MariaDB), SCALE_OPS="move split merge" picks its commands (SCALE_OPS=plan: planning alone),
 # SCALE_ROWS_A and SCALE_ROWS_B its two sizes;
 # BENCH_MAX_BLACKOUT=250ms passes --max-blackout to the cutover moves;
 # SHARDCTL_BENCH_DIR moves the sandbox, BENCH_PORT_BASE its ports (default 23406);
@@ -1117,6 +1117,7 @@ measure_scale() {
     local ops=" ${SCALE_OPS:-move split merge} "
     settle 1
     settle 2
+    if [[ "$ops" != *" move "* ]]; then M 1 -e "DROP DATABASE \`$sch\`"; continue; fi # SCALE_OPS=plan: planning alone
     progress "scale: $rows rows: move server 1 -> 2 (verify and cleanup on)"
     scale_run "s${n}_move" move --shard "$id" --to "$(addr 2)" --yes
     [ "$(jq -r .result.rows_copied "$WORK/s${n}_move.json")" = "$((rows + rows / 2))" ] ||
