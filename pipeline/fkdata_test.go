@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 	"testing"
@@ -12,28 +13,23 @@ import (
 	"github.com/shardctl/shardctl/tables"
 )
 
-// A split's check of a foreign key without the shard key reads every child
-// row, in chunks joined on several sessions at once: crossings planted in
-// the first, a middle and the very last row are all counted, every row is
-// counted once, the rows named are the first ones in key order, and the
-// pace is asked once per chunk.
-func TestKeyCheckReadsEveryChunk(t *testing.T) {
+// rentalsSplit makes schema with Sakila's shape (payments reference rentals
+// by the rental's id; both carry the shard key emp_no), a view n of 1..10^6
+// and rows from fill, and returns a split plan of it at emp_no 500.
+func rentalsSplit(t *testing.T, schema string, fill ...string) (*sql.DB, *plans.Plan) {
+	t.Helper()
 	env := testenv.Get(t)
 	db := env.DB(t, 1, "")
-	const children = 2*keyCheckChunk + 1 // three chunks, the last of one row
-	testenv.Schema(t, db, "fkrows",
+	testenv.Schema(t, db, schema, append([]string{
 		"CREATE TABLE rentals (rental_id INT NOT NULL PRIMARY KEY, emp_no INT NOT NULL, KEY (emp_no))",
-		"CREATE TABLE payments (payment_id INT NOT NULL PRIMARY KEY, emp_no INT NOT NULL, rental_id INT NULL, KEY (emp_no),"+
+		"CREATE TABLE payments (payment_id INT NOT NULL PRIMARY KEY, emp_no INT NOT NULL, rental_id INT NULL, KEY (emp_no)," +
 			" CONSTRAINT fk_pr FOREIGN KEY (rental_id) REFERENCES rentals (rental_id))",
 		// 1..1,000,000 from digits: the same statements on both flavors.
 		"CREATE TABLE d (d INT NOT NULL PRIMARY KEY)",
 		"INSERT INTO d VALUES (0), (1), (2), (3), (4), (5), (6), (7), (8), (9)",
 		"CREATE VIEW n AS SELECT a.d + 10 * b.d + 100 * c.d + 1000 * e.d + 10000 * f.d + 100000 * g.d + 1 AS seq FROM d a, d b, d c, d e, d f, d g",
-		"INSERT INTO rentals SELECT seq, seq % 1000 FROM n WHERE seq <= 60000",
-		"INSERT INTO payments SELECT seq, ((seq % 60000) + 1) % 1000, (seq % 60000) + 1 FROM n WHERE seq <= 100001",
-		// Crossings: the child's employee on the other side of 500 from its rental's.
-		"UPDATE payments SET emp_no = IF(emp_no >= 500, 1, 999) WHERE payment_id IN (7, 60000, 100001)")
-	ts, err := tables.Inspect(context.Background(), db, "fkrows")
+	}, fill...)...)
+	ts, err := tables.Inspect(context.Background(), db, schema)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,8 +39,23 @@ func TestKeyCheckReadsEveryChunk(t *testing.T) {
 		ts[i].Filter = keyspace.Filter{Column: "emp_no", Ranges: []keyspace.Range{{Lo: &at}}}
 	}
 	p := plans.New("split", "")
-	p.Source = plans.Endpoint{ShardID: 1, Host: env.Addr(1).Host, Port: env.Addr(1).Port, Schema: "fkrows"}
+	p.Source = plans.Endpoint{ShardID: 1, Host: env.Addr(1).Host, Port: env.Addr(1).Port, Schema: schema}
 	p.Copy = ts
+	return db, p
+}
+
+// A split's check of a foreign key without the shard key reads every child
+// row, in chunks joined on several sessions at once: crossings planted in
+// the first, a middle and the very last row are all counted, every row is
+// counted once, the rows named are the first ones in key order, and the
+// pace is asked once per chunk.
+func TestKeyCheckReadsEveryChunk(t *testing.T) {
+	const children = 2*keyCheckChunk + 1 // three chunks, the last of one row
+	db, p := rentalsSplit(t, "fkrows",
+		"INSERT INTO rentals SELECT seq, seq % 1000 FROM n WHERE seq <= 60000",
+		"INSERT INTO payments SELECT seq, ((seq % 60000) + 1) % 1000, (seq % 60000) + 1 FROM n WHERE seq <= 100001",
+		// Crossings: the child's employee on the other side of 500 from its rental's.
+		"UPDATE payments SET emp_no = IF(emp_no >= 500, 1, 999) WHERE payment_id IN (7, 60000, 100001)")
 	paced := 0
 	checks, crossing, err := checkKeysOnData(context.Background(), db, p, "planning", func(context.Context, int) error { paced++; return nil })
 	if err != nil {
@@ -68,33 +79,13 @@ func TestKeyCheckReadsEveryChunk(t *testing.T) {
 // parent missing while foreign_key_checks was off) cross nothing, as in the
 // join; a chunk whose parents are spread too wide is joined.
 func TestKeyCheckMatchesByRange(t *testing.T) {
-	env := testenv.Get(t)
-	db := env.DB(t, 1, "")
-	testenv.Schema(t, db, "fkrange",
-		"CREATE TABLE rentals (rental_id INT NOT NULL PRIMARY KEY, emp_no INT NOT NULL, KEY (emp_no))",
-		"CREATE TABLE payments (payment_id INT NOT NULL PRIMARY KEY, emp_no INT NOT NULL, rental_id INT NULL, KEY (emp_no),"+
-			" CONSTRAINT fk_pr FOREIGN KEY (rental_id) REFERENCES rentals (rental_id))",
-		"CREATE TABLE d (d INT NOT NULL PRIMARY KEY)",
-		"INSERT INTO d VALUES (0), (1), (2), (3), (4), (5), (6), (7), (8), (9)",
-		"CREATE VIEW n AS SELECT a.d + 10 * b.d + 100 * c.d + 1000 * e.d + 10000 * f.d + 1 AS seq FROM d a, d b, d c, d e, d f",
+	db, p := rentalsSplit(t, "fkrange",
 		"INSERT INTO rentals SELECT seq, seq % 1000 FROM n WHERE seq <= 20000",
 		"INSERT INTO payments SELECT seq, (((seq - 1) % 20000) + 1) % 1000, ((seq - 1) % 20000) + 1 FROM n WHERE seq <= 30000",
 		"INSERT INTO payments SELECT 30000 + seq, 999, NULL FROM n WHERE seq <= 100",
 		"SET foreign_key_checks = 0",
 		// Missing parents, on the other side of 500 from a parent that would stay.
 		"INSERT INTO payments SELECT 30100 + seq, 999, 25000 + seq FROM n WHERE seq <= 10")
-	ts, err := tables.Inspect(context.Background(), db, "fkrange")
-	if err != nil {
-		t.Fatal(err)
-	}
-	at := keyspace.IntK(500)
-	for i := range ts {
-		ts[i].Sharded, ts[i].ShardColumn = true, "emp_no"
-		ts[i].Filter = keyspace.Filter{Column: "emp_no", Ranges: []keyspace.Range{{Lo: &at}}}
-	}
-	p := plans.New("split", "")
-	p.Source = plans.Endpoint{ShardID: 1, Host: env.Addr(1).Host, Port: env.Addr(1).Port, Schema: "fkrange"}
-	p.Copy = ts
 	check := func(what string, rows, joined int64) {
 		t.Helper()
 		checks, crossing, err := checkKeysOnData(context.Background(), db, p, "planning", nil)
