@@ -117,6 +117,7 @@ fi
 SHARDCTL_TEST_FLAVOR=mariadb run_pass mariadb 14m "${@:-./...}"
 if [ -n "$mysql_pass" ]; then
   wait "$mysql_pass" || true
+  trap - EXIT
   log "go test on Oracle MySQL (the packages that start servers; ran beside the MariaDB pass)"
   cat "$work/mysql.out"
 fi
