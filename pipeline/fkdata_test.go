@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -136,4 +138,97 @@ func TestEachKey(t *testing.T) {
 			t.Errorf("eachKey(%q) = %q, %v; want %q, %v", c.in, strings.Join(got, " "), ok, c.want, c.ok)
 		}
 	}
+}
+
+// The value walk over simulated keys: every key falls in exactly one chunk
+// (the first open below, the last open above), and no chunk holds more than
+// 2 chunks' rows, over dense keys, sparse keys, and a dense run after a gap
+// of a billion key values; the key walk is asked only to cross gaps.
+func TestValueWalkCoversEveryKeyInBoundedChunks(t *testing.T) {
+	seq := func(from, n, step int64) []int64 {
+		ks := make([]int64, n)
+		for i := range ks {
+			ks[i] = from + int64(i)*step
+		}
+		return ks
+	}
+	cases := []struct {
+		name     string
+		keys     []int64
+		maxWalks int
+	}{
+		{"dense", seq(1, 200_001, 1), 0},
+		{"sparse", seq(-5_000_000, 300_000, 1000), 2},
+		{"a gap, then dense", append(seq(1, 60_000, 1), seq(1_000_000_000, 250_000, 1)...), 4},
+		{"one key", []int64{42}, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := newValueWalkOf(c.keys[0], c.keys[len(c.keys)-1])
+			// count: keys in (lo, hi]; nil bounds are open.
+			count := func(lo, hi []string) int64 {
+				i, j := 0, len(c.keys)
+				if lo != nil {
+					i = sort.Search(len(c.keys), func(x int) bool { return c.keys[x] > mustInt(t, lo[0]) })
+				}
+				if hi != nil {
+					j = sort.Search(len(c.keys), func(x int) bool { return c.keys[x] > mustInt(t, hi[0]) })
+				}
+				return int64(max(0, j-i))
+			}
+			walks, chunks := 0, 0
+			var after []string
+			var total, most int64
+			for ; ; chunks++ {
+				if chunks > 10_000 {
+					t.Fatal("the walk does not end")
+				}
+				upper, more, width, err := w.chunk(after, func(n int) ([]string, bool, error) {
+					walks++
+					var lo int64 = -1 << 63
+					if after != nil {
+						lo = mustInt(t, after[0])
+					}
+					i := sort.Search(len(c.keys), func(x int) bool { return c.keys[x] > lo }) + n - 1
+					if i >= len(c.keys) {
+						return nil, false, nil
+					}
+					return []string{fmt.Sprint(c.keys[i])}, true, nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !more {
+					upper = nil
+				}
+				n := count(after, upper)
+				if n > 2*keyCheckChunk {
+					t.Fatalf("chunk (%v, %v] holds %d rows", after, upper, n)
+				}
+				total += n
+				most = max(most, n)
+				w.read(width, n)
+				if !more {
+					break
+				}
+				after = upper
+			}
+			t.Logf("%d keys: %d chunks, the largest %d rows; %d key walks", len(c.keys), chunks+1, most, walks)
+			if total != int64(len(c.keys)) {
+				t.Errorf("the chunks hold %d keys of %d", total, len(c.keys))
+			}
+			if walks > c.maxWalks {
+				t.Errorf("the key walk was asked %d times (at most %d)", walks, c.maxWalks)
+			}
+		})
+	}
+}
+
+func mustInt(t *testing.T, s string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
