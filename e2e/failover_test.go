@@ -360,7 +360,7 @@ func upSandbox(t *testing.T, n int, flavor string, idBase int) (sandbox.Config, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := sandbox.Config{Dir: t.TempDir(), Servers: n, BasePort: port, Flavor: flavor, ServerIDBase: idBase}
+	cfg := sandbox.Config{Dir: t.TempDir(), Servers: n, BasePort: port, Flavor: flavor, ServerIDBase: idBase, DieWithParent: true}
 	upCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	srv, err := sandbox.Up(upCtx, cfg)
 	cancel()

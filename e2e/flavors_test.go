@@ -29,7 +29,7 @@ func TestMixedFlavorsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb := sandbox.Config{Dir: t.TempDir(), Servers: 1, BasePort: port, Flavor: other, ServerIDBase: 30}
+	sb := sandbox.Config{Dir: t.TempDir(), Servers: 1, BasePort: port, Flavor: other, ServerIDBase: 30, DieWithParent: true}
 	upCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	srv, err := sandbox.Up(upCtx, sb)
 	cancel()

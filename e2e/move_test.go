@@ -390,7 +390,7 @@ func TestMoveRefusesASourceWithoutBinlog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := sandbox.Config{Dir: t.TempDir(), Servers: 1, BasePort: port, ExtraArgs: []string{"--skip-log-bin"}, Flavor: testenv.Flavor()}
+	cfg := sandbox.Config{Dir: t.TempDir(), Servers: 1, BasePort: port, ExtraArgs: []string{"--skip-log-bin"}, Flavor: testenv.Flavor(), DieWithParent: true}
 	if _, err := sandbox.Up(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}

@@ -51,6 +51,11 @@ type Config struct {
 	// DefaultBufferPoolMB (what the tests run with). A benchmark of a shard
 	// larger than that gives a pool that holds it, or it measures the disk.
 	BufferPoolMB int
+	// DieWithParent has the kernel kill every server this process starts
+	// when the process ends (Linux's parent-death signal): a test binary
+	// killed by its timeout then leaves no server running. 'shardctl
+	// sandbox up' starts servers that outlive it, and leaves it off.
+	DieWithParent bool
 }
 
 // DefaultBufferPoolMB is the sandbox servers' InnoDB buffer pool unless
@@ -237,6 +242,12 @@ func (c Config) launch(ctx context.Context, i int, name string, argv []string, t
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if c.DieWithParent {
+		// The signal follows the thread that started the server; the Go
+		// runtime ends no thread but one a goroutine locked and left locked,
+		// which this package never does.
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", name, err)
 	}

@@ -2,8 +2,11 @@ package sandbox_test
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -94,5 +97,45 @@ func TestMySQLSurvivesADeletedLink(t *testing.T) {
 	}
 	if s := srv[2]; !s.Running || !s.Answers || s.PID != before[2].PID {
 		t.Fatalf("server 3 after the link was deleted: %+v, before %+v", s, before[2])
+	}
+}
+
+// A server started with DieWithParent ends with the process that started
+// it: a test binary killed by its timeout (it runs no cleanup) leaves no
+// server running. The test runs itself as that process.
+func TestServersDieWithTheTestBinary(t *testing.T) {
+	ctx := context.Background()
+	if dir := os.Getenv("SHARDCTL_TEST_ORPHAN_DIR"); dir != "" {
+		port, _ := strconv.Atoi(os.Getenv("SHARDCTL_TEST_ORPHAN_PORT"))
+		cfg := sandbox.Config{Dir: dir, Servers: 1, BasePort: port, Flavor: testenv.Flavor(), DieWithParent: true}
+		if _, err := sandbox.Up(ctx, cfg); err != nil {
+			fmt.Println("sandbox up:", err)
+			os.Exit(2)
+		}
+		os.Exit(0) // no Down, as after a timeout
+	}
+	testenv.Get(t) // the servers' binaries are there (or the test fails or skips as every test does)
+	port, err := testenv.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfg := sandbox.Config{Dir: dir, Servers: 1, BasePort: port, Flavor: testenv.Flavor()}
+	t.Cleanup(func() { _ = sandbox.Down(context.Background(), cfg, true) })
+	cmd := exec.Command(os.Args[0], "-test.run=^TestServersDieWithTheTestBinary$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "SHARDCTL_TEST_ORPHAN_DIR="+dir, fmt.Sprintf("SHARDCTL_TEST_ORPHAN_PORT=%d", port))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the process that starts the server: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := sandbox.Status(ctx, cfg)
+		if err == nil && !st[0].Running && !st[0].Answers {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server still runs 10 s after the process that started it ended: %+v %v", st, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

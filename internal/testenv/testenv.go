@@ -102,7 +102,7 @@ func Get(t testing.TB) *Env {
 			envErr = err
 			return
 		}
-		cfg := sandbox.Config{Dir: dir, Servers: servers, BasePort: port, Flavor: Flavor()}
+		cfg := sandbox.Config{Dir: dir, Servers: servers, BasePort: port, Flavor: Flavor(), DieWithParent: true}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		srv, err := sandbox.Up(ctx, cfg)
