@@ -1074,7 +1074,9 @@ measure_scale() {
   if [ -n "${SCALE_REDO_MB:-}" ]; then
     for n in 1 2 3; do M "$n" -e "SET GLOBAL innodb_log_file_size = $((SCALE_REDO_MB * 1048576))"; done
   fi
-  put scale_pool "$(M 1 -N -e "SELECT @@innodb_buffer_pool_size DIV 1048576") MB buffer pool, $(M 1 -N -e "SELECT @@innodb_log_file_size DIV 1048576") MB redo log"
+  local redo=innodb_log_file_size # MySQL 9 sizes its redo log by capacity
+  [ "$FLAVOR" = mysql ] && redo=innodb_redo_log_capacity
+  put scale_pool "$(M 1 -N -e "SELECT @@innodb_buffer_pool_size DIV 1048576") MB buffer pool, $(M 1 -N -e "SELECT @@$redo DIV 1048576") MB redo log"
   n=0
   for rows in "$SCALE_ROWS_A" "$SCALE_ROWS_B"; do
     n=$((n + 1))
