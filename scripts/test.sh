@@ -91,9 +91,10 @@ retry_failed() {
 }
 rc=0
 # The two flavors' passes run side by side: each pass is mostly its e2e
-# package, which keeps about a third of the 2 cores busy (servers, load and
-# shardctl together: 27 CPU-s in 42 s measured), so one after the other
-# took 23 minutes and side by side fits the 20-minute budget. Each pass
+# package, which alone keeps 0.87 of a core busy (servers, load and
+# shardctl together: 457 CPU-s in 524 s on MariaDB), so side by side they
+# take about 14 minutes (805 s and 842 s) where one after the other takes
+# about 18, and the whole suite fits the 20-minute budget. Each pass
 # has its own servers on free ports; the MySQL pass's output is printed
 # when both are done, so the log reads one pass at a time. The 20-minute
 # limits are a hang guard, not a budget: side by side, an e2e package took
