@@ -63,6 +63,12 @@ func intRange(lo, hi int64) keyspace.Range {
 	return keyspace.Range{Lo: &l, Hi: &h}
 }
 
+// notOwned is the filter of a shard that owns col in [lo, hi): the rows a
+// prune deletes.
+func notOwned(col string, lo, hi int64) keyspace.Filter {
+	return keyspace.Filter{Column: col, Ranges: []keyspace.Range{intRange(lo, hi)}, Negate: true}
+}
+
 const usersDDL = "CREATE TABLE users (id INT PRIMARY KEY, owner BIGINT NULL, v VARCHAR(10))"
 
 // 3000 rows: owner = id % 300, except every 97th row, whose owner is NULL.
@@ -178,7 +184,7 @@ func TestResumeFromAMidWatermark(t *testing.T) {
 	db, schema := newSchema(t, usersDDL, usersRows)
 	ctx := context.Background()
 	tb := table(t, db, schema, "users")
-	tb.Filter = keyspace.Filter{Column: "owner", Ranges: []keyspace.Range{intRange(0, 150)}, Negate: true}
+	tb.Filter = notOwned("owner", 0, 150)
 	p := &Pruner{DB: db, Schema: schema, ChunkRows: 100}
 	total, err := p.Count(ctx, tb)
 	if err != nil {
@@ -319,7 +325,7 @@ func TestChunksInFlightNeverWaitForEachOther(t *testing.T) {
 	)
 	ctx := context.Background()
 	tb := table(t, db, schema, "w")
-	tb.Filter = keyspace.Filter{Column: "id", Ranges: []keyspace.Range{intRange(5000, 6000)}, Negate: true}
+	tb.Filter = notOwned("id", 5000, 6000)
 	before := rowLockWaits(t, db)
 	p := &Pruner{DB: db, Schema: schema, ChunkRows: 50, InFlight: 3}
 	w, err := p.Table(ctx, tb, watermark.Mark{}, nil)
@@ -346,7 +352,7 @@ func TestCancelWithChunksInFlightThenResume(t *testing.T) {
 		"INSERT INTO c SELECT seq DIV 4, CONCAT('k', seq % 4), seq, IF(seq % 89 = 0, NULL, seq % 500) FROM seq_1_to_12000",
 	)
 	tb := table(t, db, schema, "c")
-	tb.Filter = keyspace.Filter{Column: "owner", Ranges: []keyspace.Range{intRange(100, 250)}, Negate: true}
+	tb.Filter = notOwned("owner", 100, 250)
 	owned := func(id int64) bool { return id%89 == 0 || (id%500 >= 100 && id%500 < 250) }
 	for _, stopAt := range []int{1, 7, 23} {
 		t.Run(fmt.Sprint("cancel after save ", stopAt), func(t *testing.T) {
@@ -401,7 +407,7 @@ func TestChunkRetriedAfterALockError(t *testing.T) {
 	)
 	ctx := context.Background()
 	tb := table(t, db, schema, "w")
-	tb.Filter = keyspace.Filter{Column: "id", Ranges: []keyspace.Range{intRange(1, 1001)}, Negate: true}
+	tb.Filter = notOwned("id", 1, 1001)
 	// The prune's sessions give up a lock wait after a second.
 	var old int
 	if err := db.QueryRow("SELECT @@GLOBAL.innodb_lock_wait_timeout").Scan(&old); err != nil {
