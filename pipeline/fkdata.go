@@ -323,11 +323,13 @@ func rangeMatchable(ctx context.Context, db *sql.DB, schema string, child, paren
 	if err != nil {
 		return false, fmt.Errorf("probe %s: %w", parent.Name, err)
 	}
-	// An unsigned BIGINT may not fit the int64 that shardctl matches on.
-	integer := func(c chunk.Column) bool {
-		return c.Kind == chunk.Signed || c.Kind == chunk.Unsigned && !strings.Contains(c.Type, "BIGINT")
-	}
-	return integer(cc[0]) && integer(pc[0]), nil
+	return fitsInt64(cc[0]) && fitsInt64(pc[0]), nil
+}
+
+// fitsInt64 reports whether every value of c is an int64 (what shardctl
+// matches and walks keys on): integers, but not an unsigned BIGINT.
+func fitsInt64(c chunk.Column) bool {
+	return c.Kind == chunk.Signed || c.Kind == chunk.Unsigned && !strings.Contains(c.Type, "BIGINT")
 }
 
 // matchByRange reads the chunk's children (their key and side) and the
@@ -464,7 +466,7 @@ func newValueWalk(ctx context.Context, db *sql.DB, key chunk.Key) (*valueWalk, e
 		return nil, nil
 	}
 	c := key.Cols[0]
-	if c.Kind != chunk.Signed && (c.Kind != chunk.Unsigned || strings.Contains(c.Type, "BIGINT")) {
+	if !fitsInt64(c) {
 		return nil, nil
 	}
 	var lo, hi sql.NullInt64
@@ -502,7 +504,7 @@ func (w *valueWalk) read(width, rows int64) {
 // width to record for it. Across a gap in the keys the width grows fast:
 // walk (the key walk: the upper bound n rows after after) then bounds the
 // chunk to 2 chunks' rows, so a dense run after the gap is not read, or
-// joined, as one chunk.
+// joined, as one chunk; when fewer rows are left, the chunk is the last.
 func (w *valueWalk) chunk(after []string, walk func(n int) ([]string, bool, error)) ([]string, bool, int64, error) {
 	upper, more, width := w.next(after)
 	if w.leaping(upper) {
@@ -510,10 +512,11 @@ func (w *valueWalk) chunk(after []string, walk func(n int) ([]string, bool, erro
 		if err != nil {
 			return nil, false, 0, err
 		}
-		if full {
-			upper, width = w.bound(after, upper, walked)
-			more = true
+		if !full {
+			return nil, false, 0, nil // under 2 chunks' rows left: the last chunk
 		}
+		upper, width = w.bound(after, upper, walked)
+		more = true
 	}
 	return upper, more, width, nil
 }
@@ -530,11 +533,15 @@ func (w *valueWalk) next(after []string) (upper []string, more bool, width int64
 	case w.per < 0:
 		w.width, w.settled = keyCheckChunk, keyCheckChunk
 	case w.per > 0:
-		want := w.width * 4
-		if w.rows > 0 {
-			want = int64(float64(w.per) * keyCheckChunk / float64(w.rows))
+		up := w.width * 4 // saturating: keys may span the whole int64 range
+		if w.width > math.MaxInt64/4 {
+			up = math.MaxInt64
 		}
-		w.width = max(1, min(want, w.width*4), w.width/4)
+		want := up
+		if w.rows > 0 {
+			want = int64(min(float64(w.per)*keyCheckChunk/float64(w.rows), float64(up)))
+		}
+		w.width = max(1, min(want, up), w.width/4)
 	}
 	w.per = 0
 	lo := w.lower(after)
@@ -559,7 +566,7 @@ func (w *valueWalk) lower(after []string) int64 {
 func (w *valueWalk) leaping(upper []string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.width <= 4*w.settled {
+	if w.width/4 <= w.settled {
 		return false
 	}
 	if upper == nil || w.ceiling == 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -161,6 +162,7 @@ func TestValueWalkCoversEveryKeyInBoundedChunks(t *testing.T) {
 		{"sparse", seq(-5_000_000, 300_000, 1000), 2},
 		{"a gap, then dense", append(seq(1, 60_000, 1), seq(1_000_000_000, 250_000, 1)...), 4},
 		{"one key", []int64{42}, 0},
+		{"keys across the int64 range", []int64{math.MinInt64 + 1, -7, 0, 1 << 40, math.MaxInt64}, 1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
