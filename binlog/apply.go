@@ -306,11 +306,17 @@ type limits struct {
 	bytes int // estimated statement size
 }
 
-// buildStatements turns actions into statements, merging runs of consecutive
-// upserts (or deletes) of the same table; order between runs is kept, and
-// within a multi-row REPLACE rows are applied in order.
+// buildStatements turns actions into statements: compacted (see compact),
+// then runs of consecutive upserts (or deletes) of the same table merged.
 func buildStatements(acts []action, lim limits) []stmt {
-	acts = compact(acts)
+	acts, _ = compact(acts)
+	return mergeRuns(acts, lim)
+}
+
+// mergeRuns merges runs of consecutive upserts (or deletes) of the same
+// table into multi-row statements; order between runs is kept, and within a
+// multi-row REPLACE rows are applied in order.
+func mergeRuns(acts []action, lim limits) []stmt {
 	var out []stmt
 	for i := 0; i < len(acts); {
 		a := acts[i]
@@ -340,9 +346,19 @@ func buildStatements(acts []action, lim limits) []stmt {
 // and a backlog then applies as a few large statements per table instead of
 // one per row change. REPLACE settles unique values that move between rows
 // of the batch in any order (see newShape).
-func compact(acts []action) []action {
+//
+// ok is false when the batch keeps its source order (a cascading delete, a
+// key that cannot be seen). When ok, each row appears once in out, so any
+// split of out touches every row in one part only: the parts may commit in
+// parallel (parallelApply).
+func compact(acts []action) (out []action, ok bool) {
 	if len(acts) < 2 {
-		return acts
+		for _, a := range acts {
+			if _, seen := a.key(); a.image != nil || !seen {
+				return acts, false
+			}
+		}
+		return acts, true
 	}
 	// A row is its table's name and key, not its shape object: a shape is
 	// rebuilt when canal reloads the table's definition, and the row is the
@@ -358,16 +374,16 @@ func compact(acts []action) []action {
 		if a.image != nil {
 			// A cascading delete changes rows it does not name: keep the
 			// source order, so a child written before it is removed by it.
-			return acts
+			return acts, false
 		}
-		k, ok := a.key()
-		if !ok {
-			return acts // a key we cannot see: keep the source order
+		k, seen := a.key()
+		if !seen {
+			return acts, false // a key we cannot see: keep the source order
 		}
 		keys[i] = rowKey{a.shape.name, k}
 		last[keys[i]] = i
 	}
-	out := make([]action, 0, len(last))
+	out = make([]action, 0, len(last))
 	for _, op := range []opKind{opDelete, opUpsert} {
 		var tables []string
 		seen := map[string]bool{}
@@ -385,7 +401,7 @@ func compact(acts []action) []action {
 			}
 		}
 	}
-	return out
+	return out, true
 }
 
 // key renders the action's primary key values; ok is false when an upsert

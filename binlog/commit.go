@@ -5,10 +5,12 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	gsql "github.com/go-sql-driver/mysql"
 	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/internal/fault"
 )
 
 // batch is the applier's pending work.
@@ -143,33 +145,37 @@ func (t *Tailer) commitCovered(b *batch) error {
 	return t.advance(b.pos, b.when, true)
 }
 
-// commit applies acts in one target transaction, retrying lock timeouts,
-// deadlocks and lost connections (every statement is idempotent).
+// parallelMin is the fewest rows (after compaction) a batch spreads over
+// the workers: a trickle of changes stays one transaction on one session.
+const parallelMin = 256
+
+// commit applies acts: in one target transaction, or, when the batch is
+// large and compacts (each row once), split into Workers parts committed in
+// parallel, one transaction per part on its own session. Each part touches
+// rows no other part touches, and the next batch starts only after every
+// part committed, so the changes to one row stay in source order. A crash
+// between the parts' commits leaves some committed before the checkpoint
+// moved: the replay from the checkpoint repeats them (every statement is an
+// idempotent upsert or delete by primary key), as for a transaction larger
+// than a batch. REPLACE settles unique values that move between rows of
+// different parts, in whichever order the parts run (see newShape).
 func (t *Tailer) commit(acts []action) error {
 	if t.cfg.Throttle != nil {
 		if err := t.cfg.Throttle(t.ctx); err != nil {
 			return err
 		}
 	}
-	stmts := buildStatements(acts, t.lim)
-	var err error
-	for attempt := 0; ; attempt++ {
-		if err = t.execTx(stmts); err == nil {
-			break
-		}
-		retry := dbutil.IsRetryableLockErr(err) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, gsql.ErrInvalidConn)
-		if !retry || attempt == 4 {
+	acts, compacted := compact(acts)
+	parts := [][]action{acts}
+	if compacted && t.cfg.Workers > 1 && len(acts) >= parallelMin && !t.touchesNontx(acts) {
+		parts = split(acts, t.cfg.Workers)
+	}
+	if len(parts) == 1 {
+		if err := t.commitPart(0, mergeRuns(acts, t.lim), nil); err != nil {
 			return err
 		}
-		if t.conn != nil && !dbutil.IsRetryableLockErr(err) {
-			discard(t.conn)
-			t.conn = nil
-		}
-		select {
-		case <-time.After(time.Duration(100<<attempt) * time.Millisecond):
-		case <-t.ctx.Done():
-			return err
-		}
+	} else if err := t.parallelApply(parts); err != nil {
+		return err
 	}
 	n := int64(0)
 	for _, a := range acts {
@@ -180,12 +186,119 @@ func (t *Tailer) commit(acts []action) error {
 	t.mu.Lock()
 	t.rowsApplied += n
 	t.batches++
+	t.parallelBatches += int64(min(1, len(parts)-1))
 	t.mu.Unlock()
 	return nil
 }
 
-func (t *Tailer) execTx(stmts []stmt) error {
-	conn, err := t.target(t.ctx)
+// FaultParallel is the fault point (internal/fault) inside a parallel
+// batch: the first part committed, the others not yet.
+const FaultParallel = "during:apply:parallel"
+
+// parallelApply commits each part on its own worker session at once and
+// waits for all of them. A part that lost a deadlock to another (unique or
+// gap locks) runs again once the others are done, alone: no waiting, and no
+// second deadlock with them.
+func (t *Tailer) parallelApply(parts [][]action) error {
+	stmts := make([][]stmt, len(parts))
+	errs := make([]error, len(parts))
+	first := make(chan struct{})
+	half := fault.On(FaultParallel)
+	var wg sync.WaitGroup
+	for w, part := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var beforeCommit func()
+			if half && w > 0 {
+				beforeCommit = func() { <-first; fault.Hit(FaultParallel) } // tests: kill -9 with one part committed
+			}
+			stmts[w] = mergeRuns(part, t.lim)
+			errs[w] = t.execTx(w, stmts[w], beforeCommit)
+			if w == 0 {
+				close(first)
+			}
+		}()
+	}
+	wg.Wait()
+	var failed error
+	for w, err := range errs {
+		if err == nil {
+			continue
+		}
+		if !retryable(err) {
+			failed = errors.Join(failed, err)
+			continue
+		}
+		t.retried(w, err)
+		if err := t.commitPart(w, stmts[w], nil); err != nil {
+			failed = errors.Join(failed, err)
+		}
+	}
+	return failed
+}
+
+// split cuts acts into n parts of nearly equal length, in order.
+func split(acts []action, n int) [][]action {
+	n = min(n, len(acts))
+	parts := make([][]action, 0, n)
+	for i := 0; i < n; i++ {
+		parts = append(parts, acts[i*len(acts)/n:(i+1)*len(acts)/n])
+	}
+	return parts
+}
+
+// touchesNontx reports whether acts change a table without transactions:
+// their statements run after the transaction (execTx), in the batch's order.
+func (t *Tailer) touchesNontx(acts []action) bool {
+	if len(t.nontx) == 0 {
+		return false
+	}
+	for _, a := range acts {
+		if t.nontx[a.shape.name] {
+			return true
+		}
+	}
+	return false
+}
+
+// commitPart runs stmts in one transaction on worker w's session,
+// retrying lock timeouts, deadlocks and lost connections: every statement
+// is idempotent. beforeCommit, if set, runs just before the commit.
+func (t *Tailer) commitPart(w int, stmts []stmt, beforeCommit func()) error {
+	var err error
+	for attempt := 0; ; attempt++ {
+		if err = t.execTx(w, stmts, beforeCommit); err == nil {
+			return nil
+		}
+		if !retryable(err) || attempt == 4 {
+			return err
+		}
+		t.retried(w, err)
+		select {
+		case <-time.After(time.Duration(100<<attempt) * time.Millisecond):
+		case <-t.ctx.Done():
+			return err
+		}
+	}
+}
+
+func retryable(err error) bool {
+	return dbutil.IsRetryableLockErr(err) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, gsql.ErrInvalidConn)
+}
+
+// retried counts a lock error, or drops worker w's session after a lost
+// connection, before the transaction runs again.
+func (t *Tailer) retried(w int, err error) {
+	if dbutil.IsRetryableLockErr(err) {
+		t.lockRetries.Add(1)
+	} else {
+		t.dropSession(w)
+	}
+}
+
+func (t *Tailer) execTx(w int, stmts []stmt, beforeCommit func()) error {
+	conn, err := t.session(t.ctx, w)
 	if err != nil {
 		return err
 	}
@@ -202,8 +315,7 @@ func (t *Tailer) execTx(stmts []stmt) error {
 		if s.cascade {
 			if err := t.execCascade(tx, s); err != nil {
 				_ = tx.Rollback()
-				discard(conn) // its foreign_key_checks may be left on
-				t.conn = nil
+				t.dropSession(w) // its foreign_key_checks may be left on
 				return fmt.Errorf("binlog tail of %s: apply a cascading delete to %s: %w", t.cfg.Schema, s.table, err)
 			}
 			continue
@@ -212,6 +324,9 @@ func (t *Tailer) execTx(stmts []stmt) error {
 			_ = tx.Rollback()
 			return fmt.Errorf("binlog tail of %s: apply to %s: %w", t.cfg.Schema, s.table, err)
 		}
+	}
+	if beforeCommit != nil {
+		beforeCommit()
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("binlog tail of %s: commit on the target: %w", t.cfg.Schema, err)

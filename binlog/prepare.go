@@ -37,6 +37,9 @@ func validate(cfg *Config) error {
 	if cfg.BatchRows <= 0 {
 		cfg.BatchRows = DefaultBatchRows
 	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = DefaultWorkers
+	}
 	cfg.Tables = append([]tables.Table(nil), cfg.Tables...) // the caller may reuse its slice
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -149,13 +152,13 @@ func (t *Tailer) prepareTarget(ctx context.Context) error {
 		return err
 	}
 	var maxPacket int
-	if err := t.conn.QueryRowContext(ctx, "SELECT @@max_allowed_packet").Scan(&maxPacket); err != nil {
+	if err := t.conns[0].QueryRowContext(ctx, "SELECT @@max_allowed_packet").Scan(&maxPacket); err != nil {
 		return fmt.Errorf("binlog tail of %s: target: %w", t.cfg.Schema, err)
 	}
 	t.lim = limits{rows: 1000, bytes: min(maxPacket/2, 16<<20)}
 	t.nontx = map[string]bool{}
 	var name string
-	err := dbutil.ScanEach(ctx, t.conn, `SELECT TABLE_NAME FROM information_schema.TABLES
+	err := dbutil.ScanEach(ctx, t.conns[0], `SELECT TABLE_NAME FROM information_schema.TABLES
 		 WHERE TABLE_SCHEMA = ? AND TABLE_TYPE = 'BASE TABLE' AND ENGINE IS NOT NULL AND ENGINE <> 'InnoDB'`,
 		[]any{t.cfg.TargetSchema}, []any{&name}, func() error { t.nontx[name] = true; return nil })
 	if err != nil {
@@ -163,7 +166,7 @@ func (t *Tailer) prepareTarget(ctx context.Context) error {
 	}
 	for _, tb := range t.cfg.Tables {
 		q := "SELECT 1 FROM " + dbutil.Table(t.cfg.TargetSchema, tb.Name) + " LIMIT 0"
-		rows, err := t.conn.QueryContext(ctx, q)
+		rows, err := t.conns[0].QueryContext(ctx, q)
 		if err != nil {
 			return fmt.Errorf("binlog tail of %s: target table %s.%s: %w", t.cfg.Schema, t.cfg.TargetSchema, tb.Name, err)
 		}
@@ -172,14 +175,18 @@ func (t *Tailer) prepareTarget(ctx context.Context) error {
 	return nil
 }
 
-// target returns the applier's session on the target, opening it if needed.
+// target returns the applier's first session on the target, opening it if
+// needed: the one that applies whatever is not spread over the workers.
+func (t *Tailer) target(ctx context.Context) (*sql.Conn, error) { return t.session(ctx, 0) }
+
+// session returns worker w's session on the target, opening it if needed.
 // The session writes rows as replication does: strict (a value that does not
 // fit is an error, not a silent truncation), explicit zero ids kept, UTC for
 // TIMESTAMP text, and no foreign key checks (a replay passes through states
 // where a parent is not there yet).
-func (t *Tailer) target(ctx context.Context) (*sql.Conn, error) {
-	if t.conn != nil {
-		return t.conn, nil
+func (t *Tailer) session(ctx context.Context, w int) (*sql.Conn, error) {
+	if c := t.conns[w]; c != nil {
+		return c, nil
 	}
 	c, err := t.cfg.Target.Conn(ctx)
 	if err != nil {
@@ -202,8 +209,17 @@ func (t *Tailer) target(ctx context.Context) (*sql.Conn, error) {
 			return nil, fmt.Errorf("binlog tail of %s: target session (%s): %w", t.cfg.Schema, q, err)
 		}
 	}
-	t.conn = c
+	t.conns[w] = c
 	return c, nil
+}
+
+// dropSession closes worker w's session (a lost connection, or session
+// settings left changed); the next use opens a new one.
+func (t *Tailer) dropSession(w int) {
+	if t.conns[w] != nil {
+		discard(t.conns[w])
+		t.conns[w] = nil
+	}
 }
 
 // discard closes c without returning it to the pool: its session variables

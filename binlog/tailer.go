@@ -28,6 +28,10 @@ import (
 // routers' cache TTL (pipeline/grace.go).
 const DefaultBatchRows = 10000
 
+// DefaultWorkers is the default number of target sessions that apply one
+// batch's rows in parallel (commit.go: parallelApply).
+const DefaultWorkers = 4
+
 // Config says what to tail and where to apply it.
 type Config struct {
 	Source       dbutil.Addr
@@ -39,6 +43,7 @@ type Config struct {
 	ServerID     uint32         // replica id, unique among the source's replicas and binlog clients
 	Start        Position       // an event-group boundary, recorded before the copy started
 	BatchRows    int            // max row changes per target transaction (default DefaultBatchRows)
+	Workers      int            // target sessions a large batch is spread over (default DefaultWorkers; 1: one session)
 	// Checkpoint is called after the target committed everything up to p; p
 	// is always a source transaction boundary. An error stops the tail.
 	Checkpoint func(ctx context.Context, p Position) error
@@ -68,13 +73,15 @@ type Config struct {
 
 // Stats are counters of a running tail.
 type Stats struct {
-	Events        int64     `json:"events"`          // row events and transaction ends read for the tail
-	RowsApplied   int64     `json:"rows_applied"`    // row changes committed on the target
-	RowsSkipped   int64     `json:"rows_skipped"`    // row changes of listed tables outside the filter
-	Transactions  int64     `json:"transactions"`    // source transactions seen (all schemas)
-	Batches       int64     `json:"batches"`         // target transactions committed
-	Applied       Position  `json:"applied"`         // see Tailer.Applied
-	LastEventTime time.Time `json:"last_event_time"` // source commit time of the last applied transaction
+	Events        int64     `json:"events"`           // row events and transaction ends read for the tail
+	RowsApplied   int64     `json:"rows_applied"`     // row changes committed on the target
+	RowsSkipped   int64     `json:"rows_skipped"`     // row changes of listed tables outside the filter
+	Transactions  int64     `json:"transactions"`     // source transactions seen (all schemas)
+	Batches       int64     `json:"batches"`          // batches committed (a parallel batch is one)
+	Parallel      int64     `json:"parallel_batches"` // batches spread over several target sessions
+	LockRetries   int64     `json:"lock_retries"`     // target transactions retried after a deadlock or lock wait timeout
+	Applied       Position  `json:"applied"`          // see Tailer.Applied
+	LastEventTime time.Time `json:"last_event_time"`  // source commit time of the last applied transaction
 }
 
 type itemKind uint8
@@ -116,7 +123,10 @@ type Tailer struct {
 	ch     chan item
 	ctx    context.Context // applier database work; cancelled once everything stopped
 	cancel context.CancelFunc
-	conn   *sql.Conn // applier's target session; only the applier touches it
+	// conns are the applier's target sessions, one per worker (conns[0]
+	// applies whatever is not spread over the workers); only the applier
+	// and the workers it runs touch them, each worker its own.
+	conns []*sql.Conn
 	// nontx are the target's tables on an engine without transactions
 	// (MyISAM): their statements run after the batch's transaction, one by
 	// one, since MySQL with GTIDs refuses them inside it (error 1785).
@@ -130,6 +140,7 @@ type Tailer struct {
 	rowsApplied     int64
 	transactions    int64
 	batches         int64
+	parallelBatches int64
 	err             error
 	checkpointed    Position
 	checkpointAt    time.Time
@@ -137,6 +148,7 @@ type Tailer struct {
 	flushWarned     bool
 
 	events, skipped atomic.Int64
+	lockRetries     atomic.Int64 // target transactions retried after a lock wait timeout or deadlock
 	lastEvent       atomic.Int64 // unix nanos of the last canal callback
 	stopping        atomic.Bool
 	closeOnce       sync.Once
@@ -172,6 +184,7 @@ func Start(ctx context.Context, cfg Config) (*Tailer, error) {
 		applierDone:  make(chan struct{}),
 		done:         make(chan struct{}),
 	}
+	t.conns = make([]*sql.Conn, t.cfg.Workers)
 	for i := range t.cfg.Tables { // validate copied them: a carried schema change replaces a table's columns
 		t.tables[t.cfg.Tables[i].Name] = &t.cfg.Tables[i]
 	}
@@ -180,8 +193,8 @@ func Start(ctx context.Context, cfg Config) (*Tailer, error) {
 	defer func() {
 		if !ok {
 			t.cancel()
-			if t.conn != nil {
-				discard(t.conn)
+			for w := range t.conns {
+				t.dropSession(w)
 			}
 			if t.src != nil {
 				t.src.Close()
@@ -205,8 +218,8 @@ func Start(ctx context.Context, cfg Config) (*Tailer, error) {
 		t.closeCanal()
 		<-t.runDone
 		<-t.canalClosed
-		if t.conn != nil {
-			discard(t.conn)
+		for w := range t.conns {
+			t.dropSession(w)
 		}
 		t.src.Close()
 		t.cancel()
@@ -361,6 +374,8 @@ func (t *Tailer) Stats() Stats {
 		RowsSkipped:   t.skipped.Load(),
 		Transactions:  t.transactions,
 		Batches:       t.batches,
+		Parallel:      t.parallelBatches,
+		LockRetries:   t.lockRetries.Load(),
 		Applied:       t.applied,
 		LastEventTime: t.lastEventTime,
 	}

@@ -691,7 +691,11 @@ func TestApplyBacklogRate(t *testing.T) {
 	end := masterStatus(t, p.src)
 
 	t1 := time.Now()
-	tl := start(t, p.config(t, begin, p.tables(t, "t")))
+	cfg := p.config(t, begin, p.tables(t, "t"))
+	if s := os.Getenv("SHARDCTL_BENCH_WORKERS"); s != "" {
+		fmt.Sscan(s, &cfg.Workers)
+	}
+	tl := start(t, cfg)
 	waitFor(t, tl, end)
 	applyDur := time.Since(t1)
 	st := tl.Stats()
@@ -701,8 +705,8 @@ func TestApplyBacklogRate(t *testing.T) {
 	p.same(t, "t", "id")
 	srcRate := float64(n) / writeDur.Seconds()
 	applyRate := float64(n) / applyDur.Seconds()
-	t.Logf("backlog of %d single-row transactions: source wrote %.0f rows/s (%d writers), tail applied %.0f rows/s (%.2fx) in %d target transactions",
-		n, srcRate, writers, applyRate, applyRate/srcRate, st.Batches)
+	t.Logf("backlog of %d single-row transactions: source wrote %.0f rows/s (%d writers), tail applied %.0f rows/s (%.2fx) in %d batches (%d parallel, %d lock retries)",
+		n, srcRate, writers, applyRate, applyRate/srcRate, st.Batches, st.Parallel, st.LockRetries)
 }
 
 func TestTailStopsOnTargetError(t *testing.T) {
@@ -763,4 +767,68 @@ func TestTailLargeTransactions(t *testing.T) {
 	if st := tl.Stats(); st.Batches < 10 {
 		t.Errorf("only %d target transactions for %d row changes in batches of 700", st.Batches, st.RowsApplied)
 	}
+}
+
+// TestTailParallelApply: large batches are spread over several target
+// sessions, and every row still ends in its last state: each row is
+// changed in many source transactions (its counter counts them, so an
+// older change applied last would show), unique values move between rows,
+// keys move, rows are deleted and come back, and a transaction larger
+// than a batch is cut into parallel heads.
+func TestTailParallelApply(t *testing.T) {
+	p := newPair(t, "bl_parallel", "CREATE TABLE t (id INT PRIMARY KEY, n INT NOT NULL, u INT NOT NULL, pad VARCHAR(40), UNIQUE KEY uu (u))")
+	tb := dbutil.Table(p.schema, "t")
+	begin := masterStatus(t, p.src)
+	exec(t, p.src, "INSERT INTO "+tb+" SELECT seq, 0, seq, 'seed' FROM "+dbutil.Table(p.schema, "seq_1_to_3000"))
+	for r := 1; r <= 12; r++ {
+		// Every row once more, in transactions of 50 rows, in descending
+		// key order every other round: a batch holds two changes of most
+		// rows, the later one near the other end of the batch.
+		for i := 0; i < 60; i++ {
+			lo, order := 1+50*i, "ASC"
+			if r%2 == 1 {
+				lo, order = 2951-50*i, "DESC"
+			}
+			tx(t, p.src, fmt.Sprintf("UPDATE %s SET n = n + 1 WHERE id BETWEEN %d AND %d ORDER BY id %s", tb, lo, lo+49, order))
+		}
+		// Unique values shift by one row: each value moves to another row.
+		tx(t, p.src, fmt.Sprintf("UPDATE %s SET u = u + 100000 WHERE id <= 3000", tb),
+			fmt.Sprintf("UPDATE %s SET u = IF(u - 100000 = 3000, 1, u - 100000 + 1) WHERE id <= 3000", tb))
+		// Rows deleted, and back with their counter.
+		tx(t, p.src, fmt.Sprintf("DELETE FROM %s WHERE id %% 7 = %d", tb, r%7))
+		tx(t, p.src, fmt.Sprintf("INSERT INTO %s SELECT seq, %d, seq + 500000 + %d * 10000, 'back' FROM %s WHERE seq %% 7 = %d",
+			tb, r, r, dbutil.Table(p.schema, "seq_1_to_3000"), r%7))
+		// A key moves up and back.
+		tx(t, p.src, fmt.Sprintf("UPDATE %s SET id = id + 10000 WHERE id %% 11 = %d", tb, r%11))
+		tx(t, p.src, fmt.Sprintf("UPDATE %s SET id = id - 10000, n = n + 1 WHERE id > 10000", tb))
+	}
+	// One transaction larger than a batch.
+	tx(t, p.src, fmt.Sprintf("UPDATE %s SET n = n + 1000, pad = 'big'", tb))
+	end := masterStatus(t, p.src)
+	cfg := p.config(t, begin, p.tables(t, "t"))
+	cfg.BatchRows = 5000
+	cfg.Workers = 4
+	tl := start(t, cfg)
+	waitFor(t, tl, end)
+	st := tl.Stats()
+	if err := tl.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	p.same(t, "t", "id")
+	if st.Parallel == 0 {
+		t.Fatalf("no batch ran in parallel: %+v", st)
+	}
+	t.Logf("%d batches, %d in parallel, %d lock retries", st.Batches, st.Parallel, st.LockRetries)
+
+	// Replayed from the start over the final state, as after a crash
+	// between the parts' commits: the same result.
+	cfg = p.config(t, begin, p.tables(t, "t"))
+	cfg.BatchRows = 1000
+	cfg.Workers = 3
+	tl = start(t, cfg)
+	waitFor(t, tl, end)
+	if err := tl.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	p.same(t, "t", "id")
 }

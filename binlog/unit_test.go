@@ -243,3 +243,41 @@ func TestCascadingDeleteStatements(t *testing.T) {
 		t.Fatalf("statements:\n got %#v\nwant %#v", got, want)
 	}
 }
+
+// A compacted batch is cut into parts in order, every action in exactly
+// one part; a batch that keeps its source order says so.
+func TestSplitCompactedBatch(t *testing.T) {
+	a := testShape(t, tables.Table{Name: "a", Columns: []string{"id", "v"}, PK: []string{"id"}}, schema.TableColumn{Name: "id"}, schema.TableColumn{Name: "v"})
+	var acts []action
+	for i := 0; i < 10; i++ {
+		acts = append(acts, a.upsert([]any{int64(i % 7), int64(i)}, true))
+	}
+	out, ok := compact(acts)
+	if !ok || len(out) != 7 {
+		t.Fatalf("compact: %d actions, ok %v", len(out), ok)
+	}
+	for _, n := range []int{1, 2, 3, 4, 7, 9} {
+		parts := split(out, n)
+		if len(parts) != min(n, len(out)) {
+			t.Fatalf("split into %d: %d parts", n, len(parts))
+		}
+		var joined []action
+		for _, p := range parts {
+			if len(p) == 0 {
+				t.Fatalf("split into %d: an empty part", n)
+			}
+			joined = append(joined, p...)
+		}
+		if !reflect.DeepEqual(joined, out) {
+			t.Fatalf("split into %d does not keep every action once, in order", n)
+		}
+	}
+	p := testShape(t, tables.Table{Name: "p", Columns: []string{"id", "v"}, PK: []string{"id"}}, schema.TableColumn{Name: "id"}, schema.TableColumn{Name: "v"})
+	p.cascade = true
+	if _, ok := compact(append(acts, p.rowDelete([]any{int64(1), "x"}))); ok {
+		t.Fatal("a batch with a cascading delete was compacted")
+	}
+	if _, ok := compact([]action{p.rowDelete([]any{int64(1), "x"})}); ok {
+		t.Fatal("a lone cascading delete was reported compacted")
+	}
+}

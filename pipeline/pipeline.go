@@ -400,6 +400,7 @@ func (r *runner) stopTail() error {
 func (r *runner) endTail(t *binlog.Tailer, keep func(binlog.Position)) error {
 	err := t.Stop()
 	st := t.Stats()
+	r.env.Log.Info("binlog tail stopped", "rows_applied", st.RowsApplied, "batches", st.Batches, "parallel_batches", st.Parallel, "lock_retries", st.LockRetries)
 	r.mu.Lock()
 	r.p.Result.EventsApplied += st.RowsApplied
 	if keep != nil && !st.Applied.IsZero() {
