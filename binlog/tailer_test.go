@@ -832,3 +832,73 @@ func TestTailParallelApply(t *testing.T) {
 	}
 	p.same(t, "t", "id")
 }
+
+// TestApplyWorkersAB replays one backlog shaped as sysbench
+// oltp_write_only's (per transaction: an indexed column's update, another
+// column's update, a delete and the insert of the same id) onto a reset
+// target, alternating one session and DefaultWorkers sessions, and logs
+// each rate. SHARDCTL_BENCH=1 runs it on 200k rows with a 30 s backlog
+// (SHARDCTL_BENCH_N rows, SHARDCTL_BENCH_T seconds, SHARDCTL_BENCH_ROUNDS
+// rounds); without it, a small backlog checks that both ways converge.
+func TestApplyWorkersAB(t *testing.T) {
+	rows, secs, rounds := 5000, 1, 1
+	if os.Getenv("SHARDCTL_BENCH") != "" {
+		rows, secs, rounds = 200000, 30, 3
+		for env, v := range map[string]*int{"SHARDCTL_BENCH_N": &rows, "SHARDCTL_BENCH_T": &secs, "SHARDCTL_BENCH_ROUNDS": &rounds} {
+			if s := os.Getenv(env); s != "" {
+				fmt.Sscan(s, v)
+			}
+		}
+	}
+	const ddl = "CREATE TABLE t (id INT NOT NULL PRIMARY KEY, k INT NOT NULL DEFAULT 0, c CHAR(120) NOT NULL DEFAULT '', pad CHAR(60) NOT NULL DEFAULT '', KEY k_1 (k))"
+	p := newPair(t, "bl_ab", ddl)
+	src, dst := dbutil.Table(p.schema, "t"), dbutil.Table(p.target(), "t")
+	seed := fmt.Sprintf("SELECT seq, seq %% 1000, REPEAT(CHAR(65 + seq %% 26), 119), REPEAT('p', 59) FROM %s", dbutil.Table(p.schema, fmt.Sprintf("seq_1_to_%d", rows)))
+	exec(t, p.src, "INSERT INTO "+src+" "+seed)
+	begin := masterStatus(t, p.src)
+	var wg sync.WaitGroup
+	var txns atomic.Int64
+	deadline := time.Now().Add(time.Duration(secs) * time.Second)
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			r := uint64(w + 1)
+			next := func() int { r = r*6364136223846793005 + 1442695040888963407; return int(r>>33)%rows + 1 }
+			for time.Now().Before(deadline) {
+				id := next()
+				if err := txErr(p.src,
+					fmt.Sprintf("UPDATE %s SET k = k + 1 WHERE id = %d", src, next()),
+					fmt.Sprintf("UPDATE %s SET c = REPEAT(CHAR(65 + %d %% 26), 119) WHERE id = %d", src, w, next()),
+					fmt.Sprintf("DELETE FROM %s WHERE id = %d", src, id),
+					fmt.Sprintf("INSERT INTO %s (id, k, c, pad) VALUES (%d, %d, 'x', 'y')", src, id, id%1000)); err != nil {
+					t.Error(err)
+					return
+				}
+				txns.Add(1)
+			}
+		}(w)
+	}
+	wg.Wait()
+	end := masterStatus(t, p.src)
+	srcRate := float64(txns.Load()) / float64(secs)
+	for round := 0; round < rounds; round++ {
+		for _, workers := range []int{1, DefaultWorkers} {
+			exec(t, p.dst, "TRUNCATE TABLE "+dst)
+			exec(t, p.dst, "INSERT INTO "+dst+" "+strings.ReplaceAll(seed, dbutil.QuoteIdent(p.schema)+".", dbutil.QuoteIdent(p.target())+"."))
+			cfg := p.config(t, begin, p.tables(t, "t"))
+			cfg.Workers = workers
+			t0 := time.Now()
+			tl := start(t, cfg)
+			waitFor(t, tl, end)
+			took := time.Since(t0)
+			st := tl.Stats()
+			if err := tl.Stop(); err != nil {
+				t.Fatal(err)
+			}
+			p.same(t, "t", "id")
+			t.Logf("round %d, %d session(s): %d row events in %.2f s: %.0f/s (%.1fx the source's %.0f txn/s); %d batches, %d parallel, %d lock retries",
+				round+1, workers, st.Events, took.Seconds(), float64(st.Events)/took.Seconds(), float64(secs)/took.Seconds(), srcRate, st.Batches, st.Parallel, st.LockRetries)
+		}
+	}
+}
