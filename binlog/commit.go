@@ -165,11 +165,7 @@ func (t *Tailer) commit(acts []action) error {
 			return err
 		}
 	}
-	acts, compacted := compact(acts)
-	parts := [][]action{acts}
-	if compacted && t.cfg.Workers > 1 && len(acts) >= parallelMin && !t.touchesNontx(acts) {
-		parts = split(acts, t.cfg.Workers)
-	}
+	acts, parts := batchParts(acts, t.cfg.Workers, t.nontx)
 	if len(parts) == 1 {
 		if err := t.commitPart(0, mergeRuns(acts, t.lim), nil); err != nil {
 			return err
@@ -238,28 +234,26 @@ func (t *Tailer) parallelApply(parts [][]action) error {
 	return failed
 }
 
-// split cuts acts into n parts of nearly equal length, in order.
-func split(acts []action, n int) [][]action {
-	n = min(n, len(acts))
-	parts := make([][]action, 0, n)
-	for i := 0; i < n; i++ {
-		parts = append(parts, acts[i*len(acts)/n:(i+1)*len(acts)/n])
-	}
-	return parts
-}
-
-// touchesNontx reports whether acts change a table without transactions:
-// their statements run after the transaction (execTx), in the batch's order.
-func (t *Tailer) touchesNontx(acts []action) bool {
-	if len(t.nontx) == 0 {
-		return false
+// batchParts compacts a batch and cuts it into the parts to commit, each
+// in its own transaction: one part unless the batch compacts (each row
+// once), holds parallelMin rows or more, and changes no table without
+// transactions (nontx: their statements run after the transaction, in the
+// batch's order).
+func batchParts(acts []action, workers int, nontx map[string]bool) ([]action, [][]action) {
+	acts, compacted := compact(acts)
+	if !compacted || workers < 2 || len(acts) < parallelMin {
+		return acts, [][]action{acts}
 	}
 	for _, a := range acts {
-		if t.nontx[a.shape.name] {
-			return true
+		if nontx[a.shape.name] {
+			return acts, [][]action{acts}
 		}
 	}
-	return false
+	parts := make([][]action, 0, workers)
+	for i := 0; i < workers; i++ {
+		parts = append(parts, acts[i*len(acts)/workers:(i+1)*len(acts)/workers])
+	}
+	return acts, parts
 }
 
 // commitPart runs stmts in one transaction on worker w's session,

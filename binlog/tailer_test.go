@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -779,34 +780,38 @@ func TestTailParallelApply(t *testing.T) {
 	p := newPair(t, "bl_parallel", "CREATE TABLE t (id INT PRIMARY KEY, n INT NOT NULL, u INT NOT NULL, pad VARCHAR(40), UNIQUE KEY uu (u))")
 	tb := dbutil.Table(p.schema, "t")
 	begin := masterStatus(t, p.src)
-	exec(t, p.src, "INSERT INTO "+tb+" SELECT seq, 0, seq, 'seed' FROM "+dbutil.Table(p.schema, "seq_1_to_3000"))
-	for r := 1; r <= 12; r++ {
+	// 400 hot rows: a batch (cut by size or by time, see apply) holds
+	// several changes of most of them.
+	exec(t, p.src, "INSERT INTO "+tb+" SELECT seq, 0, seq, 'seed' FROM "+dbutil.Table(p.schema, "seq_1_to_400"))
+	for r := 1; r <= 24; r++ {
 		// Every row once more, in transactions of 50 rows, in descending
-		// key order every other round: a batch holds two changes of most
-		// rows, the later one near the other end of the batch.
-		for i := 0; i < 60; i++ {
+		// key order every other round: a row's later change sits at the
+		// other end of the batch from its earlier one.
+		for i := 0; i < 8; i++ {
 			lo, order := 1+50*i, "ASC"
 			if r%2 == 1 {
-				lo, order = 2951-50*i, "DESC"
+				lo, order = 351-50*i, "DESC"
 			}
 			tx(t, p.src, fmt.Sprintf("UPDATE %s SET n = n + 1 WHERE id BETWEEN %d AND %d ORDER BY id %s", tb, lo, lo+49, order))
 		}
 		// Unique values shift by one row: each value moves to another row.
-		tx(t, p.src, fmt.Sprintf("UPDATE %s SET u = u + 100000 WHERE id <= 3000", tb),
-			fmt.Sprintf("UPDATE %s SET u = IF(u - 100000 = 3000, 1, u - 100000 + 1) WHERE id <= 3000", tb))
+		tx(t, p.src, fmt.Sprintf("UPDATE %s SET u = u + 100000 WHERE id <= 400", tb),
+			fmt.Sprintf("UPDATE %s SET u = IF(u - 100000 = 400, 1, u - 100000 + 1) WHERE id <= 400", tb))
 		// Rows deleted, and back with their counter.
 		tx(t, p.src, fmt.Sprintf("DELETE FROM %s WHERE id %% 7 = %d", tb, r%7))
 		tx(t, p.src, fmt.Sprintf("INSERT INTO %s SELECT seq, %d, seq + 500000 + %d * 10000, 'back' FROM %s WHERE seq %% 7 = %d",
-			tb, r, r, dbutil.Table(p.schema, "seq_1_to_3000"), r%7))
+			tb, r, r, dbutil.Table(p.schema, "seq_1_to_400"), r%7))
 		// A key moves up and back.
 		tx(t, p.src, fmt.Sprintf("UPDATE %s SET id = id + 10000 WHERE id %% 11 = %d", tb, r%11))
 		tx(t, p.src, fmt.Sprintf("UPDATE %s SET id = id - 10000, n = n + 1 WHERE id > 10000", tb))
 	}
-	// One transaction larger than a batch.
-	tx(t, p.src, fmt.Sprintf("UPDATE %s SET n = n + 1000, pad = 'big'", tb))
+	// One transaction larger than a batch: its heads commit in parallel
+	// before its end.
+	tx(t, p.src, fmt.Sprintf("INSERT INTO %s SELECT seq, 0, seq, 'late' FROM %s WHERE seq > 400", tb, dbutil.Table(p.schema, "seq_1_to_3000")),
+		fmt.Sprintf("UPDATE %s SET n = n + 1000, pad = 'big'", tb))
 	end := masterStatus(t, p.src)
 	cfg := p.config(t, begin, p.tables(t, "t"))
-	cfg.BatchRows = 5000
+	cfg.BatchRows = 2000
 	cfg.Workers = 4
 	tl := start(t, cfg)
 	waitFor(t, tl, end)
@@ -888,10 +893,25 @@ func TestApplyWorkersAB(t *testing.T) {
 			exec(t, p.dst, "INSERT INTO "+dst+" "+strings.ReplaceAll(seed, dbutil.QuoteIdent(p.schema)+".", dbutil.QuoteIdent(p.target())+"."))
 			cfg := p.config(t, begin, p.tables(t, "t"))
 			cfg.Workers = workers
+			var prof *os.File
+			if f := os.Getenv("SHARDCTL_BENCH_PROFILE"); f != "" && workers > 1 {
+				// The replay alone: the backlog's writers ran before it.
+				var err error
+				if prof, err = os.Create(fmt.Sprintf("%s.%d", f, round+1)); err != nil {
+					t.Fatal(err)
+				}
+				if err := pprof.StartCPUProfile(prof); err != nil {
+					t.Fatal(err)
+				}
+			}
 			t0 := time.Now()
 			tl := start(t, cfg)
 			waitFor(t, tl, end)
 			took := time.Since(t0)
+			if prof != nil {
+				pprof.StopCPUProfile()
+				prof.Close()
+			}
 			st := tl.Stats()
 			if err := tl.Stop(); err != nil {
 				t.Fatal(err)

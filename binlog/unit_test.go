@@ -2,6 +2,7 @@ package binlog
 
 import (
 	"errors"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -244,38 +245,75 @@ func TestCascadingDeleteStatements(t *testing.T) {
 	}
 }
 
-// A compacted batch is cut into parts in order, every action in exactly
-// one part; a batch that keeps its source order says so.
-func TestSplitCompactedBatch(t *testing.T) {
+// A batch cut into parts puts each row in one part only, with its last
+// change in source order: parts committed in parallel cannot reorder the
+// changes to one row. Batches that cannot be compacted, small batches and
+// batches touching tables without transactions stay whole.
+func TestBatchParts(t *testing.T) {
 	a := testShape(t, tables.Table{Name: "a", Columns: []string{"id", "v"}, PK: []string{"id"}}, schema.TableColumn{Name: "id"}, schema.TableColumn{Name: "v"})
-	var acts []action
-	for i := 0; i < 10; i++ {
-		acts = append(acts, a.upsert([]any{int64(i % 7), int64(i)}, true))
-	}
-	out, ok := compact(acts)
-	if !ok || len(out) != 7 {
-		t.Fatalf("compact: %d actions, ok %v", len(out), ok)
-	}
-	for _, n := range []int{1, 2, 3, 4, 7, 9} {
-		parts := split(out, n)
-		if len(parts) != min(n, len(out)) {
-			t.Fatalf("split into %d: %d parts", n, len(parts))
-		}
-		var joined []action
-		for _, p := range parts {
-			if len(p) == 0 {
-				t.Fatalf("split into %d: an empty part", n)
+	b := testShape(t, tables.Table{Name: "b", Columns: []string{"k1", "k2", "v"}, PK: []string{"k1", "k2"}},
+		schema.TableColumn{Name: "k1"}, schema.TableColumn{Name: "k2"}, schema.TableColumn{Name: "v"})
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for round := 0; round < 200; round++ {
+		var acts []action
+		last := map[string]action{} // row -> its last change
+		for i := 0; i < 300+rnd.IntN(3000); i++ {
+			var act action
+			switch id := int64(rnd.IntN(400)); rnd.IntN(4) {
+			case 0:
+				act = a.delete([]any{id, nil}, true)
+			case 1:
+				act = b.upsert([]any{id, []byte("k"), int64(i)}, true)
+			default:
+				act = a.upsert([]any{id, int64(i)}, true)
 			}
-			joined = append(joined, p...)
+			k, _ := act.key()
+			last[act.shape.name+"/"+k] = act
+			acts = append(acts, act)
 		}
-		if !reflect.DeepEqual(joined, out) {
-			t.Fatalf("split into %d does not keep every action once, in order", n)
+		workers := 1 + rnd.IntN(6)
+		all, parts := batchParts(acts, workers, nil)
+		want := 1
+		if len(all) >= parallelMin {
+			want = workers
+		}
+		if len(parts) != want {
+			t.Fatalf("%d rows over %d workers: %d parts (want %d)", len(all), workers, len(parts), want)
+		}
+		seen := map[string]int{}
+		var joined []action
+		for pi, part := range parts {
+			for _, act := range part {
+				k, _ := act.key()
+				row := act.shape.name + "/" + k
+				if p, dup := seen[row]; dup {
+					t.Fatalf("row %s is in parts %d and %d", row, p, pi)
+				}
+				seen[row] = pi
+				if !reflect.DeepEqual(act, last[row]) {
+					t.Fatalf("row %s: part %d applies %+v, its last change is %+v", row, pi, act, last[row])
+				}
+			}
+			joined = append(joined, part...)
+		}
+		if len(seen) != len(last) || !reflect.DeepEqual(joined, all) {
+			t.Fatalf("the parts hold %d rows of %d, or not the batch in order", len(seen), len(last))
 		}
 	}
 	p := testShape(t, tables.Table{Name: "p", Columns: []string{"id", "v"}, PK: []string{"id"}}, schema.TableColumn{Name: "id"}, schema.TableColumn{Name: "v"})
 	p.cascade = true
-	if _, ok := compact(append(acts, p.rowDelete([]any{int64(1), "x"}))); ok {
-		t.Fatal("a batch with a cascading delete was compacted")
+	var big []action
+	for i := 0; i < 2*parallelMin; i++ {
+		big = append(big, a.upsert([]any{int64(i), int64(i)}, true))
+	}
+	if _, parts := batchParts(big, 4, nil); len(parts) != 4 {
+		t.Fatalf("a large batch: %d parts", len(parts))
+	}
+	if _, parts := batchParts(append(big, p.rowDelete([]any{int64(1), "x"})), 4, nil); len(parts) != 1 {
+		t.Fatal("a batch with a cascading delete was cut")
+	}
+	if _, parts := batchParts(big, 4, map[string]bool{"a": true}); len(parts) != 1 {
+		t.Fatal("a batch changing a table without transactions was cut")
 	}
 	if _, ok := compact([]action{p.rowDelete([]any{int64(1), "x"})}); ok {
 		t.Fatal("a lone cascading delete was reported compacted")
