@@ -170,17 +170,7 @@ func TestCrashMatrix(t *testing.T) {
 				if res.code != 0 {
 					t.Fatalf("resume after %s: exit %d\n%s\n%s", point, res.code, res.stdout, res.stderr)
 				}
-				st := lp.stop(t)
-				for name, g := range st.Groups {
-					if g.Errors != 0 {
-						t.Errorf("group %s saw errors: %+v", name, g)
-					}
-				}
-				c.checkLedger(lp)
-				if after := c.fleetSums(groups); fmt.Sprint(after) != fmt.Sprint(before) {
-					t.Errorf("after %s the fleet's rows differ:\nbefore %v\nafter  %v", point, before, after)
-				}
-				c.ownership()
+				c.nothingLost(lp, groups, before, "after "+point)
 			})
 		}
 	}
@@ -479,16 +469,25 @@ func TestParallelApplyKilledMidBatch(t *testing.T) {
 	if res.code != 0 {
 		t.Fatalf("resume after the kill inside a parallel batch: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
 	}
-	st := lp.stop(t)
+	c.nothingLost(lp, groups, before, "after the kill inside a parallel batch")
+	c.wantShardAt(1, 3)
+}
+
+// nothingLost stops the load and checks what a resumed operation must
+// leave: no write errors, the ledger clean (every acknowledged write at its
+// key's shard only), the fleet's other rows as before (fleetSums) and
+// every row at the shard that owns it.
+func (c *cluster) nothingLost(lp *loadProc, groups []string, before map[string]string, when string) {
+	c.t.Helper()
+	st := lp.stop(c.t)
 	for name, g := range st.Groups {
 		if g.Errors != 0 {
-			t.Errorf("group %s saw errors: %+v", name, g)
+			c.t.Errorf("group %s saw errors: %+v", name, g)
 		}
 	}
 	c.checkLedger(lp)
 	if after := c.fleetSums(groups); fmt.Sprint(after) != fmt.Sprint(before) {
-		t.Errorf("the fleet's rows differ:\nbefore %v\nafter  %v", before, after)
+		c.t.Errorf("%s the fleet's rows differ:\nbefore %v\nafter  %v", when, before, after)
 	}
 	c.ownership()
-	c.wantShardAt(1, 3)
 }
