@@ -141,9 +141,11 @@ func indexOf(list []string, name string) int {
 // normalize turns a decoded canal value into one the driver sends back
 // exactly: character data as bytes (a _binary literal lands in any column
 // charset unchanged, and compares under the column's collation), temporal
-// and decimal text as strings, integers widened, BIT unsigned.
+// and decimal text as strings, integers widened, BIT unsigned. It rewrites
+// row in place (canal decoded it for this call and keeps no reference to
+// it) and returns it.
 func (s *shape) normalize(row []any) ([]any, error) {
-	out := make([]any, len(row))
+	out := row
 	for i, v := range row {
 		switch x := v.(type) {
 		case nil:

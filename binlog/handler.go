@@ -85,11 +85,11 @@ func (h *handler) OnRow(e *canal.RowsEvent) error {
 	if tb == nil {
 		return nil // not listed (canal filters these already)
 	}
-	at := h.file
-	if e.Header != nil {
-		at = fmt.Sprintf("%s:%d", h.file, e.Header.LogPos-e.Header.EventSize)
-	}
 	wrap := func(err error) error {
+		at := h.file // formatted only for an error: this runs for every rows event
+		if e.Header != nil {
+			at = fmt.Sprintf("%s:%d", h.file, e.Header.LogPos-e.Header.EventSize)
+		}
 		return h.fail(fmt.Errorf("binlog tail of %s: table %s.%s, row event at %s: %w", h.schema(), h.schema(), tb.Name, at, err))
 	}
 	sh, err := h.shape(tb.Name, e.Table)
@@ -104,11 +104,11 @@ func (h *handler) OnRow(e *canal.RowsEvent) error {
 			return wrap(fmt.Errorf("update event with an odd number of row images (%d)", len(e.Rows)))
 		}
 	}
-	acts := make([]action, 0, len(e.Rows)/step+1)
+	acts := h.pending // appended to in place: an error fails the tail, whatever is pending
 	var skipped int64
 	for i := 0; i < len(e.Rows); i += step {
-		imgs := make([][]any, step)
-		in := make([]bool, step)
+		var imgs [2][]any
+		var in [2]bool
 		for k := range step {
 			raw := e.Rows[i+k]
 			if len(raw) != len(sh.canal.Columns) {
@@ -151,7 +151,7 @@ func (h *handler) OnRow(e *canal.RowsEvent) error {
 		}
 	}
 	h.t.skipped.Add(skipped)
-	h.pending = append(h.pending, acts...)
+	h.pending = acts
 	if len(h.pending) >= maxPending {
 		return h.flush()
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -904,10 +905,10 @@ func TestApplyWorkersAB(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			t0 := time.Now()
+			t0, cpu0 := time.Now(), cpuSeconds()
 			tl := start(t, cfg)
 			waitFor(t, tl, end)
-			took := time.Since(t0)
+			took, cpu := time.Since(t0), cpuSeconds()-cpu0
 			if prof != nil {
 				pprof.StopCPUProfile()
 				prof.Close()
@@ -917,8 +918,17 @@ func TestApplyWorkersAB(t *testing.T) {
 				t.Fatal(err)
 			}
 			p.same(t, "t", "id")
-			t.Logf("round %d, %d session(s): %d row events in %.2f s: %.0f/s (%.1fx the source's %.0f txn/s); %d batches, %d parallel, %d lock retries",
-				round+1, workers, st.Events, took.Seconds(), float64(st.Events)/took.Seconds(), float64(secs)/took.Seconds(), srcRate, st.Batches, st.Parallel, st.LockRetries)
+			t.Logf("round %d, %d session(s): %d row events in %.2f s: %.0f/s (%.1fx the source's %.0f txn/s), the tail's CPU %.2f s; %d batches, %d parallel, %d lock retries",
+				round+1, workers, st.Events, took.Seconds(), float64(st.Events)/took.Seconds(), float64(secs)/took.Seconds(), srcRate, cpu, st.Batches, st.Parallel, st.LockRetries)
 		}
 	}
+}
+
+// cpuSeconds is this process's CPU time, user and system.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
