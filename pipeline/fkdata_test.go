@@ -107,36 +107,100 @@ func TestKeyCheckMatchesByRange(t *testing.T) {
 	check("parents spread wide", 30111, 1)
 }
 
-// The GROUP_CONCAT lists of key-range matching: KEY then s or m, comma
-// separated; anything else (a list cut short) is refused, so the chunk is
-// joined.
-func TestEachKey(t *testing.T) {
+// A chunk whose children are all on one side is settled by the sums of the
+// children and of the parents in their range when those parents are on the
+// same side; when some parents in the range are on the other side, the
+// lists decide: parents no child references cross nothing, a child whose
+// parent is on the other side is a crossing (the chunk is joined and the
+// row named).
+func TestKeyCheckMatchesUniformChunks(t *testing.T) {
+	// Rentals 1..100,000, those from 50,001 on moving (emp_no 500 and up),
+	// except the even ones, flipped to the other side; payments reference the
+	// odd rentals only, each on its rental's side: two chunks of children,
+	// the first all staying, the second all moving.
+	db, p := rentalsSplit(t, "fkuniform",
+		"INSERT INTO rentals SELECT seq, IF(seq % 2 = 0, 999 - (seq - 1) DIV 100, (seq - 1) DIV 100) FROM n WHERE seq <= 100000",
+		"INSERT INTO payments SELECT seq, (seq - 1) DIV 100, seq - 1 + seq % 2 FROM n WHERE seq <= 100000")
+	check := func(what string, crossings, joined int64, named string) {
+		t.Helper()
+		checks, crossing, err := checkKeysOnData(context.Background(), db, p, "planning", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(checks) != 1 || checks[0].Rows != 100000 || checks[0].Leaving+checks[0].Orphaned != crossings || checks[0].Joined != joined || !strings.Contains(crossing, named) {
+			t.Fatalf("%s: key checks %+v, crossing %q; want %d crossings, %d chunks joined", what, checks, crossing, crossings, joined)
+		}
+	}
+	check("parents in range on the other side, none referenced", 0, 0, "")
+	// One staying child (payment 2, emp_no 0) now references a moving rental (2).
+	testenv.InSchema(t, db, "fkuniform", "UPDATE payments SET rental_id = 2 WHERE payment_id = 2")
+	check("a staying child of a moving parent", 1, 1, "=(2) -> rentals")
+	// The sums alone: every rental on its payments' side.
+	testenv.InSchema(t, db, "fkuniform", "UPDATE rentals SET emp_no = (rental_id - 1) DIV 100", "UPDATE payments SET rental_id = payment_id")
+	check("parents on the children's side", 0, 0, "")
+}
+
+// A list cut short by group_concat_max_len (here a few bytes, or about
+// 1 KB: cut inside a key or after a comma, far before the crossing child
+// near the end of the children's list) is never matched: the chunk is
+// joined, and finds what the whole lists do. The children all stay, their
+// parents too but one: the lists are read, and a key cut short names a
+// parent on its child's side (no crossing that would have the chunk joined
+// anyway).
+func TestKeyCheckListCutShort(t *testing.T) {
+	db, p := rentalsSplit(t, "fkcut",
+		"INSERT INTO rentals SELECT seq, seq % 500 FROM n WHERE seq <= 20000",
+		"INSERT INTO payments SELECT seq, seq % 500, seq FROM n WHERE seq <= 20000",
+		"UPDATE rentals SET emp_no = 999 WHERE rental_id = 19998")
+	defer func(m int) { keyListMax = m }(keyListMax)
+	for _, m := range []int{keyListMax, 4, 1024, 1025, 1026} {
+		keyListMax = m
+		checks, crossing, err := checkKeysOnData(context.Background(), db, p, "planning", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(checks) != 1 || checks[0].Rows != 20000 || checks[0].Orphaned != 1 || checks[0].Joined != 1 || !strings.Contains(crossing, "=(19998)") {
+			t.Fatalf("group_concat_max_len %d: key checks %+v, crossing %q", m, checks, crossing)
+		}
+	}
+}
+
+// The GROUP_CONCAT lists of key-range matching: integers, comma separated;
+// anything else is refused (a list cut short inside a key is caught by its
+// length, see TestKeyCheckListCutShort), so the chunk is joined.
+func TestEachInt(t *testing.T) {
 	for _, c := range []struct {
 		in   string
 		want string
 		ok   bool
 	}{
 		{"", "", true},
-		{"12s", "12s", true},
-		{"12s,-3m,0s", "12s -3m 0s", true},
-		{"12s,", "12s", false},
-		{"12s,,3m", "12s", false},
-		{"12", "", false},
-		{"12s,1", "12s", false}, // cut short inside a key
-		{"12x", "", false},
-		{"s", "", false},
-		{"99999999999999999999s", "", false},
+		{"12", "12", true},
+		{"12,-3,0", "12 -3 0", true},
+		{"9223372036854775807,-9223372036854775808", "9223372036854775807 -9223372036854775808", true},
+		{"12,", "12", false},
+		{"12,,3", "12", false},
+		{",12", "", false},
+		{"12s", "", false},
+		{"1 2", "", false},
+		{"-", "", false},
+		{"--1", "", false},
+		{"+1", "", false},
+		{"9223372036854775808", "", false},
+		{"-9223372036854775809", "", false},
+		{"99999999999999999999", "", false},
+		{"5,13", "5", false}, // fn refuses 13
 	} {
 		var got []string
-		ok := eachKey([]byte(c.in), func(ref int64, m bool) {
-			side := "s"
-			if m {
-				side = "m"
+		ok := eachInt([]byte(c.in), func(v int64) bool {
+			if v == 13 {
+				return false
 			}
-			got = append(got, fmt.Sprint(ref)+side)
+			got = append(got, fmt.Sprint(v))
+			return true
 		})
 		if strings.Join(got, " ") != c.want || ok != c.ok {
-			t.Errorf("eachKey(%q) = %q, %v; want %q, %v", c.in, strings.Join(got, " "), ok, c.want, c.ok)
+			t.Errorf("eachInt(%q) = %q, %v; want %q, %v", c.in, strings.Join(got, " "), ok, c.want, c.ok)
 		}
 	}
 }
