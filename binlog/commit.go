@@ -165,6 +165,12 @@ func (t *Tailer) commit(acts []action) error {
 			return err
 		}
 	}
+	n := int64(0) // row changes read, not the rows left after compaction
+	for _, a := range acts {
+		if a.count {
+			n++
+		}
+	}
 	acts, parts := batchParts(acts, t.cfg.Workers, t.nontx)
 	if len(parts) == 1 {
 		if err := t.commitPart(0, mergeRuns(acts, t.lim), nil); err != nil {
@@ -172,12 +178,6 @@ func (t *Tailer) commit(acts []action) error {
 		}
 	} else if err := t.parallelApply(parts); err != nil {
 		return err
-	}
-	n := int64(0)
-	for _, a := range acts {
-		if a.count {
-			n++
-		}
 	}
 	t.mu.Lock()
 	t.rowsApplied += n

@@ -783,7 +783,9 @@ func TestTailParallelApply(t *testing.T) {
 	begin := masterStatus(t, p.src)
 	// 400 hot rows: a batch (cut by size or by time, see apply) holds
 	// several changes of most of them.
-	exec(t, p.src, "INSERT INTO "+tb+" SELECT seq, 0, seq, 'seed' FROM "+dbutil.Table(p.schema, "seq_1_to_400"))
+	var changes int64 // rows the workload changed: each is one row change applied
+	tx := func(t *testing.T, db *sql.DB, stmts ...string) { changes += txChanges(t, db, stmts...) }
+	tx(t, p.src, "INSERT INTO "+tb+" SELECT seq, 0, seq, 'seed' FROM "+dbutil.Table(p.schema, "seq_1_to_400"))
 	for r := 1; r <= 24; r++ {
 		// Every row once more, in transactions of 50 rows, in descending
 		// key order every other round: a row's later change sits at the
@@ -823,6 +825,9 @@ func TestTailParallelApply(t *testing.T) {
 	p.same(t, "t", "id")
 	if st.Parallel == 0 {
 		t.Fatalf("no batch ran in parallel: %+v", st)
+	}
+	if st.RowsApplied != changes {
+		t.Errorf("%d row changes applied, the workload made %d", st.RowsApplied, changes)
 	}
 	t.Logf("%d batches, %d in parallel, %d lock retries", st.Batches, st.Parallel, st.LockRetries)
 
@@ -931,4 +936,29 @@ func cpuSeconds() float64 {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// txChanges runs statements in one source transaction and returns the rows
+// they changed.
+func txChanges(t testing.TB, db *sql.DB, stmts ...string) int64 {
+	t.Helper()
+	var n int64
+	err := dbutil.InTx(context.Background(), db, func(tx *sql.Tx) error {
+		for _, s := range stmts {
+			res, err := tx.Exec(testenv.SQL(s))
+			if err != nil {
+				return fmt.Errorf("%s: %w", s, err)
+			}
+			k, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			n += k
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
