@@ -308,13 +308,6 @@ type limits struct {
 	bytes int // estimated statement size
 }
 
-// buildStatements turns actions into statements: compacted (see compact),
-// then runs of consecutive upserts (or deletes) of the same table merged.
-func buildStatements(acts []action, lim limits) []stmt {
-	acts, _ = compact(acts)
-	return mergeRuns(acts, lim)
-}
-
 // mergeRuns merges runs of consecutive upserts (or deletes) of the same
 // table into multi-row statements; order between runs is kept, and within a
 // multi-row REPLACE rows are applied in order.

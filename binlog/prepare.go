@@ -148,7 +148,7 @@ func (t *Tailer) checkPlannedColumns(ctx context.Context) error {
 }
 
 func (t *Tailer) prepareTarget(ctx context.Context) error {
-	if _, err := t.target(ctx); err != nil {
+	if _, err := t.session(ctx, 0); err != nil { // the first worker's: it applies whatever is not spread over the workers
 		return err
 	}
 	var maxPacket int
@@ -174,10 +174,6 @@ func (t *Tailer) prepareTarget(ctx context.Context) error {
 	}
 	return nil
 }
-
-// target returns the applier's first session on the target, opening it if
-// needed: the one that applies whatever is not spread over the workers.
-func (t *Tailer) target(ctx context.Context) (*sql.Conn, error) { return t.session(ctx, 0) }
 
 // session returns worker w's session on the target, opening it if needed.
 // The session writes rows as replication does: strict (a value that does not

@@ -319,3 +319,10 @@ func TestBatchParts(t *testing.T) {
 		t.Fatal("a lone cascading delete was reported compacted")
 	}
 }
+
+// buildStatements is what the applier sends for one batch on one session:
+// compacted (see compact), then runs merged (mergeRuns).
+func buildStatements(acts []action, lim limits) []stmt {
+	acts, _ = compact(acts)
+	return mergeRuns(acts, lim)
+}
