@@ -9,6 +9,7 @@ import (
 	"fmt"
 
 	"github.com/shardctl/shardctl/keyspace"
+	"github.com/shardctl/shardctl/operation"
 	"github.com/shardctl/shardctl/pipeline"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/shardmap"
@@ -48,7 +49,7 @@ func Plan(ctx context.Context, env pipeline.Env, req Request) (*plans.Plan, erro
 	if err != nil {
 		return nil, err
 	}
-	p := plans.New("merge", "")
+	p := plans.New(operation.Merge, "")
 	var owned keyspace.Filter
 	sref := s.Ref()
 	switch f.Type {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/operation"
 	"github.com/shardctl/shardctl/pipeline"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/shardmap"
@@ -37,7 +38,7 @@ func Plan(ctx context.Context, env pipeline.Env, req Request) (*plans.Plan, erro
 	if err != nil {
 		return nil, err
 	}
-	p := plans.New("move", fmt.Sprintf("move shard %d (%s) from %s to %s", req.ShardID, loc.Schema, loc.Addr(), req.To))
+	p := plans.New(operation.Move, fmt.Sprintf("move shard %d (%s) from %s to %s", req.ShardID, loc.Schema, loc.Addr(), req.To))
 	pipeline.Skeleton(env, p, loc, plans.Endpoint{ShardID: req.ShardID, Host: req.To.Host, Port: req.To.Port, Schema: loc.Schema}, req.Options, req.ShardID)
 	p.Args = map[string]string{"shard": fmt.Sprint(req.ShardID), "to": req.To.String()}
 	p.Copy = ts

@@ -12,6 +12,7 @@ import (
 	"github.com/shardctl/shardctl/binlog"
 	"github.com/shardctl/shardctl/chunk"
 	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/operation"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/tables"
 )
@@ -24,7 +25,7 @@ import (
 func init() {
 	register(Check{
 		Name:  "merge key collisions",
-		Ops:   []string{"merge"},
+		Only:  func(o operation.Op) bool { return o.IntoExisting },
 		Until: plans.StepCopy,
 		Run:   func(ctx context.Context, c *CheckEnv) error { return collisions(ctx, c.Src, c.Dst, c.Plan) },
 	})

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/operation"
 	"github.com/shardctl/shardctl/plans"
 )
 
@@ -26,7 +27,7 @@ import (
 func init() {
 	register(Check{
 		Name:  "merge counters apart",
-		Ops:   []string{"merge"},
+		Only:  func(o operation.Op) bool { return o.IntoExisting },
 		Until: plans.StepCopy,
 		Run: func(ctx context.Context, c *CheckEnv) error {
 			p := c.Plan

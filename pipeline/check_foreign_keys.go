@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/operation"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/tables"
 )
@@ -27,7 +28,7 @@ func init() {
 	// (recheckKeys), since the application writes on meanwhile.
 	register(Check{
 		Name:  "foreign keys on the rows",
-		Ops:   []string{"split"},
+		Only:  func(o operation.Op) bool { return o.DividesKeys },
 		Until: plans.StepCreate,
 		Run: func(ctx context.Context, c *CheckEnv) error {
 			if !c.Planning {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/shardctl/shardctl/binlog"
+	"github.com/shardctl/shardctl/operation"
 	"github.com/shardctl/shardctl/plans"
 )
 
@@ -38,9 +39,7 @@ func WindowProblems(ctx context.Context, dst *sql.DB, p *plans.Plan) ([]string, 
 	if p.Window == nil && p.Options.ReverseWindowS <= 0 {
 		return nil, nil
 	}
-	switch p.Operation {
-	case "move", "split", "merge":
-	default:
+	if !operation.Of(p.Operation).ReverseWindow {
 		return []string{fmt.Sprintf("--reverse-window is not supported for %s: run it without a window", p.Operation)}, nil
 	}
 	var problems []string

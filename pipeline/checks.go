@@ -5,9 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
+	"github.com/shardctl/shardctl/operation"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/shardmap"
 )
@@ -22,8 +22,9 @@ import (
 // Check is one check.
 type Check struct {
 	Name string
-	// Ops are the operations it applies to (move, split, merge); none: all.
-	Ops []string
+	// Only picks the operations it applies to by what they are (package
+	// operation); nil: all.
+	Only func(operation.Op) bool
 	// Until is the step that ends it: the check runs only while that step has
 	// not started (a merge's collision scan would find its own copied rows
 	// once the copy began). "": always.
@@ -45,7 +46,7 @@ var registry []Check
 func register(c Check) { registry = append(registry, c) }
 
 func (c Check) applies(p *plans.Plan) bool {
-	if len(c.Ops) > 0 && !slices.Contains(c.Ops, p.Operation) {
+	if c.Only != nil && !c.Only(operation.Of(p.Operation)) {
 		return false
 	}
 	if c.Until != "" {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shardctl/shardctl/operation"
 	"github.com/shardctl/shardctl/plans"
 )
 
@@ -35,7 +36,7 @@ func TestRunChecksReportsEveryProblem(t *testing.T) {
 		{Name: "a", Run: refuses("first problem", nil)},
 		{Name: "b", Run: func(context.Context, *CheckEnv) error { ran++; return nil }},
 		{Name: "c", Run: refuses("second problem", ErrCrossing)},
-		{Name: "not for moves", Ops: []string{"merge"}, Run: refuses("never", nil)},
+		{Name: "not for moves", Only: func(o operation.Op) bool { return o.IntoExisting }, Run: refuses("never", nil)},
 	}
 	err := RunChecks(context.Background(), &CheckEnv{Plan: plans.New("move", "")})
 	if ran != 3 || !errors.Is(err, ErrRefused) || !errors.Is(err, ErrCrossing) ||

@@ -15,6 +15,7 @@ import (
 
 	"github.com/shardctl/shardctl/chunk"
 	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/operation"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/tables"
 )
@@ -46,7 +47,7 @@ const keyCheckSessions = 2
 // description of the crossing rows (empty when there are none). wait paces
 // each chunk (nil: unpaced).
 func checkKeysOnData(ctx context.Context, db *sql.DB, p *plans.Plan, when string, wait func(context.Context, int) error) ([]plans.KeyCheck, string, error) {
-	if p.Operation != "split" {
+	if !operation.Of(p.Operation).DividesKeys {
 		return nil, "", nil
 	}
 	fks, err := tables.ForeignKeys(ctx, db, p.Source.Schema)

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/shardctl/shardctl/fence"
+	"github.com/shardctl/shardctl/operation"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/shardmap"
 	"github.com/shardctl/shardctl/tables"
@@ -110,7 +111,7 @@ func ownedBy(m *shardmap.Map, id int) []plans.Owned {
 // planShards are the existing shards a plan is about: its source, and a merge's target.
 func planShards(p *plans.Plan) []int {
 	ids := []int{p.Source.ShardID}
-	if p.Target.ShardID > 0 && p.Target.ShardID != p.Source.ShardID && p.Operation == "merge" {
+	if p.Target.ShardID > 0 && p.Target.ShardID != p.Source.ShardID && operation.Of(p.Operation).IntoExisting {
 		ids = append(ids, p.Target.ShardID)
 	}
 	return ids

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/shardctl/shardctl/keyspace"
+	"github.com/shardctl/shardctl/operation"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/shardmap"
 	"github.com/shardctl/shardctl/tables"
@@ -140,7 +141,7 @@ func TestCheckRegistry(t *testing.T) {
 			t.Fatal("the collision scan runs after the copy started")
 		}
 	}
-	if q := plans.New("move", ""); (Check{Ops: []string{"merge"}}).applies(q) {
+	if q := plans.New("move", ""); (Check{Only: func(o operation.Op) bool { return o.IntoExisting }}).applies(q) {
 		t.Fatal("a merge check applies to a move")
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/fence"
 	"github.com/shardctl/shardctl/internal/fault"
+	"github.com/shardctl/shardctl/operation"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/schemaobj"
 	"github.com/shardctl/shardctl/shardmap"
@@ -374,7 +375,7 @@ func (wr *windowRun) complete(ctx context.Context, reason string) error {
 // fence; on the target of a merge only the merged range (the target's own
 // keys stay writable); on any other target the same tables and rows.
 func windowFence(p *plans.Plan, side string) []fence.Table {
-	if side == plans.SideTarget && p.Operation == "merge" {
+	if side == plans.SideTarget && operation.Of(p.Operation).IntoExisting {
 		var out []fence.Table
 		for _, t := range p.Copy {
 			out = append(out, fence.Table{Name: t.Name, Filter: t.Filter})
@@ -396,7 +397,7 @@ func names(ts []fence.Table) []string {
 // whole schema; a split's sharded tables, filtered to the moved range (the
 // global tables are the source's own, and each shard has its copy).
 func windowTables(p *plans.Plan) []tables.Table {
-	if p.Operation == "move" {
+	if operation.Of(p.Operation).WholeSchema {
 		return p.Copy
 	}
 	var out []tables.Table

@@ -14,6 +14,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/shardctl/shardctl/operation"
 )
 
 // Shard is one shard as the policy sees it.
@@ -63,11 +65,11 @@ type Policy struct {
 	Servers                     []string // servers that may receive shards besides those holding some
 }
 
-// Operation kinds.
+// Operation kinds: the operations the policy proposes.
 const (
-	Split = "split"
-	Merge = "merge"
-	Move  = "move"
+	Split = operation.Split
+	Merge = operation.Merge
+	Move  = operation.Move
 )
 
 // Op is one proposed operation.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/keyspace"
+	"github.com/shardctl/shardctl/operation"
 	"github.com/shardctl/shardctl/pipeline"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/shardmap"
@@ -54,7 +55,7 @@ func Plan(ctx context.Context, env pipeline.Env, req Request) (*plans.Plan, erro
 	if err != nil {
 		return nil, err
 	}
-	p := plans.New("split", "")
+	p := plans.New(operation.Split, "")
 	var moving keyspace.Filter
 	switch f.Type {
 	case shardmap.Range:

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/shardctl/shardctl/operation"
 )
 
 // ForeignKey is one foreign key of a shard schema: Table(Columns) references
@@ -138,6 +140,7 @@ func CascadingParents(fks []ForeignKey, schema string) map[string]bool {
 // its order). A move and a merge keep every child with its parent, so they
 // check nothing more. ts are the shard's tables with Sharded and ShardColumn set.
 func CrossingKeys(ts []Table, fks []ForeignKey, schema, op string) (refused []string, onData []ForeignKey) {
+	o := operation.Of(op)
 	byName := map[string]Table{}
 	for _, t := range ts {
 		byName[t.Name] = t
@@ -147,7 +150,7 @@ func CrossingKeys(ts []Table, fks []ForeignKey, schema, op string) (refused []st
 			refused = append(refused, fmt.Sprintf("foreign key %s references another schema (%s): the target does not have it; drop the key or keep the referenced table in the shard schema", k, k.RefSchema))
 			continue
 		}
-		if op == "move" {
+		if o.WholeSchema {
 			continue
 		}
 		child, parent := byName[k.Table], byName[k.RefTable]
@@ -155,7 +158,7 @@ func CrossingKeys(ts []Table, fks []ForeignKey, schema, op string) (refused []st
 		case !child.Sharded && parent.Sharded:
 			refused = append(refused, fmt.Sprintf("foreign key %s makes global table %s reference sharded table %s: its rows would name rows of another shard after the operation; drop the key (ALTER TABLE %s DROP FOREIGN KEY %s) or shard %s too",
 				k, k.Table, k.RefTable, k.Table, k.Name, k.Table))
-		case child.Sharded && parent.Sharded && op == "split" && !carriesShardKey(k, child, parent):
+		case child.Sharded && parent.Sharded && o.DividesKeys && !carriesShardKey(k, child, parent):
 			onData = append(onData, k)
 		}
 	}
