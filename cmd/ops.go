@@ -14,11 +14,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shardctl/shardctl/dbutil"
-	"github.com/shardctl/shardctl/lock"
 	"github.com/shardctl/shardctl/move"
 	"github.com/shardctl/shardctl/pipeline"
 	"github.com/shardctl/shardctl/plans"
-	"github.com/shardctl/shardctl/planstore"
 	"github.com/shardctl/shardctl/shardmap"
 )
 
@@ -143,27 +141,6 @@ func (a *app) launch(cmd *cobra.Command, env pipeline.Env, p *plans.Plan, f *opF
 	return a.runPlan(cmd.Context(), env, p, path, true)
 }
 
-// discardRefused removes a new plan's file and its copy in the sharding
-// database when its first run was refused (a check, the plan-start hook, the
-// shard's lock held by another run) before any step changed anything: there
-// is nothing to resume or abort, and a cron wrapper must not find it.
-func (a *app) discardRefused(s *shardmap.Store, p *plans.Plan, path string, err error) bool {
-	if err == nil || !p.Untouched() || !(errors.Is(err, pipeline.ErrRefused) || errors.Is(err, lock.ErrBusy)) {
-		return false
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), planstore.Timeout)
-	defer cancel()
-	if derr := planstore.New(s.DB, s.Schema).Delete(ctx, p.ID); derr != nil {
-		a.log.Warn("refused plan: could not remove its copy in the sharding database", "plan", p.ID, "err", derr)
-		return false // keep the file too: the two copies stay alike
-	}
-	if rerr := os.Remove(path); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
-		a.log.Warn("refused plan: could not remove its file", "plan", p.ID, "err", rerr)
-		return false
-	}
-	return true
-}
-
 // runPlan runs (or resumes) a plan and reports it. A fresh plan (its first
 // run, saved by this process) refused before it changed anything is removed.
 func (a *app) runPlan(ctx context.Context, env pipeline.Env, p *plans.Plan, path string, fresh bool) error {
@@ -183,7 +160,7 @@ func (a *app) runPlan(ctx context.Context, env pipeline.Env, p *plans.Plan, path
 		o.finish()
 	}
 	summary := map[string]any{"plan_id": p.ID, "plan_path": path, "operation": p.Operation, "state": p.State, "result": p.Result, "steps": p.Steps, "cutover_attempts": p.Attempts}
-	if fresh && a.discardRefused(env.Store, p, path, err) {
+	if fresh && pipeline.DiscardRefused(env.Store, p, path, err, a.log) {
 		return a.opError(fmt.Errorf("%w (nothing was changed and no plan was kept)", err), nil)
 	}
 	if err != nil {

@@ -1,4 +1,4 @@
-package cmd
+package rebalance
 
 import (
 	"math/rand"
