@@ -1,16 +1,23 @@
 // Package layout checks the house rules of the source tree: only cmd/ (and
-// main.go) know the command-line libraries, and plans/ links no database.
+// main.go) know the command-line libraries, cmd/ knows no SQL, plans/ links
+// no database, no file grows past maxLines, and operations are named only in
+// their registry.
 package layout
 
 import (
+	"bytes"
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/shardctl/shardctl/operation"
 )
 
 var cliOnly = []string{"github.com/spf13/cobra", "github.com/spf13/viper", "github.com/schollz/progressbar"}
@@ -73,4 +80,102 @@ func TestPlansNeedNoDatabase(t *testing.T) {
 			t.Errorf("plans depends on %s: move the value type that pulls it in to a package without a database", d)
 		}
 	}
+}
+
+// goFiles calls fn for every non-test Go file of the repository, with its
+// path relative to the root, and fails the test unless it saw a repository.
+func goFiles(t *testing.T, fn func(rel, path string)) {
+	t.Helper()
+	root := filepath.Join("..", "..")
+	n := 0
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if d.IsDir() {
+			if rel != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "bin") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go") {
+			n++
+			fn(filepath.ToSlash(rel), path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 50 {
+		t.Fatalf("saw only %d files: is the walk rooted at the repository?", n)
+	}
+}
+
+// TestCmdKnowsNoSQL: cmd/ parses, calls a domain function and renders; the
+// statements live in domain packages.
+func TestCmdKnowsNoSQL(t *testing.T) {
+	goFiles(t, func(rel, path string) {
+		if !strings.HasPrefix(rel, "cmd/") {
+			return
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range f.Imports {
+			if p, _ := strconv.Unquote(imp.Path.Value); p == "database/sql" {
+				t.Errorf("%s imports database/sql: move the queries into a domain package that cmd calls", rel)
+			}
+		}
+	})
+}
+
+// maxLines is the longest a non-test source file may be: past it a file
+// holds more than one concern (split it by concern, as pipeline/fkdata*.go).
+const maxLines = 600
+
+func TestNoFileOverMaxLines(t *testing.T) {
+	goFiles(t, func(rel, path string) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := bytes.Count(b, []byte("\n")); n > maxLines {
+			t.Errorf("%s has %d lines, over %d: split it by concern", rel, n, maxLines)
+		}
+	})
+}
+
+// TestOperationsNamedOnlyInTheRegistry: an operation is named in package
+// operation alone; everything else uses its constants or asks its
+// properties (operation.Of), so a new operation is one registration and no
+// string branch elsewhere misses it.
+func TestOperationsNamedOnlyInTheRegistry(t *testing.T) {
+	names := map[string]bool{}
+	for _, o := range operation.All() {
+		names[o.Name] = true
+	}
+	if len(names) < 3 {
+		t.Fatalf("registry lists %v", names)
+	}
+	goFiles(t, func(rel, path string) {
+		if strings.HasPrefix(rel, "operation/") {
+			return
+		}
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+				if v, err := strconv.Unquote(lit.Value); err == nil && names[v] {
+					t.Errorf("%s:%d: operation name %s as a string literal: use operation.%s, or ask operation.Of(p.Operation) what the operation is", rel, fset.Position(lit.Pos()).Line, lit.Value, strings.ToUpper(v[:1])+v[1:])
+				}
+			}
+			return true
+		})
+	})
 }
