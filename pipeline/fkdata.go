@@ -75,94 +75,9 @@ func checkKeysOnData(ctx context.Context, db *sql.DB, p *plans.Plan, when string
 // split: the child's row filter (it moves) differs from its parent's.
 func checkKeyOnData(ctx context.Context, db *sql.DB, p *plans.Plan, k tables.ForeignKey, wait func(context.Context, int) error) (plans.KeyCheck, []string, error) {
 	kc := plans.KeyCheck{Key: k.String(), At: time.Now().UTC()}
-	child, ok1 := tables.Find(p.Copy, k.Table)
-	parent, ok2 := tables.Find(p.Copy, k.RefTable)
-	if !ok1 || !ok2 {
-		return kc, nil, fmt.Errorf("table %s or %s is not in the plan", k.Table, k.RefTable)
-	}
-	key, err := chunk.LoadKey(ctx, db, p.Source.Schema, child.Name, child.Index(), child.PK)
+	j, err := newKeyJoin(ctx, db, p, k)
 	if err != nil {
 		return kc, nil, err
-	}
-	// The child's columns the join needs, read through a derived table so the
-	// chunk's primary-key range stays on the child whatever names the parent has.
-	cols := slices.Clone(child.PK)
-	for _, c := range append(slices.Clone(k.Columns), child.ShardColumn) {
-		if !slices.Contains(cols, c) {
-			cols = append(cols, c)
-		}
-	}
-	qual := func(alias string) func(string) string {
-		return func(c string) string { return alias + "." + dbutil.QuoteIdent(c) }
-	}
-	list := func(alias string, cs []string) string {
-		parts := make([]string, len(cs))
-		for i, c := range cs {
-			parts[i] = qual(alias)(c)
-		}
-		return strings.Join(parts, ", ")
-	}
-	on := make([]string, len(k.Columns))
-	for i := range k.Columns {
-		on[i] = qual("c")(k.Columns[i]) + " = " + qual("p")(k.RefColumns[i])
-	}
-	moves, moveArgs := child.Filter.SQL(qual("c"))
-	parentMoves, parentArgs := parent.Filter.SQL(qual("p"))
-	// One chunk's join: its crossing rows counted, the first keySamples named.
-	type piece struct {
-		seq                     int
-		rng                     string
-		rngArgs                 []any
-		last                    bool
-		width                   int64 // the key values a value walk's chunk spans (0: open-ended, or a key walk's chunk)
-		rows, leaving, orphaned int64
-		joined                  bool
-		sample                  []string
-		err                     error
-	}
-	byRange, err := rangeMatchable(ctx, db, p.Source.Schema, child, parent, k)
-	if err != nil {
-		return kc, nil, err
-	}
-	join := func(pc *piece) error {
-		q := "SELECT CONCAT_WS(',', " + list("c", child.PK) + "), CONCAT_WS(',', " + list("c", k.Columns) + "), " + moves +
-			" FROM (SELECT " + dbutil.QuoteIdents(cols) + " FROM " + dbutil.Table(p.Source.Schema, child.Name) + " WHERE " + pc.rng + ") AS c" +
-			" JOIN " + dbutil.Table(p.Source.Schema, parent.Name) + " AS p ON " + strings.Join(on, " AND ") +
-			" WHERE (" + moves + ") <> (" + parentMoves + ")"
-		args := append(append(append(append([]any{}, moveArgs...), pc.rngArgs...), moveArgs...), parentArgs...)
-		rows, err := db.QueryContext(ctx, q, args...)
-		if err != nil {
-			return fmt.Errorf("join %s to %s: %w", k.Table, k.RefTable, err)
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var c, par string
-			var leaves bool
-			if err := rows.Scan(&c, &par, &leaves); err != nil {
-				return fmt.Errorf("join %s to %s: %w", k.Table, k.RefTable, err)
-			}
-			side := "stays while its parent moves"
-			if leaves {
-				pc.leaving++
-				side = "moves while its parent stays"
-			} else {
-				pc.orphaned++
-			}
-			if len(pc.sample) < keySamples {
-				pc.sample = append(pc.sample, fmt.Sprintf("%s (%s)=(%s) -> %s (%s)=(%s) %s", k.Table, strings.Join(child.PK, ","), c, k.RefTable, strings.Join(k.RefColumns, ","), par, side))
-			}
-		}
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("join %s to %s: %w", k.Table, k.RefTable, err)
-		}
-		pc.joined = true
-		pc.rows = keyCheckChunk
-		if pc.last {
-			if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+dbutil.Table(p.Source.Schema, child.Name)+" WHERE "+pc.rng, pc.rngArgs...).Scan(&pc.rows); err != nil {
-				return fmt.Errorf("count %s: %w", k.Table, err)
-			}
-		}
-		return nil
 	}
 	// One session walks the child's key and hands out chunk bounds (the
 	// cheap part: a short index read each); keyCheckSessions join chunks
@@ -171,45 +86,13 @@ func checkKeyOnData(ctx context.Context, db *sql.DB, p *plans.Plan, k tables.For
 	// are folded in chunk order, so the samples named are the first ones.
 	ictx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	todo := make(chan *piece)
-	done := make(chan *piece, keyCheckSessions)
+	todo := make(chan *keyPiece)
+	done := make(chan *keyPiece, keyCheckSessions)
 	var wg sync.WaitGroup
-	var walk *valueWalk
-	var mixed atomic.Bool // matchByRange's: the last chunk's children were on both sides
-	if byRange {
-		if walk, err = newValueWalk(ctx, db, key); err != nil {
-			return kc, nil, fmt.Errorf("bounds of %s: %w", k.Table, err)
-		}
-	}
-	// check matches a chunk by key range when the key allows it, and has the
-	// server join the chunks that range matching cannot settle (keys too
-	// sparse) or that cross (the join names the rows).
-	check := func(pc *piece) error {
-		known := int64(-1)
-		if byRange {
-			n, crossed, ok, err := matchByRange(ctx, db, p.Source.Schema, child, parent, k, moves, moveArgs, parentMoves, parentArgs, pc.rng, pc.rngArgs, &mixed)
-			if err != nil {
-				return fmt.Errorf("match %s to %s by key range: %w", k.Table, k.RefTable, err)
-			}
-			walk.read(pc.width, n)
-			if ok && !crossed {
-				pc.rows = n
-				return nil
-			}
-			known = n
-		}
-		if err := join(pc); err != nil {
-			return err
-		}
-		if known >= 0 {
-			pc.rows = known
-		}
-		return nil
-	}
 	for range keyCheckSessions {
 		wg.Go(func() {
 			for pc := range todo {
-				pc.err = check(pc)
+				pc.err = j.check(ctx, pc)
 				done <- pc
 			}
 		})
@@ -218,51 +101,10 @@ func checkKeyOnData(ctx context.Context, db *sql.DB, p *plans.Plan, k tables.For
 	chunks := -1 // known once the walk ends
 	go func() {
 		defer close(todo)
-		var after []string
-		for seq := 0; ; seq++ {
-			if wait != nil {
-				if walkErr = wait(ictx, keyCheckChunk); walkErr != nil {
-					chunks = seq
-					return
-				}
-			}
-			var pc piece
-			var upper []string
-			var full bool
-			var err error
-			if walk != nil {
-				upper, full, pc.width, err = walk.chunk(after, func(n int) ([]string, bool, error) {
-					return chunk.Upper(ictx, db, key, after, "1=1", nil, n)
-				})
-			} else {
-				upper, full, err = chunk.Upper(ictx, db, key, after, "1=1", nil, keyCheckChunk)
-			}
-			if err == nil && !full {
-				upper = nil
-			}
-			if err == nil {
-				pc.rng, pc.rngArgs, err = key.Range(after, upper)
-			}
-			if err != nil {
-				walkErr, chunks = err, seq
-				return
-			}
-			pc.seq, pc.last = seq, !full
-			select {
-			case todo <- &pc:
-			case <-ictx.Done():
-				walkErr, chunks = ictx.Err(), seq
-				return
-			}
-			if !full {
-				chunks = seq + 1
-				return
-			}
-			after = upper
-		}
+		chunks, walkErr = j.walkChunks(ictx, wait, todo)
 	}()
 	go func() { wg.Wait(); close(done) }()
-	got := map[int]*piece{}
+	got := map[int]*keyPiece{}
 	var firstErr error
 	for pc := range done {
 		if pc.err != nil && firstErr == nil {
@@ -294,6 +136,199 @@ func checkKeyOnData(ctx context.Context, db *sql.DB, p *plans.Plan, k tables.For
 		}
 	}
 	return kc, sample, nil
+}
+
+// keyJoin is what the chunks of one key's check share: the tables, the
+// join's SQL pieces, and how chunks are bounded and matched.
+type keyJoin struct {
+	db                   *sql.DB
+	schema               string
+	k                    tables.ForeignKey
+	child, parent        tables.Table
+	key                  chunk.Key
+	cols, on             []string
+	moves, parentMoves   string
+	moveArgs, parentArgs []any
+	byRange              bool
+	walk                 *valueWalk  // nil: the key walk bounds the chunks
+	mixed                atomic.Bool // matchByRange's: the last chunk's children were on both sides
+}
+
+// keyPiece is one chunk's join: its crossing rows counted, the first
+// keySamples named.
+type keyPiece struct {
+	seq                     int
+	rng                     string
+	rngArgs                 []any
+	last                    bool
+	width                   int64 // the key values a value walk's chunk spans (0: open-ended, or a key walk's chunk)
+	rows, leaving, orphaned int64
+	joined                  bool
+	sample                  []string
+	err                     error
+}
+
+func newKeyJoin(ctx context.Context, db *sql.DB, p *plans.Plan, k tables.ForeignKey) (*keyJoin, error) {
+	child, ok1 := tables.Find(p.Copy, k.Table)
+	parent, ok2 := tables.Find(p.Copy, k.RefTable)
+	if !ok1 || !ok2 {
+		return nil, fmt.Errorf("table %s or %s is not in the plan", k.Table, k.RefTable)
+	}
+	key, err := chunk.LoadKey(ctx, db, p.Source.Schema, child.Name, child.Index(), child.PK)
+	if err != nil {
+		return nil, err
+	}
+	j := &keyJoin{db: db, schema: p.Source.Schema, k: k, child: child, parent: parent, key: key}
+	// The child's columns the join needs, read through a derived table so the
+	// chunk's primary-key range stays on the child whatever names the parent has.
+	j.cols = slices.Clone(child.PK)
+	for _, c := range append(slices.Clone(k.Columns), child.ShardColumn) {
+		if !slices.Contains(j.cols, c) {
+			j.cols = append(j.cols, c)
+		}
+	}
+	j.on = make([]string, len(k.Columns))
+	for i := range k.Columns {
+		j.on[i] = keyQual("c")(k.Columns[i]) + " = " + keyQual("p")(k.RefColumns[i])
+	}
+	j.moves, j.moveArgs = child.Filter.SQL(keyQual("c"))
+	j.parentMoves, j.parentArgs = parent.Filter.SQL(keyQual("p"))
+	if j.byRange, err = rangeMatchable(ctx, db, p.Source.Schema, child, parent, k); err != nil {
+		return nil, err
+	}
+	if j.byRange {
+		if j.walk, err = newValueWalk(ctx, db, key); err != nil {
+			return nil, fmt.Errorf("bounds of %s: %w", k.Table, err)
+		}
+	}
+	return j, nil
+}
+
+// keyQual qualifies a column with a table alias.
+func keyQual(alias string) func(string) string {
+	return func(c string) string { return alias + "." + dbutil.QuoteIdent(c) }
+}
+
+// keyList is the columns cs qualified with alias, comma-separated.
+func keyList(alias string, cs []string) string {
+	parts := make([]string, len(cs))
+	for i, c := range cs {
+		parts[i] = keyQual(alias)(c)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// join has the server join one chunk's children to their parents.
+func (j *keyJoin) join(ctx context.Context, pc *keyPiece) error {
+	k, child := j.k, j.child
+	q := "SELECT CONCAT_WS(',', " + keyList("c", child.PK) + "), CONCAT_WS(',', " + keyList("c", k.Columns) + "), " + j.moves +
+		" FROM (SELECT " + dbutil.QuoteIdents(j.cols) + " FROM " + dbutil.Table(j.schema, child.Name) + " WHERE " + pc.rng + ") AS c" +
+		" JOIN " + dbutil.Table(j.schema, j.parent.Name) + " AS p ON " + strings.Join(j.on, " AND ") +
+		" WHERE (" + j.moves + ") <> (" + j.parentMoves + ")"
+	args := append(append(append(append([]any{}, j.moveArgs...), pc.rngArgs...), j.moveArgs...), j.parentArgs...)
+	rows, err := j.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return fmt.Errorf("join %s to %s: %w", k.Table, k.RefTable, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var c, par string
+		var leaves bool
+		if err := rows.Scan(&c, &par, &leaves); err != nil {
+			return fmt.Errorf("join %s to %s: %w", k.Table, k.RefTable, err)
+		}
+		side := "stays while its parent moves"
+		if leaves {
+			pc.leaving++
+			side = "moves while its parent stays"
+		} else {
+			pc.orphaned++
+		}
+		if len(pc.sample) < keySamples {
+			pc.sample = append(pc.sample, fmt.Sprintf("%s (%s)=(%s) -> %s (%s)=(%s) %s", k.Table, strings.Join(child.PK, ","), c, k.RefTable, strings.Join(k.RefColumns, ","), par, side))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("join %s to %s: %w", k.Table, k.RefTable, err)
+	}
+	pc.joined = true
+	pc.rows = keyCheckChunk
+	if pc.last {
+		if err := j.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+dbutil.Table(j.schema, child.Name)+" WHERE "+pc.rng, pc.rngArgs...).Scan(&pc.rows); err != nil {
+			return fmt.Errorf("count %s: %w", k.Table, err)
+		}
+	}
+	return nil
+}
+
+// check matches a chunk by key range when the key allows it, and has the
+// server join the chunks that range matching cannot settle (keys too
+// sparse) or that cross (the join names the rows).
+func (j *keyJoin) check(ctx context.Context, pc *keyPiece) error {
+	known := int64(-1)
+	if j.byRange {
+		n, crossed, ok, err := matchByRange(ctx, j.db, j.schema, j.child, j.parent, j.k, j.moves, j.moveArgs, j.parentMoves, j.parentArgs, pc.rng, pc.rngArgs, &j.mixed)
+		if err != nil {
+			return fmt.Errorf("match %s to %s by key range: %w", j.k.Table, j.k.RefTable, err)
+		}
+		j.walk.read(pc.width, n)
+		if ok && !crossed {
+			pc.rows = n
+			return nil
+		}
+		known = n
+	}
+	if err := j.join(ctx, pc); err != nil {
+		return err
+	}
+	if known >= 0 {
+		pc.rows = known
+	}
+	return nil
+}
+
+// walkChunks walks the child's key and hands each chunk to todo, paced by
+// wait (nil: unpaced). It returns how many chunks it handed out, and why it
+// stopped early.
+func (j *keyJoin) walkChunks(ctx context.Context, wait func(context.Context, int) error, todo chan<- *keyPiece) (int, error) {
+	var after []string
+	for seq := 0; ; seq++ {
+		if wait != nil {
+			if err := wait(ctx, keyCheckChunk); err != nil {
+				return seq, err
+			}
+		}
+		var pc keyPiece
+		var upper []string
+		var full bool
+		var err error
+		if j.walk != nil {
+			upper, full, pc.width, err = j.walk.chunk(after, func(n int) ([]string, bool, error) {
+				return chunk.Upper(ctx, j.db, j.key, after, "1=1", nil, n)
+			})
+		} else {
+			upper, full, err = chunk.Upper(ctx, j.db, j.key, after, "1=1", nil, keyCheckChunk)
+		}
+		if err == nil && !full {
+			upper = nil
+		}
+		if err == nil {
+			pc.rng, pc.rngArgs, err = j.key.Range(after, upper)
+		}
+		if err != nil {
+			return seq, err
+		}
+		pc.seq, pc.last = seq, !full
+		select {
+		case todo <- &pc:
+		case <-ctx.Done():
+			return seq, ctx.Err()
+		}
+		if !full {
+			return seq + 1, nil
+		}
+		after = upper
+	}
 }
 
 // recheckKeys reads the keys again before the fence (the verify step, which
