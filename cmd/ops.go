@@ -189,6 +189,8 @@ func (a *app) runPlan(ctx context.Context, env pipeline.Env, p *plans.Plan, path
 	})
 }
 
+// planCmd is the plan command and its subcommands. Long on purpose: each
+// subcommand is a short declaration, and they read best side by side.
 func (a *app) planCmd() *cobra.Command {
 	c := &cobra.Command{Use: "plan", Short: "List, show, apply, resume and abort plan files"}
 	loadPlan := func(ref string) (*plans.Plan, string, error) {

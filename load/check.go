@@ -64,6 +64,8 @@ func (p place) String() string {
 // final state at the key's current shard (per the shard map now) and exists
 // on no other shard. Its error is for I/O on the ledger and the shard map
 // only; everything wrong with the shards is a Problem.
+// Long on purpose: one pass, each stage feeding the next (ledger, owner per
+// the shard map, the shards' rows, the comparison).
 func Check(ctx context.Context, store *shardmap.Store, creds dbutil.Creds, ledger string) (CheckReport, error) {
 	rep := CheckReport{PerShard: map[int]int{}}
 	entries, err := ReadLedger(ledger)

@@ -80,6 +80,8 @@ var keyListMax = 16 << 20
 // by the key's chunks: set when a chunk's children were on both sides, so
 // the next chunk reads its children's lists at once (children mixed
 // throughout pay for no sums).
+// Long on purpose: the sums, then the lists, run in one read-only snapshot in
+// the order above; split apart the snapshot would have to be passed along.
 func matchByRange(ctx context.Context, db *sql.DB, schema string, child, parent tables.Table, k tables.ForeignKey,
 	moves string, moveArgs []any, parentMoves string, parentArgs []any, rng string, rngArgs []any, mixed *atomic.Bool) (n int64, crossed, ok bool, err error) {
 	tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead})

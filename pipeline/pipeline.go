@@ -86,6 +86,8 @@ type runner struct {
 
 // Run executes the plan's remaining steps. It holds the plan's locks for the
 // whole run. On failure the plan is saved as stopped and can be resumed.
+// Long on purpose: the order of locks, checks, hooks, saves and steps is the
+// run's contract, and it reads best in one place.
 func Run(ctx context.Context, env Env, p *plans.Plan) error {
 	if env.Observer == nil {
 		env.Observer = NopObserver{}

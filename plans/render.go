@@ -14,6 +14,7 @@ import (
 
 // Print renders the plan for people: what it moves, each step, the tables with
 // estimates, and the exact statements it runs against the shard map.
+// Long on purpose: one short section per part of the plan, in reading order.
 func Print(w io.Writer, p *Plan) {
 	fmt.Fprintf(w, "plan %s: %s\n", p.ID, p.Summary)
 	fmt.Fprintf(w, "state: %s", p.State)

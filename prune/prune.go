@@ -80,6 +80,8 @@ func (p *Pruner) Count(ctx context.Context, t tables.Table) (int64, error) {
 //
 // Rows in scope inserted behind the watermark while it runs are not
 // deleted: callers fence the source first or prune again.
+// Long on purpose: the walk, the deleters and the dispatch share one window
+// of chunks (pending, in flight, finished) whose rules read best together.
 func (p *Pruner) Table(ctx context.Context, t tables.Table, from watermark.Mark, save func(watermark.Mark) error) (watermark.Mark, error) {
 	w := from
 	if w.Done {

@@ -73,6 +73,7 @@ type SeededShard struct {
 // Seed creates the employees data set over K range shards and registers them
 // in the shard map. It is idempotent: a shard whose employees table already
 // has rows is left as it is, and shard map entries are only added once.
+// Long on purpose: one idempotent sequence (function, tables, shards, mappings).
 func Seed(ctx context.Context, store *shardmap.Store, c SeedConfig) ([]SeededShard, error) {
 	c.defaults()
 	if c.Shards < 1 || len(c.Servers) == 0 || c.Employees < 0 {

@@ -135,6 +135,8 @@ type batch struct {
 // committed chunks, so a resume never skips a chunk that did not commit
 // (save may be nil). The returned watermark is the last one saved (Done when
 // the table is finished).
+// Long on purpose: the reader, the writers and the watermark's ordering share
+// the chunk budget and the run of committed chunks, which read best together.
 func (c *Copier) CopyTable(ctx context.Context, t tables.Table, from watermark.Mark, save func(watermark.Mark) error) (watermark.Mark, error) {
 	if from.Done {
 		return from, nil

@@ -32,6 +32,8 @@ type Request struct {
 var badName = regexp.MustCompile(`[^A-Za-z0-9_]`)
 
 // Plan builds and preflights a split plan. It changes nothing.
+// Long on purpose: RANGE and HASH differ only in how the moving keys and
+// the new mappings are chosen; the rest is one sequence of plan fields.
 func Plan(ctx context.Context, env pipeline.Env, req Request) (*plans.Plan, error) {
 	env = pipeline.WithPools(env)
 	defer env.Pools.Close()
