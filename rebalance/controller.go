@@ -176,13 +176,10 @@ func (c *Controller) Run(ctx context.Context) (*Report, error) {
 	failed := false
 	for round := 0; round <= c.Rounds && ctx.Err() == nil; round++ {
 		if round > 0 {
-			fleet, err := c.readFleet(ctx, ps)
+			ops, err := c.propose(ctx, ps, rep)
 			if err != nil {
 				return nil, err
 			}
-			rep.setFleet(fleet)
-			ops, unmet := Assess(fleet, c.Policy)
-			rep.Proposed, rep.Unmet = append(rep.Proposed, ops...), unmet
 			for _, op := range ops {
 				jobs = append(jobs, job{op: op})
 			}
@@ -211,13 +208,9 @@ func (c *Controller) Run(ctx context.Context) (*Report, error) {
 
 // dryRun proposes, and plans each proposal (changing nothing).
 func (c *Controller) dryRun(ctx context.Context, ps *planstore.Store, rep *Report) (*Report, error) {
-	fleet, err := c.readFleet(ctx, ps)
-	if err != nil {
+	if _, err := c.propose(ctx, ps, rep); err != nil {
 		return nil, err
 	}
-	rep.setFleet(fleet)
-	ops, unmet := Assess(fleet, c.Policy)
-	rep.Proposed, rep.Unmet = append(rep.Proposed, ops...), unmet
 	for _, op := range rep.Proposed {
 		it := Item{Operation: op.Kind, ShardID: op.Shard, Summary: op.String()}
 		if p, err := c.plan(ctx, op); err != nil {
@@ -230,11 +223,20 @@ func (c *Controller) dryRun(ctx context.Context, ps *planstore.Store, rep *Repor
 	return rep, rep.stuck()
 }
 
-func (r *Report) setFleet(fleet []Shard) {
-	r.Fleet, r.Servers = fleet, map[string]int64{}
-	for _, s := range fleet {
-		r.Servers[s.Server] += s.Rows
+// propose reads the fleet and assesses it: the report takes the fleet, the
+// proposals (added to those of earlier rounds) and the limits left unmet.
+func (c *Controller) propose(ctx context.Context, ps *planstore.Store, rep *Report) ([]Op, error) {
+	fleet, err := c.readFleet(ctx, ps)
+	if err != nil {
+		return nil, err
 	}
+	rep.Fleet, rep.Servers = fleet, map[string]int64{}
+	for _, s := range fleet {
+		rep.Servers[s.Server] += s.Rows
+	}
+	ops, unmet := Assess(fleet, c.Policy)
+	rep.Proposed, rep.Unmet = append(rep.Proposed, ops...), unmet
+	return ops, nil
 }
 
 type job struct {
