@@ -60,15 +60,23 @@ func (a *app) env(s *shardmap.Store) pipeline.Env {
 
 func (a *app) moveCmd() *cobra.Command {
 	var f opFlags
-	var shard int
-	var to string
+	var shard, into int
+	var to, keyRange, schema string
+	var keys []string
 	c := &cobra.Command{
-		Use:   "move --shard ID --to HOST:PORT",
-		Short: "Move a whole shard to another server, online",
+		Use:   "move --shard ID --to HOST:PORT | move --shard ID --keys K1,K2|--range LO:HI --into ID|--to HOST:PORT",
+		Short: "Move a whole shard, or some of its keys (tenants, a sub-range), online",
 		Long: `move copies a shard's schema to another server while the application keeps
 writing: snapshot copy in primary-key chunks, binlog tail, checksums, then a
 short fence of the shard's writes while the shard map is switched to the new
-server, and finally chunked deletes and a drop of the source copy.`,
+server, and finally chunked deletes and a drop of the source copy.
+
+With --keys (LIST points, one tenant each; on a RANGE map a key K is the
+range [K, K+1)) or --range LO:HI (a sub-range of a RANGE mapping, LO
+included, HI excluded), only those keys move with their rows: into an
+existing shard on any server (--into ID), or to a new shard of their own
+(--to HOST:PORT, "isolate a tenant"). Every other key of both shards stays
+writable throughout, cutover included.`,
 		Args: argsUsage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := f.validate(cmd); err != nil {
@@ -76,6 +84,35 @@ server, and finally chunked deletes and a drop of the source copy.`,
 			}
 			if shard <= 0 {
 				return badInput("give --shard ID (see 'shardctl shardmap show')")
+			}
+			if len(keys) > 0 || keyRange != "" || into != 0 {
+				req := move.KeysRequest{ShardID: shard, Keys: keys, Range: keyRange, Into: into, Schema: schema}
+				switch {
+				case len(keys) == 0 && keyRange == "":
+					return badInput("--into moves some keys of a shard: give them with --keys K1,K2 or --range LO:HI (a whole shard moves with --to HOST:PORT)")
+				case len(keys) > 0 && keyRange != "":
+					return badInput("give --keys or --range, not both")
+				case into < 0:
+					return badInput("--into: give an existing shard id (see 'shardctl shardmap show')")
+				case (into > 0) == (to != ""):
+					return badInput("give where the keys go: --into ID (an existing shard) or --to HOST:PORT (a new shard), one of them")
+				case f.keepSource:
+					return badInput("--keep-source is for a whole-shard move; a key move deletes only the moved keys' rows from the source")
+				}
+				if to != "" {
+					addr, err := dbutil.ParseAddr(to)
+					if err != nil {
+						return badInput("--to: %v", err)
+					}
+					req.To = addr
+				}
+				return a.planAndLaunch(cmd, &f, func(ctx context.Context, env pipeline.Env, o plans.Options) (*plans.Plan, error) {
+					req.Options = o
+					return move.PlanKeys(ctx, env, req)
+				})
+			}
+			if schema != "" {
+				return badInput("--schema names a new shard's schema: it goes with --keys or --range and --to")
 			}
 			addr, err := dbutil.ParseAddr(to)
 			if err != nil {
@@ -88,7 +125,11 @@ server, and finally chunked deletes and a drop of the source copy.`,
 	}
 	f.register(c)
 	c.Flags().IntVar(&shard, "shard", 0, "shard id to move")
-	c.Flags().StringVar(&to, "to", "", "target server HOST:PORT")
+	c.Flags().StringVar(&to, "to", "", "target server HOST:PORT (with --keys or --range: the server of a new shard for those keys)")
+	c.Flags().StringSliceVar(&keys, "keys", nil, "move only these keys with their rows: LIST points (tenants), or RANGE keys K as [K, K+1)")
+	c.Flags().StringVar(&keyRange, "range", "", "move only the sub-range LO:HI of a RANGE mapping (LO included, HI excluded)")
+	c.Flags().IntVar(&into, "into", 0, "with --keys or --range: the existing shard that receives the keys (any server)")
+	c.Flags().StringVar(&schema, "schema", "", "with --keys or --range and --to: the new shard's schema (default <source schema>_<first key>)")
 	c.Flags().BoolVar(&f.keepSource, "keep-source", false, "leave the source copy (fenced) for a manual check instead of deleting it")
 	return c
 }

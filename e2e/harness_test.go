@@ -78,17 +78,29 @@ func newCluster(t *testing.T, name string, servers []int, sizes []int) *cluster 
 // newClusterOpts is newCluster, with hash=true for a HASH function (even ring points).
 func newClusterOpts(t *testing.T, name string, servers []int, sizes []int, hash bool) *cluster {
 	t.Helper()
+	return newClusterSeed(t, name, servers, sandbox.SeedConfig{Sizes: sizes, Hash: hash})
+}
+
+// newClusterSeed is newCluster with the seed's function chosen by sc (Hash,
+// List) and its sizes in sc.Sizes.
+func newClusterSeed(t *testing.T, name string, servers []int, sc sandbox.SeedConfig) *cluster {
+	t.Helper()
 	env := testenv.Get(t)
 	var addrs []dbutil.Addr
 	for _, s := range servers {
 		addrs = append(addrs, env.Addr(s))
 	}
-	return newClusterAt(t, name, addrs, sizes, hash)
+	return newClusterAtSeed(t, name, addrs, sc)
 }
 
 // newClusterAt is newClusterOpts with the shards' servers given by address
 // (servers outside the shared sandbox); the shard map stays on server 1.
 func newClusterAt(t *testing.T, name string, addrs []dbutil.Addr, sizes []int, hash bool) *cluster {
+	t.Helper()
+	return newClusterAtSeed(t, name, addrs, sandbox.SeedConfig{Sizes: sizes, Hash: hash})
+}
+
+func newClusterAtSeed(t *testing.T, name string, addrs []dbutil.Addr, sc sandbox.SeedConfig) *cluster {
 	t.Helper()
 	env := testenv.Get(t)
 	c := &cluster{t: t, env: env, name: name, dir: t.TempDir()}
@@ -116,7 +128,8 @@ func newClusterAt(t *testing.T, name string, addrs []dbutil.Addr, sizes []int, h
 	}
 	c.store = shardmap.New(db, name)
 	var err error
-	c.shards, err = sandbox.Seed(ctx, c.store, sandbox.SeedConfig{Servers: addrs, Creds: sandbox.Creds(), Shards: len(sizes), Sizes: sizes, SchemaPrefix: name + "_s", Hash: hash})
+	sc.Servers, sc.Creds, sc.Shards, sc.SchemaPrefix = addrs, sandbox.Creds(), len(sc.Sizes), name+"_s"
+	c.shards, err = sandbox.Seed(ctx, c.store, sc)
 	if err != nil {
 		t.Fatal(err)
 	}

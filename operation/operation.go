@@ -14,6 +14,10 @@ const (
 	Move  = "move"
 	Split = "split"
 	Merge = "merge"
+	// MoveKeys moves some keys of a shard (LIST points, a RANGE sub-range)
+	// into another existing shard (move --keys|--range --into). Keys moved
+	// to a new shard of their own are a Split.
+	MoveKeys = "move-keys"
 )
 
 // Op is what the pipeline asks of an operation.
@@ -43,6 +47,7 @@ var registry = []Op{
 	{Name: Move, WholeSchema: true, ReverseWindow: true},
 	{Name: Split, DividesKeys: true, ReverseWindow: true},
 	{Name: Merge, IntoExisting: true, ReverseWindow: true},
+	{Name: MoveKeys, IntoExisting: true, DividesKeys: true, ReverseWindow: true},
 }
 
 // Of is the operation named name; an unknown name (a damaged or newer plan)

@@ -44,7 +44,11 @@ type SeedConfig struct {
 	Function     string
 	// Hash seeds a HASH function instead: K evenly spaced ring points, and
 	// employees 1..K*Employees, each in the shard that owns MD5(emp_no).
-	Hash     bool
+	Hash bool
+	// List seeds a LIST function instead: each employee is a tenant, one
+	// list point per emp_no, the keys laid out as for RANGE (and as many
+	// points again above them, tenants without rows yet).
+	List     bool
 	Progress func(shard int, rows int64)
 }
 
@@ -86,8 +90,13 @@ func Seed(ctx context.Context, store *shardmap.Store, c SeedConfig) ([]SeededSha
 		store.Rows = shardmap.ShardRows(c.Creds) // each new range or point is checked for stranded rows
 	}
 	typ := shardmap.Range
-	if c.Hash {
+	switch {
+	case c.Hash && c.List:
+		return nil, fmt.Errorf("seed: a function is HASH or LIST, not both")
+	case c.Hash:
 		typ = shardmap.Hash
+	case c.List:
+		typ = shardmap.List
 	}
 	if _, err := store.AddFunction(ctx, c.Function, typ, keyspace.IntKey); err != nil {
 		return nil, err
@@ -167,10 +176,19 @@ func Seed(ctx context.Context, store *shardmap.Store, c SeedConfig) ([]SeededSha
 			return nil, err
 		}
 		sh := SeededShard{ShardID: id, Server: addr.String(), Schema: schema, Lower: lower, Rows: rows}
-		if c.Hash {
+		switch {
+		case c.Hash:
 			sh.Lower, sh.Point = 0, points[k-1]
 			err = store.AddHashPoint(ctx, c.Function, points[k-1], id)
-		} else {
+		case c.List:
+			// Tenants lower+1..lower+2n: the second half has no rows yet, so
+			// a write load can add tenants' first rows.
+			var pts []string
+			for j := int64(1); j <= 2*int64(n); j++ {
+				pts = append(pts, fmt.Sprint(lower+j))
+			}
+			err = store.AddPoints(ctx, c.Function, pts, id)
+		default:
 			err = store.AddRange(ctx, c.Function, fmt.Sprint(lower), id)
 		}
 		if err != nil {
@@ -185,7 +203,10 @@ func Seed(ctx context.Context, store *shardmap.Store, c SeedConfig) ([]SeededSha
 func existing(ctx context.Context, m *shardmap.Map, f shardmap.Function, c SeedConfig, k int, points []string, pools map[string]*sql.DB) (SeededShard, bool, error) {
 	lower := int64(k-1) * c.RangeWidth
 	for _, mp := range m.MappingsOf(f.ID) {
-		if c.Hash && mp.Hash != points[k-1] || !c.Hash && (mp.Lower == nil || mp.Lower.Int != lower) {
+		switch {
+		case c.Hash && mp.Hash != points[k-1],
+			c.List && (mp.Point == nil || mp.Point.Int != lower+1),
+			!c.Hash && !c.List && (mp.Lower == nil || mp.Lower.Int != lower):
 			continue
 		}
 		loc, err := m.Location(mp.ShardID)

@@ -200,27 +200,39 @@ func (s *Store) AddHashPoint(ctx context.Context, fn, hash string, shardID int) 
 
 // AddPoint maps one LIST key to shard shardID.
 func (s *Store) AddPoint(ctx context.Context, fn, key string, shardID int) error {
+	return s.AddPoints(ctx, fn, []string{key}, shardID)
+}
+
+// AddPoints maps LIST keys to shard shardID in one transaction (a fleet of
+// tenants is registered at once). A key mapped there already is a re-run.
+func (s *Store) AddPoints(ctx context.Context, fn string, keys []string, shardID int) error {
 	return s.Update(ctx, "add list point", func(tx *sql.Tx, m *Map) (bool, error) {
 		f, err := mappable(m, fn, List, shardID)
 		if err != nil {
 			return false, err
 		}
-		k, err := keyspace.ParseKey(key, f.KeyType)
-		if err != nil {
-			return false, badInput("%v", err)
-		}
-		if mp, ok := find(m, Ref{FuncID: f.ID, Kind: List, Point: &k}); ok {
-			if mp.ShardID == shardID {
-				return false, nil
-			}
-			return false, badInput("key %s of function %s already maps to shard %d", k, f.Name, mp.ShardID)
-		}
 		col := "point"
 		if f.KeyType == keyspace.StringKey {
 			col = "point_str"
 		}
-		_, err = tx.ExecContext(ctx, "INSERT INTO "+s.t("list_points")+" (func_id, "+col+", shard_id, status) VALUES (?, ?, ?, ?)", f.ID, k.Value(), shardID, Online)
-		return err == nil, err
+		changed := false
+		for _, key := range keys {
+			k, err := keyspace.ParseKey(key, f.KeyType)
+			if err != nil {
+				return false, badInput("%v", err)
+			}
+			if mp, ok := find(m, Ref{FuncID: f.ID, Kind: List, Point: &k}); ok {
+				if mp.ShardID == shardID {
+					continue
+				}
+				return false, badInput("key %s of function %s already maps to shard %d", k, f.Name, mp.ShardID)
+			}
+			if _, err = tx.ExecContext(ctx, "INSERT INTO "+s.t("list_points")+" (func_id, "+col+", shard_id, status) VALUES (?, ?, ?, ?)", f.ID, k.Value(), shardID, Online); err != nil {
+				return false, err
+			}
+			changed = true
+		}
+		return changed, nil
 	})
 }
 

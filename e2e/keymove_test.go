@@ -1,0 +1,161 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/shardctl/shardctl/sandbox"
+	"github.com/shardctl/shardctl/shardmap"
+)
+
+// Key moves: some keys of a shard move with their rows, into an existing
+// shard on another server or onto a new shard of their own, under the
+// ledger load, killed at a step and resumed. Every group of the load
+// (the moving keys, the keys that stay on the source, the destination's
+// own keys) sees no error, the ledger and the fleet's rows are clean, and
+// every row is at its key's shard.
+func TestKeyMoves(t *testing.T) {
+	const seeded = 400
+	type keyCase struct {
+		name    string
+		list    bool
+		servers []int
+		args    func(c *cluster) []string
+		groups  func(c *cluster) []string
+		faults  []string
+		mapped  func(c *cluster, m *shardmap.Map) // the map after the move
+	}
+	lookup := func(c *cluster, m *shardmap.Map, key int64) shardmap.Resolution {
+		c.t.Helper()
+		f, err := m.Function("employees")
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		res, err := m.Lookup(f, fmt.Sprint(key))
+		if err != nil {
+			c.t.Fatalf("lookup %d: %v", key, err)
+		}
+		return res
+	}
+	wantShard := func(c *cluster, m *shardmap.Map, key int64, want int) {
+		c.t.Helper()
+		if res := lookup(c, m, key); res.Mapping.ShardID != want || res.Mapping.Status != shardmap.Online {
+			c.t.Errorf("key %d maps to shard %d (%s), want shard %d online", key, res.Mapping.ShardID, res.Mapping.Status, want)
+		}
+	}
+	cases := []keyCase{
+		{name: "list-into", list: true, servers: []int{1, 2, 3},
+			args: func(c *cluster) []string {
+				return []string{"move", "--shard", "1", "--keys", "301,302,303", "--into", "2"}
+			},
+			groups: func(c *cluster) []string {
+				return []string{"moving=301-304", "staying=304-700", fmt.Sprintf("into=%d-%d", c.shards[1].Lower+201, c.shards[1].Lower+700)}
+			},
+			faults: []string{"during:copy", "during:fence:half"},
+			mapped: func(c *cluster, m *shardmap.Map) {
+				for _, k := range []int64{301, 302, 303} {
+					wantShard(c, m, k, 2)
+				}
+				wantShard(c, m, 300, 1)
+				wantShard(c, m, 304, 1)
+			}},
+		{name: "list-isolate", list: true, servers: []int{1, 2, 3},
+			args: func(c *cluster) []string {
+				return []string{"move", "--shard", "1", "--keys", "350", "--to", c.env.Addr(3).String()}
+			},
+			groups: func(c *cluster) []string {
+				return []string{"moving=350-351", "staying=200-350", "after=351-700"}
+			},
+			faults: []string{"during:catchup", "after:cutover"},
+			mapped: func(c *cluster, m *shardmap.Map) {
+				res := lookup(c, m, 350)
+				if res.Mapping.ShardID <= 3 || res.Location.Addr() != c.env.Addr(3) || res.Mapping.Status != shardmap.Online {
+					c.t.Errorf("tenant 350 maps to shard %d at %v (%s), want a new shard on server 3", res.Mapping.ShardID, res.Location, res.Mapping.Status)
+				}
+				wantShard(c, m, 349, 1)
+				wantShard(c, m, 351, 1)
+			}},
+		{name: "range-into", servers: []int{1, 2, 3},
+			args: func(c *cluster) []string {
+				return []string{"move", "--shard", "1", "--range", "250:320", "--into", "3"}
+			},
+			groups: func(c *cluster) []string {
+				return []string{"moving=250-320", "below=150-250", "above=320-600", fmt.Sprintf("into=%d-%d", c.shards[2].Lower+201, c.shards[2].Lower+600)}
+			},
+			faults: []string{"during:fence:offline", "during:cleanup"},
+			mapped: func(c *cluster, m *shardmap.Map) {
+				wantShard(c, m, 249, 1)
+				wantShard(c, m, 250, 3)
+				wantShard(c, m, 319, 3)
+				wantShard(c, m, 320, 1)
+				// shard 2 (its range between them) is untouched: shard 3's
+				// new range is a mapping of its own
+				wantShard(c, m, c.shards[1].Lower+1, 2)
+			}},
+	}
+	for ci, kc := range cases {
+		for fi, fault := range kc.faults {
+			t.Run(kc.name+"/"+strings.ReplaceAll(fault, ":", "_"), func(t *testing.T) {
+				c := newClusterSeed(t, fmt.Sprintf("e2e_keys%d_%d", ci, fi), kc.servers, sandbox.SeedConfig{Sizes: []int{seeded, seeded, seeded}, List: kc.list})
+				groups := kc.groups(c)
+				before := c.fleetSums(groups)
+				lp := c.startLoad(200, groups...)
+				r := c.run([]string{"SHARDCTL_FAULT=" + fault}, append(kc.args(c), "--yes", "--chunk-rows", "100", "--prune-chunk-rows", "100")...)
+				if !r.killed {
+					t.Fatalf("fault %s did not kill the process: exit %d\n%s", fault, r.code, r.stderr)
+				}
+				files := planFiles(t, c.planDir)
+				if len(files) != 1 {
+					t.Fatalf("plan files: %v", files)
+				}
+				id := strings.TrimSuffix(files[0][strings.LastIndex(files[0], "/")+1:], ".json")
+				if res := c.run(nil, "plan", "resume", id, "-o", "json"); res.code != 0 {
+					t.Fatalf("resume after %s: exit %d\n%s\n%s", fault, res.code, res.stdout, res.stderr)
+				}
+				c.nothingLost(lp, groups, before, "after "+fault)
+				m, err := c.store.Load(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				kc.mapped(c, m)
+			})
+		}
+	}
+}
+
+// A key move's dry run lists the keys with their rows and the shard-map
+// statements, and changes nothing; keys that are not the shard's are
+// refused with what to give.
+func TestKeyMoveDryRunAndRefusals(t *testing.T) {
+	c := newClusterSeed(t, "e2e_keys_dry", []int{1, 2, 3}, sandbox.SeedConfig{Sizes: []int{200, 200, 200}, List: true})
+	v0, _ := c.store.Version(ctx)
+	r := c.mustRun("move", "--shard", "1", "--keys", "101,102", "--into", "2", "--dry-run")
+	for _, want := range []string{"keys 101,102", "UPDATE", "list_points", "dry run: nothing was changed"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("dry run lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	for _, bad := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--keys", fmt.Sprint(c.shards[1].Lower + 5), "--into", "3"}, "belongs to shard 2"},
+		{[]string{"--keys", "99999", "--into", "3"}, "not in employees's list"},
+		{[]string{"--range", "1:50", "--into", "3"}, "LIST function"},
+		{[]string{"--keys", "101", "--into", "1"}, "already"},
+		{[]string{"--keys", "101"}, "--into"},
+		{[]string{"--keys", "x", "--into", "2"}, "not a signed 64-bit integer"},
+	} {
+		res := c.run(nil, append([]string{"move", "--shard", "1", "--yes"}, bad.args...)...)
+		if res.code != 2 || !strings.Contains(res.stderr, bad.want) {
+			t.Errorf("move %v: exit %d, want 2 with %q\n%s", bad.args, res.code, bad.want, res.stderr)
+		}
+	}
+	if v, _ := c.store.Version(ctx); v != v0 {
+		t.Errorf("the shard map changed: version %d -> %d", v0, v)
+	}
+	if files := planFiles(t, c.planDir); len(files) != 0 {
+		t.Errorf("plan files left: %v", files)
+	}
+}
