@@ -113,7 +113,7 @@ func (a *app) sbStatus() *cobra.Command {
 func (a *app) sbSeed() *cobra.Command {
 	var shards, employees int
 	var width int64
-	var hash bool
+	var hash, list bool
 	c := &cobra.Command{
 		Use:   "seed",
 		Short: "Create the book's employees data set over range shards and register them in the shard map",
@@ -148,7 +148,7 @@ the "employees" RANGE function, sharded columns and ranges in the shard map
 			defer closeFn()
 			p := a.newProgress("seed", int64(shards*employees*9))
 			var last = map[int]int64{}
-			out, err := sandbox.Seed(cmd.Context(), s, sandbox.SeedConfig{Servers: addrs, Creds: a.shardCreds(), Shards: shards, Employees: employees, RangeWidth: width, Hash: hash,
+			out, err := sandbox.Seed(cmd.Context(), s, sandbox.SeedConfig{Servers: addrs, Creds: a.shardCreds(), Shards: shards, Employees: employees, RangeWidth: width, Hash: hash, List: list,
 				Progress: func(shard int, rows int64) { p.Add(rows - last[shard]); last[shard] = rows }})
 			p.Finish()
 			if err != nil {
@@ -168,5 +168,6 @@ the "employees" RANGE function, sharded columns and ranges in the shard map
 	c.Flags().IntVar(&employees, "employees", 2000, "employees per shard (about 9 rows each)")
 	c.Flags().Int64Var(&width, "range-width", 1_000_000, "keys per range shard")
 	c.Flags().BoolVar(&hash, "hash", false, "shard by consistent hash (MD5 ring) instead of ranges")
+	c.Flags().BoolVar(&list, "list", false, "shard by LIST: each employee a tenant, one list point per emp_no (and as many tenants without rows yet)")
 	return c
 }

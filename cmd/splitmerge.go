@@ -7,6 +7,7 @@ import (
 
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/merge"
+	"github.com/shardctl/shardctl/move"
 	"github.com/shardctl/shardctl/pipeline"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/split"
@@ -16,14 +17,17 @@ func (a *app) splitCmd() *cobra.Command {
 	var f opFlags
 	var shard int
 	var at, atHash, to, schema string
+	var keys []string
 	c := &cobra.Command{
-		Use:   "split --shard ID [--at KEY | --at-hash MD5] --to HOST:PORT",
+		Use:   "split --shard ID [--at KEY | --at-hash MD5 | --keys K1,K2] --to HOST:PORT",
 		Short: "Split a shard: the keys from --at up (or a new hash arc) move to a new shard, online",
 		Long: `split moves the upper part of a RANGE shard's range, [--at, high), or for a
 HASH shard a new arc of the ring, to a new shard on --to. Only the moving rows
 are copied, tailed and fenced: keys that stay remain writable throughout.
 Without --at, the key that halves the shard's rows is chosen (shown by --dry-run);
-without --at-hash, the midpoint of the shard's arc.`,
+without --at-hash, the midpoint of the shard's arc. A LIST shard (one tenant
+per key) splits by a key set: --keys names the tenants that move to the new
+shard (the same as 'move --keys ... --to').`,
 		Args: argsUsage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := f.validate(cmd); err != nil {
@@ -32,14 +36,17 @@ without --at-hash, the midpoint of the shard's arc.`,
 			if shard <= 0 {
 				return badInput("give --shard ID (see 'shardctl shardmap show')")
 			}
-			if at != "" && atHash != "" {
-				return badInput("give --at (RANGE) or --at-hash (HASH), not both")
+			if at != "" && atHash != "" || len(keys) > 0 && (at != "" || atHash != "") {
+				return badInput("give one of --at (RANGE), --at-hash (HASH) or --keys (LIST)")
 			}
 			addr, err := dbutil.ParseAddr(to)
 			if err != nil {
 				return badInput("--to: %v", err)
 			}
 			return a.planAndLaunch(cmd, &f, func(ctx context.Context, env pipeline.Env, o plans.Options) (*plans.Plan, error) {
+				if len(keys) > 0 {
+					return move.PlanKeys(ctx, env, move.KeysRequest{ShardID: shard, Keys: keys, To: addr, Schema: schema, Options: o})
+				}
 				return split.Plan(ctx, env, split.Request{ShardID: shard, At: at, AtHash: atHash, To: addr, Schema: schema, Options: o})
 			})
 		},
@@ -49,6 +56,7 @@ without --at-hash, the midpoint of the shard's arc.`,
 	c.Flags().StringVar(&at, "at", "", "RANGE: first key of the part that moves")
 	c.Flags().StringVar(&atHash, "at-hash", "", "HASH: the new ring point (32-digit hex MD5)")
 	c.Flags().StringVar(&to, "to", "", "server HOST:PORT of the new shard")
+	c.Flags().StringSliceVar(&keys, "keys", nil, "LIST: the keys (tenants) that move to the new shard")
 	c.Flags().StringVar(&schema, "schema", "", "schema of the new shard (default: <source schema>_<at>)")
 	return c
 }

@@ -93,6 +93,31 @@ func TestKeyMoves(t *testing.T) {
 				// new range is a mapping of its own
 				wantShard(c, m, c.shards[1].Lower+1, 2)
 			}},
+		// LIST maps everywhere the other maps are: a split by a key set and
+		// a merge of two LIST shards.
+		{name: "list-split", list: true, servers: []int{1, 2, 3},
+			args: func(c *cluster) []string {
+				return []string{"split", "--shard", "1", "--keys", "120,121", "--to", c.env.Addr(3).String()}
+			},
+			groups: func(c *cluster) []string { return []string{"moving=120-122", "staying=122-500"} },
+			faults: []string{"after:copy"},
+			mapped: func(c *cluster, m *shardmap.Map) {
+				if res := lookup(c, m, 121); res.Location.Addr() != c.env.Addr(3) || res.Mapping.ShardID <= 3 {
+					c.t.Errorf("tenant 121 maps to shard %d at %v, want a new shard on server 3", res.Mapping.ShardID, res.Location)
+				}
+				wantShard(c, m, 122, 1)
+			}},
+		{name: "list-merge", list: true, servers: []int{1, 2, 3},
+			args:   func(c *cluster) []string { return []string{"merge", "--shard", "2", "--into", "1"} },
+			groups: func(c *cluster) []string { return []string{c.keys("moving", 2, seeded), c.keys("staying", 1, seeded)} },
+			faults: []string{"during:fence:half"},
+			mapped: func(c *cluster, m *shardmap.Map) {
+				wantShard(c, m, c.shards[1].Lower+1, 1)
+				wantShard(c, m, c.shards[1].Lower+2*seeded, 1)
+				if _, err := m.Location(2); err == nil {
+					c.t.Errorf("shard 2's location is still in the map")
+				}
+			}},
 	}
 	for ci, kc := range cases {
 		for fi, fault := range kc.faults {

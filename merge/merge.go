@@ -38,16 +38,23 @@ func Plan(ctx context.Context, env pipeline.Env, req Request) (*plans.Plan, erro
 		return nil, err
 	}
 	sm, tm := m.ShardMappings(req.ShardID), m.ShardMappings(req.Into)
-	if len(sm) != 1 || len(tm) != 1 {
-		return nil, fmt.Errorf("%w: merge works on shards with exactly one mapping each (shard %d has %d, shard %d has %d)", shardmap.ErrBadInput, req.ShardID, len(sm), req.Into, len(tm))
+	if len(sm) == 0 || len(tm) == 0 {
+		return nil, fmt.Errorf("%w: merge works on shards with mappings (shard %d has %d, shard %d has %d)", shardmap.ErrBadInput, req.ShardID, len(sm), req.Into, len(tm))
 	}
 	s, t := sm[0], tm[0]
-	if s.FuncID != t.FuncID {
-		return nil, fmt.Errorf("%w: shards %d and %d belong to different partition functions", shardmap.ErrBadInput, req.ShardID, req.Into)
+	for _, mp := range append(sm[1:], tm...) {
+		if mp.FuncID != s.FuncID {
+			return nil, fmt.Errorf("%w: shards %d and %d belong to different partition functions", shardmap.ErrBadInput, req.ShardID, req.Into)
+		}
 	}
 	f, err := m.FunctionByID(s.FuncID)
 	if err != nil {
 		return nil, err
+	}
+	// A LIST shard has a point per key; a RANGE or HASH shard merges one
+	// range or arc into its neighbour's.
+	if f.Type != shardmap.List && (len(sm) != 1 || len(tm) != 1) {
+		return nil, fmt.Errorf("%w: merge works on shards with exactly one mapping each (shard %d has %d, shard %d has %d)", shardmap.ErrBadInput, req.ShardID, len(sm), req.Into, len(tm))
 	}
 	p := plans.New(operation.Merge, "")
 	var owned keyspace.Filter
@@ -79,6 +86,15 @@ func Plan(ctx context.Context, env pipeline.Env, req Request) (*plans.Plan, erro
 		owned = keyspace.Filter{Arcs: []keyspace.Arc{arc}}
 		p.Cutover = []shardmap.Change{{Op: shardmap.OpRemoveMapping, Ref: sref}}
 		p.Summary = fmt.Sprintf("merge shard %d (%s, arc (%s, %s]) into shard %d (%s)", req.ShardID, src.Schema, arc.After, arc.Upto, req.Into, dst.Schema)
+	case shardmap.List:
+		// Any two shards of a LIST function merge: S's points are re-pointed
+		// to T together (one statement each phase).
+		for _, mp := range sm {
+			owned.Points = append(owned.Points, *mp.Point)
+		}
+		sref = shardmap.Ref{FuncID: f.ID, Kind: shardmap.List, Points: owned.Points}
+		p.Cutover = []shardmap.Change{{Op: shardmap.OpRepoint, Ref: sref, ShardID: req.Into}, {Op: shardmap.OpSetStatus, Ref: sref, Status: shardmap.Online}}
+		p.Summary = fmt.Sprintf("merge shard %d (%s, %d keys) into shard %d (%s)", req.ShardID, src.Schema, len(sm), req.Into, dst.Schema)
 	default:
 		return nil, fmt.Errorf("%w: merge of %s shards is not supported", shardmap.ErrBadInput, f.Type)
 	}

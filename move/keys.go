@@ -135,10 +135,62 @@ func PlanKeys(ctx context.Context, env pipeline.Env, req KeysRequest) (*plans.Pl
 	if len(p.Fence) == 0 {
 		return nil, fmt.Errorf("%w: shard %d's schema has no table sharded by %s", shardmap.ErrBadInput, req.ShardID, f.Name)
 	}
+	if err := countKeys(ctx, env, src, p, mv.filter); err != nil {
+		return nil, err
+	}
 	if err := pipeline.Finish(ctx, env, p); err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+// countKeys counts each moving key's rows over the sharded tables (one
+// index range read per key or range and table), for the dry run, and makes
+// each table's estimate the rows that move rather than the table's.
+func countKeys(ctx context.Context, env pipeline.Env, src shardmap.Location, p *plans.Plan, moving keyspace.Filter) error {
+	db, err := env.Pools.DB(ctx, src.Addr())
+	if err != nil {
+		return err
+	}
+	var pieces []keyspace.Filter // one key or range each
+	for _, k := range moving.Points {
+		pieces = append(pieces, keyspace.Filter{Points: []keyspace.Key{k}})
+	}
+	for _, r := range moving.Ranges {
+		pieces = append(pieces, keyspace.Filter{Ranges: []keyspace.Range{r}})
+	}
+	rows := make([]int64, len(pieces))
+	for i := range p.Copy {
+		t := &p.Copy[i]
+		if !t.Sharded {
+			continue
+		}
+		var moved int64
+		for j, piece := range pieces {
+			piece.Column = t.ShardColumn
+			where, args := piece.SQL(dbutil.QuoteIdent)
+			var n int64
+			if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+dbutil.Table(src.Schema, t.Name)+" WHERE "+where, args...).Scan(&n); err != nil {
+				return fmt.Errorf("count the moving keys' rows of shard %d, table %s.%s: %w", src.ShardID, src.Schema, t.Name, err)
+			}
+			rows[j] += n
+			moved += n
+		}
+		if t.EstRows > 0 {
+			t.EstBytes = t.EstBytes * moved / t.EstRows
+		}
+		t.EstRows = moved
+	}
+	for j, piece := range pieces {
+		key := ""
+		if len(piece.Points) > 0 {
+			key = piece.Points[0].String()
+		} else {
+			key = piece.Ranges[0].String()
+		}
+		p.MovingKeys = append(p.MovingKeys, plans.KeyRows{Key: key, Rows: rows[j]})
+	}
+	return nil
 }
 
 // shardFunction is the one partition function whose keys shard id holds.
@@ -182,12 +234,13 @@ func listKeys(m *shardmap.Map, f shardmap.Function, req KeysRequest) (moving, er
 		case mp.ShardID != req.ShardID:
 			return mv, fmt.Errorf("%w: key %s belongs to shard %d, not shard %d: give --shard %d", shardmap.ErrBadInput, k, mp.ShardID, req.ShardID, mp.ShardID)
 		}
-		ref := mp.Ref()
-		mv.offline = append(mv.offline, shardmap.Change{Op: shardmap.OpSetStatus, Ref: ref, Status: shardmap.Offline})
-		mv.cutover = append(mv.cutover, shardmap.Change{Op: shardmap.OpRepoint, Ref: ref, ShardID: target(req)}, shardmap.Change{Op: shardmap.OpSetStatus, Ref: ref, Status: shardmap.Online})
-		mv.abort = append(mv.abort, shardmap.Change{Op: shardmap.OpSetStatus, Ref: ref, Status: shardmap.Online})
 		mv.filter.Points = append(mv.filter.Points, k)
 	}
+	// The points change together, each phase one statement.
+	ref := shardmap.Ref{FuncID: f.ID, Kind: shardmap.List, Points: mv.filter.Points}
+	mv.offline = []shardmap.Change{{Op: shardmap.OpSetStatus, Ref: ref, Status: shardmap.Offline}}
+	mv.cutover = []shardmap.Change{{Op: shardmap.OpRepoint, Ref: ref, ShardID: target(req)}, {Op: shardmap.OpSetStatus, Ref: ref, Status: shardmap.Online}}
+	mv.abort = []shardmap.Change{{Op: shardmap.OpSetStatus, Ref: ref, Status: shardmap.Online}}
 	mv.describe = "keys " + joinKeys(keys)
 	mv.first = keys[0].String()
 	return mv, nil

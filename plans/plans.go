@@ -280,6 +280,9 @@ type Plan struct {
 	// KeyChecks are the foreign keys without the shard key a split read the
 	// rows of, at planning and again before the fence (docs/schemas.md).
 	KeyChecks []KeyCheck `json:"key_checks,omitempty"`
+	// MovingKeys are a key move's keys (a LIST point, or a range) with the
+	// rows each had over the sharded tables at planning.
+	MovingKeys []KeyRows `json:"moving_keys,omitempty"`
 	// Collisions is a merge's last scan for rows both shards hold.
 	Collisions *CollisionScan `json:"collision_scan,omitempty"`
 
@@ -289,6 +292,12 @@ type Plan struct {
 	Result      Result       `json:"result"`
 	Window      *Window      `json:"window,omitempty"` // reverse-replication window after cutover (window.go)
 	DDL         []DDL        `json:"ddl_carried,omitempty"`
+}
+
+// KeyRows is one moving key (or range) and its rows at planning.
+type KeyRows struct {
+	Key  string `json:"key"`
+	Rows int64  `json:"rows"`
 }
 
 // DDL is a schema change of a copied table that the tail carried past

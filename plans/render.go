@@ -29,6 +29,18 @@ func Print(w io.Writer, p *Plan) {
 	}
 	fmt.Fprintf(w, "target: %s\n", tgt)
 
+	if len(p.MovingKeys) > 0 {
+		fmt.Fprintln(w, "\nkeys that move (rows over the sharded tables, counted at planning):")
+		kw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(kw, "  KEY\tROWS")
+		var total int64
+		for _, k := range p.MovingKeys {
+			fmt.Fprintf(kw, "  %s\t%d\n", k.Key, k.Rows)
+			total += k.Rows
+		}
+		fmt.Fprintf(kw, "  total\t%d\n", total)
+		kw.Flush()
+	}
 	fmt.Fprintln(w, "\ntables copied:")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  TABLE\tKEY\tROWS (est.)\tSIZE (est.)\tROWS COPIED\tWHICH ROWS")

@@ -265,6 +265,9 @@ func (s *Store) ApplyWith(ctx context.Context, what string, changes []Change, al
 }
 
 func (s *Store) applyOne(ctx context.Context, tx *sql.Tx, m *Map, c Change) (bool, error) {
+	if len(c.Ref.Points) > 0 {
+		return s.applyPoints(ctx, tx, m, c)
+	}
 	switch c.Op {
 	case OpSetStatus, OpRepoint, OpRemoveMapping, OpMergeRange:
 		mp, ok := find(m, c.Ref)
@@ -334,6 +337,51 @@ func (s *Store) applyOne(ctx context.Context, tx *sql.Tx, m *Map, c Change) (boo
 	// row is locked (every writer of the shard map waits on that lock, and
 	// at a thousand shards one read is thousands of rows).
 	return true, s.applyToMap(ctx, tx, m, c, res)
+}
+
+// applyPoints sets the status of, or re-points, a set of LIST points in one
+// statement; it is a re-run when every point is as asked already.
+func (s *Store) applyPoints(ctx context.Context, tx *sql.Tx, m *Map, c Change) (bool, error) {
+	if c.Op != OpSetStatus && c.Op != OpRepoint {
+		return false, fmt.Errorf("shard map change %q takes one mapping, not a set of list points", c.Op)
+	}
+	if c.Op == OpRepoint {
+		if _, err := m.Location(c.ShardID); err != nil {
+			return false, err
+		}
+	}
+	want := map[string]bool{}
+	for _, k := range c.Ref.Points {
+		want[k.String()] = true
+	}
+	var hit []*Mapping
+	done := true
+	for i := range m.Mappings {
+		mp := &m.Mappings[i]
+		if mp.FuncID != c.Ref.FuncID || mp.Kind != List || mp.Point == nil || !want[mp.Point.String()] {
+			continue
+		}
+		hit = append(hit, mp)
+		done = done && (c.Op == OpSetStatus && mp.Status == c.Status || c.Op == OpRepoint && mp.ShardID == c.ShardID)
+	}
+	if len(hit) != len(want) {
+		return false, fmt.Errorf("%w: %d of the %d list points of function %d", ErrNotFound, len(want)-len(hit), len(want), c.Ref.FuncID)
+	}
+	if done {
+		return false, nil
+	}
+	q, args := c.SQL(s.Schema)
+	if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+		return false, err
+	}
+	for _, mp := range hit {
+		if c.Op == OpSetStatus {
+			mp.Status = c.Status
+		} else {
+			mp.ShardID = c.ShardID
+		}
+	}
+	return true, nil
 }
 
 // applyToMap makes change c, just executed in tx with result res, to m.

@@ -51,7 +51,7 @@ func Plan(ctx context.Context, env pipeline.Env, req Request) (*plans.Plan, erro
 		return nil, err
 	}
 	if f.Type != shardmap.Range && f.Type != shardmap.Hash {
-		return nil, fmt.Errorf("%w: shard %d is mapped by %s function %s; only RANGE and HASH shards split by key (re-point LIST keys with 'shardctl shardmap')", shardmap.ErrBadInput, req.ShardID, f.Type, f.Name)
+		return nil, fmt.Errorf("%w: shard %d is mapped by %s function %s: a LIST shard splits by a key set: give --keys K1,K2 (the tenants that move to the new shard)", shardmap.ErrBadInput, req.ShardID, f.Type, f.Name)
 	}
 	ts, err := pipeline.Inspect(ctx, env, m, loc)
 	if err != nil {

@@ -35,6 +35,21 @@ type Ref struct {
 	Lower  *keyspace.Key `json:"lower,omitempty"`
 	Hash   string        `json:"hash,omitempty"`
 	Point  *keyspace.Key `json:"point,omitempty"`
+	// Points name a set of LIST points changed together by one statement
+	// (a key move's tenants, a LIST merge's every key): a shard of
+	// thousands of tenants is switched in one UPDATE, not thousands.
+	Points []keyspace.Key `json:"points,omitempty"`
+}
+
+// Keys are the LIST points ref names: its Points, or its one Point.
+func (r Ref) Keys() []keyspace.Key {
+	if len(r.Points) > 0 {
+		return r.Points
+	}
+	if r.Point != nil {
+		return []keyspace.Key{*r.Point}
+	}
+	return nil
 }
 
 // Change is one idempotent edit of the shard map. Operations are lists of
@@ -108,6 +123,8 @@ func (c Change) Describe() string {
 		ref = fmt.Sprintf("range of function %d from %s", c.Ref.FuncID, c.Ref.Lower)
 	case c.Ref.Hash != "":
 		ref = fmt.Sprintf("hash point %s of function %d", c.Ref.Hash, c.Ref.FuncID)
+	case len(c.Ref.Points) > 0:
+		ref = fmt.Sprintf("list keys %s of function %d", describeKeys(c.Ref.Points), c.Ref.FuncID)
 	case c.Ref.Point != nil:
 		ref = fmt.Sprintf("list key %s of function %d", c.Ref.Point, c.Ref.FuncID)
 	}
@@ -132,6 +149,19 @@ func (c Change) Describe() string {
 		return fmt.Sprintf("register a new shard on %s:%d, schema %s", c.Host, c.Port, c.Schema)
 	}
 	return c.Op
+}
+
+// describeKeys lists a few keys and counts the rest.
+func describeKeys(ks []keyspace.Key) string {
+	var s []string
+	for i, k := range ks {
+		if i == 5 {
+			s = append(s, fmt.Sprintf("and %d more", len(ks)-i))
+			break
+		}
+		s = append(s, k.String())
+	}
+	return strings.Join(s, ",")
 }
 
 // Render prints a statement with its arguments inlined, for people to read
@@ -166,8 +196,17 @@ func refWhere(schema string, ref Ref) (table, where string, args []any) {
 	case Hash:
 		return ident.Table(schema, "hashes"), "func_id = ? AND hash = ?", []any{ref.FuncID, ref.Hash}
 	}
-	if ref.Point.Type == keyspace.StringKey {
-		return ident.Table(schema, "list_points"), "func_id = ? AND point_str = ?", []any{ref.FuncID, ref.Point.Str}
+	keys := ref.Keys()
+	col := "point"
+	if len(keys) > 0 && keys[0].Type == keyspace.StringKey {
+		col = "point_str"
 	}
-	return ident.Table(schema, "list_points"), "func_id = ? AND point = ?", []any{ref.FuncID, ref.Point.Int}
+	args = []any{ref.FuncID}
+	for _, k := range keys {
+		args = append(args, k.Value())
+	}
+	if len(keys) == 1 {
+		return ident.Table(schema, "list_points"), "func_id = ? AND " + col + " = ?", args
+	}
+	return ident.Table(schema, "list_points"), "func_id = ? AND " + col + " IN (?" + strings.Repeat(", ?", len(keys)-1) + ")", args
 }
