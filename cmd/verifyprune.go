@@ -144,6 +144,11 @@ instead of starting over. A verify that ran to its end removes its checkpoint.`,
 					return withCode(ExitBadInput, err)
 				}
 				defer tdb.Close()
+				if planRef == "" {
+					if err := pipeline.CheckCopy(ctx, tdb, dst, ts); err != nil {
+						return err
+					}
+				}
 				if repair {
 					l, err := lock.Acquire(ctx, s.DB, s.Schema, locks, lock.Holder(holder))
 					if err != nil {
