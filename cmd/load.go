@@ -28,7 +28,9 @@ func (a *app) loadCmd() *cobra.Command {
 through the router (offline mappings and moved shards are retried), at a target
 rate, and appends every acknowledged write to a ledger. 'shardctl load check
 LEDGER' then proves that each written key holds its last acknowledged value at
-its current shard and nowhere else. The demo and the tests run it during moves.`,
+its current shard and nowhere else (the shards of the employees table's
+partition function, and shards with no mappings; another function's shards
+are not read). The demo and the tests run it during moves.`,
 		Args: argsUsage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var gs []load.Group

@@ -1,53 +1,18 @@
 package cmd
 
 import (
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
-	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/shardctl/shardctl/dbutil"
-	"github.com/shardctl/shardctl/internal/fault"
-	"github.com/shardctl/shardctl/lock"
 	"github.com/shardctl/shardctl/pipeline"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/shardmap"
-	"github.com/shardctl/shardctl/tables"
 	"github.com/shardctl/shardctl/verify"
 )
-
-// ownedTables returns shard id's tables with filters selecting the rows it
-// owns (sharded tables) or every row (global tables).
-func (a *app) ownedTables(ctx context.Context, s *shardmap.Store, id int) (*shardmap.Map, shardmap.Location, []tables.Table, error) {
-	m, err := s.Load(ctx)
-	if err != nil {
-		return nil, shardmap.Location{}, nil, err
-	}
-	loc, err := m.Location(id)
-	if err != nil {
-		return nil, loc, nil, err
-	}
-	ts, err := pipeline.Inspect(ctx, a.env(s), m, loc)
-	if err != nil {
-		return nil, loc, nil, err
-	}
-	for i, t := range ts {
-		if t.Sharded {
-			f, _, _ := m.TableFunction(t.Name)
-			ts[i].Filter = m.Owned(f, id, t.ShardColumn)
-		}
-	}
-	return m, loc, ts, nil
-}
 
 func (a *app) verifyCmd() *cobra.Command {
 	var shard, chunkRows, maxRows int
@@ -78,132 +43,27 @@ at most once a second); --resume continues an interrupted one from there
 instead of starting over. A verify that ran to its end removes its checkpoint.`,
 		Args: argsUsage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
+			req := pipeline.VerifyRequest{Shard: shard, Schema: schema, PlanRef: planRef, PlanDir: a.planDir(),
+				ChunkRows: chunkRows, MaxRows: maxRows, Repair: repair, Resume: resume}
+			if planRef == "" && shard > 0 && against != "" {
+				addr, err := dbutil.ParseAddr(against)
+				if err != nil {
+					return badInput("--against: %v", err)
+				}
+				req.Against = addr
+			}
 			return a.withStore(cmd, func(s *shardmap.Store) error {
-				var src, dst plans.Endpoint
-				var ts []tables.Table
-				var locks []string
-				var holder string
-				switch {
-				case planRef != "":
-					p, err := plans.Load(plans.Resolve(a.planDir(), planRef))
-					if errors.Is(err, os.ErrNotExist) {
-						return badInput("no plan %q (see 'shardctl plan list')", planRef)
-					}
-					if err != nil {
-						return withCode(ExitBadInput, err)
-					}
-					src, dst, ts = p.Source, p.Target, p.Copy
-					if pipeline.Serving(p) == plans.SideTarget {
-						src, dst = dst, src
-					}
-					if repair {
-						m, err := s.Load(ctx)
-						if err != nil {
-							return err
-						}
-						if err := pipeline.CheckServing(m, src); err != nil {
-							return withCode(ExitBadInput, err)
-						}
-					}
-					locks, holder = p.Locks, p.ID+" (verify --repair)"
-				case shard > 0 && against != "":
-					addr, err := dbutil.ParseAddr(against)
-					if err != nil {
-						return badInput("--against: %v", err)
-					}
-					m, loc, owned, err := a.ownedTables(ctx, s, shard)
-					if err != nil {
-						return err
-					}
-					src = plans.Endpoint{ShardID: shard, Host: loc.Host, Port: loc.Port, Schema: loc.Schema}
-					dst = plans.Endpoint{Host: addr.Host, Port: addr.Port, Schema: loc.Schema}
-					if schema != "" {
-						dst.Schema = schema
-					}
-					if addr == loc.Addr() && dst.Schema == src.Schema {
-						return badInput("--against %s is shard %d's own location (%s/%s): a shard always matches itself; give the server (and --schema) of the copy", against, shard, loc.Addr(), loc.Schema)
-					}
-					if repair {
-						if err := pipeline.CheckRepairable(m, dst); err != nil {
-							return withCode(ExitBadInput, err)
-						}
-					}
-					ts = owned
-					locks, holder = []string{lock.Name(s.Schema, shard)}, fmt.Sprintf("verify --repair shard %d", shard)
-				default:
-					return badInput("give --shard ID with --against HOST:PORT, or --plan PLAN")
-				}
-				sdb, err := dbutil.Open(ctx, dbutil.Addr{Host: src.Host, Port: src.Port}, a.shardCreds(), "")
-				if err != nil {
-					return withCode(ExitBadInput, err) // nothing was read: an address or account to fix
-				}
-				defer sdb.Close()
-				tdb, err := dbutil.Open(ctx, dbutil.Addr{Host: dst.Host, Port: dst.Port}, a.shardCreds(), "")
-				if err != nil {
-					return withCode(ExitBadInput, err)
-				}
-				defer tdb.Close()
-				if repair {
-					l, err := lock.Acquire(ctx, s.DB, s.Schema, locks, lock.Holder(holder))
-					if err != nil {
-						return a.opError(err, nil)
-					}
-					defer l.Release()
-				}
 				p := a.newProgress("verify", 0)
-				v := &verify.Verifier{Source: sdb, Target: tdb, SourceSchema: src.Schema, TargetSchema: dst.Schema, ChunkRows: chunkRows,
-					Narrow: maxRows > 0, MaxRows: maxRows,
-					Progress: func(_ string, n int64) { p.Set(p.done+n, p.done+n, "") }}
-				// The checkpoint is named by what is compared, so another
-				// comparison never continues it.
-				key := fmt.Sprintf("%s/%s against %s/%s, shard %d, plan %q, chunk rows %d", src.Addr(), src.Schema, dst.Addr(), dst.Schema, shard, planRef, chunkRows)
-				sum := sha256.Sum256([]byte(key))
-				ckpt := filepath.Join(a.planDir(), "verify-"+hex.EncodeToString(sum[:6])+".checkpoint")
-				var out verifyReport
-				if resume {
-					from, ok, err := verify.LoadCheckpoint(ckpt, key)
-					if err != nil {
-						return withCode(ExitBadInput, err)
-					}
-					if ok {
-						v.From = from
-						out.Resumed = fmt.Sprintf("%d tables done, %s from key %s", len(from.Done), from.Table, strings.Join(from.After, ","))
-					}
-				}
-				var saved time.Time
-				v.Checkpoint = func(cp verify.Checkpoint) error {
-					// At most once a second: a resume repeats at most a
-					// second's chunks, and a fast verify does not wait on fsync.
-					if time.Since(saved) < time.Second {
-						return nil
-					}
-					cp.Key = key
-					if err := verify.SaveCheckpoint(ckpt, cp); err != nil {
-						return err
-					}
-					saved = time.Now()
-					fault.Hit("verify:chunk") // tests: a verify killed part-way
-					return nil
-				}
-				res, err := v.All(ctx, ts)
-				p.Finish()
+				req.Progress = func(n int64) { p.Set(p.done+n, p.done+n, "") }
+				req.Compared = p.Finish
+				out, err := pipeline.Verify(cmd.Context(), a.env(s), req)
 				if err != nil {
+					return a.opError(err, nil)
+				}
+				if err := a.emit(out, func(w io.Writer) { verifyText(w, out) }); err != nil {
 					return err
 				}
-				_ = os.Remove(ckpt) // the comparison ran to its end
-				out.Result = res
-				if repair && len(res.Mismatches) > 0 {
-					done, again, err := pipeline.Repair(ctx, v, ts, res)
-					if err != nil {
-						return a.opError(err, nil)
-					}
-					out.Repaired, out.After = &done, &again
-				}
-				if err := a.emit(out, func(w io.Writer) { out.text(w, src, dst) }); err != nil {
-					return err
-				}
-				if n := out.differing(); n > 0 {
+				if n := out.Differing(); n > 0 {
 					return withCode(ExitMismatch, fmt.Errorf("verify: %d chunks differ", n))
 				}
 				return nil
@@ -221,24 +81,10 @@ instead of starting over. A verify that ran to its end removes its checkpoint.`,
 	return c
 }
 
-// verifyReport is what verify prints: the comparison, and with --repair
+// verifyText renders a verify's report: the comparison, and with --repair
 // what was repaired and the comparison after it.
-type verifyReport struct {
-	verify.Result
-	Resumed  string           `json:"resumed,omitempty"` // where a --resume continued from
-	Repaired *verify.Repaired `json:"repaired,omitempty"`
-	After    *verify.Result   `json:"after_repair,omitempty"`
-}
-
-// differing counts the chunks that still differ.
-func (r verifyReport) differing() int {
-	if r.After != nil {
-		return len(r.After.Mismatches)
-	}
-	return len(r.Mismatches)
-}
-
-func (r verifyReport) text(w io.Writer, src, dst plans.Endpoint) {
+func verifyText(w io.Writer, r pipeline.VerifyReport) {
+	src, dst := r.Source, r.Copy
 	here, there := "source "+src.Addr()+"/"+src.Schema, "copy "+dst.Addr()+"/"+dst.Schema
 	result := func(res verify.Result) {
 		for _, m := range res.Mismatches {
@@ -286,7 +132,7 @@ table and changes nothing.`,
 				return badInput("give --shard ID")
 			}
 			return a.withStore(cmd, func(s *shardmap.Store) (err error) {
-				_, loc, ts, err := a.ownedTables(ctx, s, shard)
+				_, loc, ts, err := pipeline.OwnedTables(ctx, a.env(s), shard)
 				if err != nil {
 					return err
 				}

@@ -186,6 +186,10 @@ func TestBadInputCatalogue(t *testing.T) {
 		{args: []string{"verify", "--shard", "1", "--against", "nohost"}, code: 2, hint: "is the address right"},
 		{args: []string{"verify", "--shard", "1", "--against", "a:b:c"}, code: 2, hint: "--against"},
 		{args: []string{"verify", "--plan", "/nonexistent/plan.json"}, code: 2, hint: "plan list"},
+		// issue 31: --against something that is not the copy is input to fix, like an unreachable one
+		{args: []string{"verify", "--shard", "1", "--against", s3}, code: 2, hint: "does not exist on " + s3 + ": give --against the server that holds the copy"},
+		{args: []string{"verify", "--shard", "1", "--against", s3, "--schema", "mysql"}, code: 2, hint: "lacks the shard's tables departments, dept_emp"},
+		{args: []string{"verify", "--shard", "1", "--against", "127.0.0.1:1"}, code: 2, hint: "is it running"},
 		{args: []string{"verify", "--shard", "1", "--against", s3, "--max-rows", "-1"}, code: 2, hint: "allowed"},
 		{args: []string{"verify", "--shard", "1", "--against", s3, "--chunk-rows", "0"}, code: 2, hint: "allowed 1"},
 		// prune

@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -110,6 +112,31 @@ func TestVerifyNamesAndRepairsRows(t *testing.T) {
 	if ck, _ := filepath.Glob(filepath.Join(c.planDir, "verify-*.checkpoint")); len(ck) != 1 {
 		t.Fatalf("checkpoints after the kill: %q", ck)
 	}
+	// The checkpoint edited to mark every table done is refused: it would
+	// report a match it never compared. Nothing changes, the file included.
+	ck, _ := filepath.Glob(filepath.Join(c.planDir, "verify-*.checkpoint"))
+	saved, err := os.ReadFile(ck[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []string
+	var name string
+	if err := dbutil.ScanEach(ctx, c.db(3), "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = ?", []any{s}, []any{&name},
+		func() error { all = append(all, name); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(ck[0], editCheckpoint(t, saved, all), 0o600)
+	for _, mode := range [][]string{nil, {"-o", "json"}} {
+		r = c.run(nil, append([]string{"verify", "--shard", "1", "--against", old, "--chunk-rows", "100", "--resume"}, mode...)...)
+		if r.code != 2 || !strings.Contains(r.stdout+r.stderr, "delete it, or run verify without --resume") {
+			t.Fatalf("verify --resume from a checkpoint edited to mark %q done: exit %d, want 2 refusing it\n%s\n%s", all, r.code, r.stdout, r.stderr)
+		}
+	}
+	if now, _ := os.ReadFile(ck[0]); !bytes.Equal(now, editCheckpoint(t, saved, all)) {
+		t.Fatalf("the refused verify changed the checkpoint:\n%s", now)
+	}
+	t.Logf("an edited checkpoint: %s", r.stdout)
+	os.WriteFile(ck[0], saved, 0o600)
 	r = c.run(nil, "verify", "--shard", "1", "--against", old, "--chunk-rows", "100", "--resume", "-o", "json")
 	var resumed struct {
 		verifyJSON
@@ -207,4 +234,26 @@ func TestVerifyStepNamesRowsAndRepairLetsTheMoveFinish(t *testing.T) {
 	lp.stop(t)
 	c.checkLedger(lp)
 	c.wantShardAt(1, 3)
+}
+
+// editCheckpoint returns a verify checkpoint's bytes with every table of
+// all marked done, as an operator's hand edit would (whether the file
+// keeps the checkpoint at its top or under "checkpoint").
+func editCheckpoint(t *testing.T, b []byte, all []string) []byte {
+	t.Helper()
+	var doc map[string]any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	cp := doc
+	if inner, ok := doc["checkpoint"].(map[string]any); ok {
+		cp = inner
+	}
+	cp["done"], cp["table"], cp["after"], cp["partial"] = all, "", nil, map[string]any{}
+	cp["result"].(map[string]any)["tables"] = len(all)
+	out, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -91,7 +92,7 @@ func Check(ctx context.Context, store *shardmap.Store, creds dbutil.Creds, ledge
 		return rep, fmt.Errorf("check: table %q is not sharded in shard map %s", Table, store.Schema)
 	}
 
-	places, byID := placesOf(m)
+	places, byID := placesOf(m, f)
 	owner := map[int64]*place{}
 	for _, k := range keys {
 		res, err := m.Lookup(f, strconv.FormatInt(k, 10))
@@ -192,12 +193,19 @@ func fencedCopy(ctx context.Context, db *sql.DB, schema string) (bool, error) {
 	return fence.Fences(ctx, db, schema, Table)
 }
 
-// placesOf returns the shard map's distinct server+schema pairs.
-func placesOf(m *shardmap.Map) ([]*place, map[int]*place) {
+// placesOf returns the distinct server+schema pairs that may hold the
+// ledger's table: the shards of its partition function f, and the shards
+// with no mappings (an emptied source may still hold keys). A shard mapped
+// only by another function holds other tables, so it is not read.
+func placesOf(m *shardmap.Map, f shardmap.Function) ([]*place, map[int]*place) {
 	var out []*place
 	byKey := map[string]*place{}
 	byID := map[int]*place{}
 	for _, l := range m.Locations {
+		ms := m.ShardMappings(l.ShardID)
+		if len(ms) > 0 && !slices.ContainsFunc(ms, func(mp shardmap.Mapping) bool { return mp.FuncID == f.ID }) {
+			continue
+		}
 		k := l.Addr().String() + "/" + l.Schema
 		p := byKey[k]
 		if p == nil {
@@ -206,7 +214,7 @@ func placesOf(m *shardmap.Map) ([]*place, map[int]*place) {
 			out = append(out, p)
 		}
 		p.ids = append(p.ids, l.ShardID)
-		p.mapped = p.mapped || len(m.ShardMappings(l.ShardID)) > 0
+		p.mapped = p.mapped || len(ms) > 0
 		byID[l.ShardID] = p
 	}
 	return out, byID

@@ -9,6 +9,7 @@ import (
 
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/internal/testenv"
+	"github.com/shardctl/shardctl/keyspace"
 	"github.com/shardctl/shardctl/router"
 	"github.com/shardctl/shardctl/sandbox"
 	"github.com/shardctl/shardctl/shardmap"
@@ -114,5 +115,62 @@ func TestCheckReadsAFleetPerServer(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(rep.Notes, "\n"), "1 keys also in a fenced copy") {
 		t.Errorf("notes %v: no key in a fenced copy", rep.Notes)
+	}
+}
+
+// A fleet with a second partition function (HASH) whose shards hold other
+// tables: the check reads only the shards of the ledger table's function
+// (and shards with no mappings), so the other function's shards, which
+// have no employees table, are neither read nor a problem.
+func TestCheckIgnoresAnotherFunctionsShards(t *testing.T) {
+	env := testenv.Get(t)
+	ctx := context.Background()
+	store := shardmap.New(env.DB(t, 1, ""), "load_twofn_map")
+	other := "load_twofn_orders"
+	t.Cleanup(func() {
+		testenv.Exec(t, env.DB(t, 1, ""), "DROP DATABASE IF EXISTS load_twofn_map")
+		testenv.Exec(t, env.DB(t, 2, ""), "DROP DATABASE IF EXISTS "+dbutil.QuoteIdent(other))
+	})
+	seeded, err := sandbox.Seed(ctx, store, sandbox.SeedConfig{
+		Servers: []dbutil.Addr{env.Addr(2)}, Creds: sandbox.Creds(),
+		Shards: 2, Employees: 0, RangeWidth: 1000, SchemaPrefix: "load_twofn_",
+	})
+	t.Cleanup(func() {
+		for _, sh := range seeded {
+			testenv.Exec(t, env.DB(t, 2, ""), "DROP DATABASE IF EXISTS "+dbutil.QuoteIdent(sh.Schema))
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Exec(t, env.DB(t, 2, ""), "CREATE DATABASE "+dbutil.QuoteIdent(other))
+	testenv.Exec(t, env.DB(t, 2, ""), "CREATE TABLE "+dbutil.Table(other, "orders")+" (order_id INT PRIMARY KEY)")
+	if _, err := store.AddFunction(ctx, "orders", shardmap.Hash, keyspace.IntKey); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.AddColumn(ctx, "orders", "order_id", "orders"); err != nil {
+		t.Fatal(err)
+	}
+	id, err := store.AddShard(ctx, env.Addr(2).Host, env.Addr(2).Port, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.AddHashPoint(ctx, "orders", strings.Repeat("0", 32), id); err != nil {
+		t.Fatal(err)
+	}
+
+	r := router.New(store, router.Options{Creds: sandbox.Creds(), TTL: 20 * time.Millisecond})
+	t.Cleanup(r.Close)
+	ledger := t.TempDir() + "/ledger.jsonl"
+	if st, err := Run(ctx, Config{Router: r, Groups: []Group{{"f", 1, 2000}}, Rate: 200, Duration: time.Second, Ledger: ledger, Mix: Mix{Insert: 100}}); err != nil || st.Errors != 0 || st.Acked == 0 {
+		t.Fatalf("run: %s, %v", st, err)
+	}
+	rep, err := Check(ctx, store, sandbox.Creds(), ledger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("check: %s %v %v", rep, rep.Problems, rep.Notes)
+	if !rep.OK() || rep.Present != rep.Keys || rep.Keys == 0 || len(rep.Notes) != 0 {
+		t.Fatalf("the ledger holds, yet: %s %v %v", rep, rep.Problems, rep.Notes)
 	}
 }

@@ -383,40 +383,19 @@ func (p *Plan) Untouched() bool {
 // CutOver reports whether the shard map already points at the target.
 func (p *Plan) CutOver() bool { return p.Done(StepCutover) }
 
-// envelope is the file's outer layer; Plan is kept as raw bytes so the
-// checksum is over exactly what is stored.
-type envelope struct {
-	Format   string          `json:"format"`
-	Checksum string          `json:"checksum"`
-	Plan     json.RawMessage `json:"plan"`
-}
-
 // Marshal renders the plan file's bytes.
 func Marshal(p *Plan) ([]byte, error) {
-	// The checksum covers the plan's compact JSON, so layout changes are harmless and content changes are caught.
-	body, err := json.Marshal(p)
-	if err != nil {
-		return nil, err
-	}
-	sum := sha256.Sum256(body)
-	return json.MarshalIndent(envelope{Format: magic, Checksum: "sha256:" + hex.EncodeToString(sum[:]), Plan: body}, "", "  ")
+	return Seal(magic, "plan", p)
 }
 
 // Unmarshal parses and checks a plan file's bytes.
 func Unmarshal(b []byte) (*Plan, error) {
-	var env envelope
-	if err := json.Unmarshal(b, &env); err != nil {
-		return nil, fmt.Errorf("%w: not a plan file (%v)", ErrDamaged, err)
-	}
-	if env.Format != magic {
-		return nil, fmt.Errorf("%w: not a shardctl plan file", ErrDamaged)
-	}
-	sum := sha256.Sum256(compact(env.Plan))
-	if env.Checksum != "sha256:"+hex.EncodeToString(sum[:]) {
-		return nil, fmt.Errorf("%w: checksum mismatch (the file was edited or damaged); restore it or abort the operation by hand", ErrDamaged)
+	body, err := Unseal(b, magic, "plan")
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v; restore it or abort the operation by hand", ErrDamaged, err)
 	}
 	var p Plan
-	dec := json.NewDecoder(bytes.NewReader(env.Plan))
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrDamaged, err)
@@ -435,6 +414,46 @@ func Unmarshal(b []byte) (*Plan, error) {
 		p.Checkpoints.Prune = PruneMarks{}
 	}
 	return &p, nil
+}
+
+// Seal renders v as a file that refuses to be taken at its word once
+// edited or damaged: {"format": format, "checksum": "sha256:…", field: v},
+// the checksum over v's compact JSON, so layout changes are harmless and
+// content changes are caught. Plan files and verify checkpoints are sealed.
+func Seal(format, field string, v any) ([]byte, error) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(body)
+	// Built by hand to keep the keys in this order (a map would sort
+	// them); marshalling a string cannot fail.
+	str := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+	raw := `{"format":` + str(format) + `,"checksum":` + str("sha256:"+hex.EncodeToString(sum[:])) + `,` + str(field) + `:` + string(body) + `}`
+	var out bytes.Buffer
+	if err := json.Indent(&out, []byte(raw), "", "  "); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
+}
+
+// Unseal returns the content Seal(format, field, …) wrote, refusing a file
+// of another format or one whose content fails its checksum. Its errors
+// say what is wrong, not what to do: that is the caller's to add.
+func Unseal(b []byte, format, field string) (json.RawMessage, error) {
+	var env map[string]json.RawMessage
+	if err := json.Unmarshal(b, &env); err != nil {
+		return nil, fmt.Errorf("not a %s file (%v)", field, err)
+	}
+	var got, sum string
+	if json.Unmarshal(env["format"], &got) != nil || got != format {
+		return nil, fmt.Errorf("not a shardctl %s file", field)
+	}
+	want := sha256.Sum256(compact(env[field]))
+	if json.Unmarshal(env["checksum"], &sum) != nil || sum != "sha256:"+hex.EncodeToString(want[:]) {
+		return nil, errors.New("checksum mismatch (the file was edited or damaged)")
+	}
+	return env[field], nil
 }
 
 func compact(raw []byte) []byte {
