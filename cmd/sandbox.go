@@ -114,6 +114,7 @@ func (a *app) sbSeed() *cobra.Command {
 	var shards, employees int
 	var width int64
 	var hash, list bool
+	var prefix string
 	c := &cobra.Command{
 		Use:   "seed",
 		Short: "Create the book's employees data set over range shards and register them in the shard map",
@@ -148,7 +149,7 @@ the "employees" RANGE function, sharded columns and ranges in the shard map
 			defer closeFn()
 			p := a.newProgress("seed", int64(shards*employees*9))
 			var last = map[int]int64{}
-			out, err := sandbox.Seed(cmd.Context(), s, sandbox.SeedConfig{Servers: addrs, Creds: a.shardCreds(), Shards: shards, Employees: employees, RangeWidth: width, Hash: hash, List: list,
+			out, err := sandbox.Seed(cmd.Context(), s, sandbox.SeedConfig{Servers: addrs, Creds: a.shardCreds(), Shards: shards, Employees: employees, RangeWidth: width, Hash: hash, List: list, SchemaPrefix: prefix,
 				Progress: func(shard int, rows int64) { p.Add(rows - last[shard]); last[shard] = rows }})
 			p.Finish()
 			if err != nil {
@@ -167,6 +168,7 @@ the "employees" RANGE function, sharded columns and ranges in the shard map
 	c.Flags().IntVar(&shards, "shards", 6, "number of range shards")
 	c.Flags().IntVar(&employees, "employees", 2000, "employees per shard (about 9 rows each)")
 	c.Flags().Int64Var(&width, "range-width", 1_000_000, "keys per range shard")
+	c.Flags().StringVar(&prefix, "schema-prefix", "shard_", "shard k's schema is PREFIXk (a second fleet on the same servers needs its own prefix and shard map)")
 	c.Flags().BoolVar(&hash, "hash", false, "shard by consistent hash (MD5 ring) instead of ranges")
 	c.Flags().BoolVar(&list, "list", false, "shard by LIST: each employee a tenant, one list point per emp_no (and as many tenants without rows yet)")
 	return c
