@@ -63,6 +63,7 @@ func (r *runner) prepare(ctx context.Context) error {
 	if err := r.env.Store.Apply(ctx, "prepare", r.p.Prepare); err != nil {
 		return err
 	}
+	fault.Hit("prepare:registered") // tests: a crash before the new shard's id is saved
 	for _, c := range r.p.Prepare {
 		if c.Op != shardmap.OpAddLocation || c.ShardID != shardmap.NewShard {
 			continue
@@ -76,6 +77,30 @@ func (r *runner) prepare(ctx context.Context) error {
 		r.mu.Unlock()
 		if err := r.save(true); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// resolveRegistered gives a plan that registered its new shard's location
+// but stopped before it saved the id (a crash, a failure right after) that
+// id, found by the location's address, so its abort removes the location.
+func resolveRegistered(ctx context.Context, store *shardmap.Store, p *plans.Plan) error {
+	if p.Step(plans.StepCreate).Attempts == 0 {
+		return nil // nothing registered yet: a location at that address is not the plan's
+	}
+	for _, c := range p.Prepare {
+		if c.Op != shardmap.OpAddLocation || c.ShardID != shardmap.NewShard {
+			continue
+		}
+		m, err := store.Load(ctx)
+		if err != nil {
+			return err
+		}
+		for _, l := range m.Locations {
+			if l.Host == c.Host && l.Port == c.Port && l.Schema == c.Schema {
+				resolveNewShard(p, l.ShardID)
+			}
 		}
 	}
 	return nil
