@@ -119,6 +119,44 @@ func resolveNewShard(p *plans.Plan, id int) {
 	}
 }
 
+// pruneScope counts, before a table's first delete, the rows the cleanup
+// has to delete (the source is fenced: the count stays true), and on a
+// resume makes the table's deleted rows that count minus what is left, so
+// rows deleted after the last saved mark are counted too.
+func (r *runner) pruneScope(ctx context.Context, pr *prune.Pruner) error {
+	changed := false
+	for _, t := range r.p.Cleanup {
+		r.mu.Lock()
+		m := r.p.Checkpoints.Prune[t.Name]
+		scope, counted := r.p.Checkpoints.PruneScope[t.Name]
+		r.mu.Unlock()
+		fresh := m.Rows == 0 && m.After == nil
+		if m.Done || !counted && !fresh {
+			continue // done, or begun by a version that did not count
+		}
+		n, err := pr.Count(ctx, t)
+		if err != nil {
+			return err
+		}
+		r.mu.Lock()
+		if !counted {
+			if r.p.Checkpoints.PruneScope == nil {
+				r.p.Checkpoints.PruneScope = map[string]int64{}
+			}
+			r.p.Checkpoints.PruneScope[t.Name] = n
+		} else {
+			m.Rows = max(scope-n, m.Rows)
+			r.p.Checkpoints.Prune[t.Name] = m
+		}
+		r.mu.Unlock()
+		changed = true
+	}
+	if !changed {
+		return nil
+	}
+	return r.save(true)
+}
+
 // checkpoint records a watermark (update runs under the plan's lock), saves
 // the plan (always when done, else at most every 500 ms), and on the third
 // call of a step lets the test fault point "during:<step>" kill the process.
@@ -294,16 +332,22 @@ func (r *runner) cleanup(ctx context.Context) error {
 	pause := r.p.Options.PruneSleepMS.D()
 	pr := &prune.Pruner{DB: r.src, Schema: r.p.Source.Schema, ChunkRows: r.p.Options.PruneChunkRows,
 		Throttle: func(ctx context.Context) error { return r.thr.Pause(ctx, r.p.Options.PruneChunkRows, pause) }}
-	var deleted int64
+	var deleted, chunks int64
 	saves := 0
 	pr.Progress = func(_ string, n int64) {
 		deleted += n
+		if chunks++; chunks == 3 {
+			fault.Hit("cleanup:deleted") // tests: a crash with a chunk deleted and not yet recorded
+		}
 		r.env.Observer.Progress(plans.StepCleanup, deleted, deleted, r.thr.Reason())
 	}
 	// The source's own triggers must not fire on cleanup's deletes (an
 	// AFTER DELETE trigger would write rows no application delete caused).
 	if err := schemaobj.Replace(ctx, r.src, r.p.Source.Schema, r.p.Source.Schema, r.p.SourceTriggers, true); err != nil {
 		return fmt.Errorf("guard the source's triggers: %w", err)
+	}
+	if err := r.pruneScope(ctx, pr); err != nil {
+		return err
 	}
 	err := PruneTables(ctx, r.env.Store, r.p.Source, pr, r.p.Cleanup, func(table string) watermark.Mark {
 		r.mu.Lock()
