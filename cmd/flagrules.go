@@ -9,6 +9,7 @@ package cmd
 import (
 	"fmt"
 	"math"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -66,6 +67,9 @@ var (
 	// addrFlags hold HOST:PORT (lists: each element); schemaFlags a schema name.
 	addrFlags   = settingAddrs(map[string]bool{"to": true, "server": true, "against": true, "drain": true, "source": true})
 	schemaFlags = map[string]bool{"schema": true}
+	// replacedFiles name a file shardctl replaces whole (a temporary file
+	// renamed over it): only a regular file, or none yet, may be there.
+	replacedFiles = map[string]bool{"metrics-file": true}
 )
 
 // checkFlag checks one flag's current value against its rule.
@@ -97,6 +101,9 @@ func checkFlag(fl *pflag.Flag) error {
 		}
 		return nil
 	}
+	if replacedFiles[name] && val != "" {
+		return checkReplacedFile(name, val)
+	}
 	var values []string
 	if sv, ok := fl.Value.(pflag.SliceValue); ok {
 		values = sv.GetSlice()
@@ -116,6 +123,26 @@ func checkFlag(fl *pflag.Flag) error {
 		}
 	}
 	return nil
+}
+
+// checkReplacedFile refuses a path where something other than a regular
+// file is: the rename would put a regular file in place of a device, a
+// directory's entry, a FIFO or a symbolic link.
+func checkReplacedFile(name, path string) error {
+	st, err := os.Lstat(path)
+	if err != nil || st.Mode().IsRegular() {
+		return nil // a missing file is created; a missing directory is refused when the file is first written
+	}
+	what := "not a regular file"
+	switch {
+	case st.IsDir():
+		what = "a directory"
+	case st.Mode()&os.ModeSymlink != 0:
+		what = "a symbolic link"
+	case st.Mode()&os.ModeDevice != 0:
+		what = "a device"
+	}
+	return badInput("--%s %s is %s: shardctl replaces the file whole (a temporary file renamed over it), so give the path of a regular file, or of none yet (e.g. in node_exporter's textfile directory)", name, path, what)
 }
 
 func (l limit) allows(v float64) bool {

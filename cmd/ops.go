@@ -156,7 +156,7 @@ func (a *app) launch(cmd *cobra.Command, env pipeline.Env, p *plans.Plan, f *opF
 		})
 	}
 	if f.planOut != "" {
-		if err := plans.Save(f.planOut, p); err != nil {
+		if err := saveNewPlan(f.planOut, "--plan-out "+f.planOut, p); err != nil {
 			return err
 		}
 		return a.emit(map[string]string{"plan_id": p.ID, "plan_path": f.planOut}, func(w io.Writer) {
@@ -176,10 +176,20 @@ func (a *app) launch(cmd *cobra.Command, env pipeline.Env, p *plans.Plan, f *opF
 		return err
 	}
 	path := plans.Path(a.planDir(), p.ID)
-	if err := plans.Save(path, p); err != nil {
+	if err := saveNewPlan(path, "the plan directory "+a.planDir()+" (--plan-dir, SHARDCTL_PLAN_DIR or plan-dir: in the config file)", p); err != nil {
 		return err
 	}
 	return a.runPlan(cmd.Context(), env, p, path, true)
+}
+
+// saveNewPlan writes a plan that has not run yet. A place shardctl cannot
+// write is the operator's to fix (exit 2, not a failure a resume could
+// cure): nothing was changed yet.
+func saveNewPlan(path, where string, p *plans.Plan) error {
+	if err := plans.Save(path, p); err != nil {
+		return withCode(ExitBadInput, fmt.Errorf("%s is not usable: %w; give a directory shardctl can create and write in (nothing was changed)", where, err))
+	}
+	return nil
 }
 
 // runPlan runs (or resumes) a plan and reports it. A fresh plan (its first

@@ -42,6 +42,9 @@ func Abort(ctx context.Context, env Env, p *plans.Plan) error {
 	if err := r.open(ctx); err != nil {
 		return err
 	}
+	if err := resolveRegistered(ctx, env.Store, p); err != nil {
+		return fmt.Errorf("abort: the new shard's location: %w", err)
+	}
 	if stale, err := abortIfStale(ctx, r); stale || err != nil {
 		return err
 	}

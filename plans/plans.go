@@ -219,6 +219,11 @@ type Checkpoints struct {
 	// compared again behind the fence, where the source is still.
 	Deferred []watermark.Range `json:"deferred_verify,omitempty"`
 	Prune    PruneMarks        `json:"prune,omitempty"`
+	// PruneScope is, by table, how many rows the cleanup had to delete,
+	// counted before its first delete: the rows a crash deleted after the
+	// last saved mark are gone from the source, and a resume counts them
+	// as this minus what is left.
+	PruneScope map[string]int64 `json:"prune_scope,omitempty"`
 }
 
 // Result sums up a finished (or stopped) run for people and scripts.

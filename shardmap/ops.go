@@ -6,14 +6,19 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
+	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/keyspace"
 )
 
 // AddShard registers a location and returns its shard id. Registering the
 // same host, port and schema again returns the existing id.
 func (s *Store) AddShard(ctx context.Context, host string, port int, schema string) (int, error) {
-	if host == "" || port <= 0 || port > 65535 || schema == "" || len(schema) > 64 {
+	// The limit is in characters (the column is VARCHAR(64)), as the flag
+	// rule counts it: a name it let through must not be refused here, after
+	// a split's plan registered its location.
+	if host == "" || port <= 0 || port > 65535 || schema == "" || utf8.RuneCountInString(schema) > dbutil.MaxIdentLen {
 		return 0, badInput("a shard needs a host, a port from 1 to 65535 and a schema name of at most 64 characters")
 	}
 	var id int
