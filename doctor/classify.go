@@ -18,14 +18,14 @@ import (
 
 // Kinds of finding.
 const (
-	KindPlanStopped   = "plan-stopped"     // an unfinished plan no process runs
-	KindWindowExpired = "window-expired"   // a reverse window past its end, no process running it
-	KindPlanCopies    = "plan-copies"      // the plan file and its plans-table row disagree
-	KindFence         = "fence-left"       // fence triggers on a serving shard no plan owns
-	KindOffline       = "mapping-offline"  // offline mappings of a shard no plan owns
-	KindCopy          = "copy-left"        // a shard-shaped schema no location names and no plan owns
-	KindLockDead      = "lock-dead"        // a shard lock held by a session whose process is gone
-	KindLockRow       = "lock-row"         // a holder row of a lock nobody holds
+	KindPlanStopped   = "plan-stopped"    // an unfinished plan no process runs
+	KindWindowExpired = "window-expired"  // a reverse window past its end, no process running it
+	KindPlanCopies    = "plan-copies"     // the plan file and its plans-table row disagree
+	KindFence         = "fence-left"      // fence triggers on a serving shard no plan owns
+	KindOffline       = "mapping-offline" // offline mappings of a shard no plan owns
+	KindCopy          = "copy-left"       // a shard-shaped schema no location names and no plan owns
+	KindLockDead      = "lock-dead"       // a shard lock held by a session whose process is gone
+	KindLockRow       = "lock-row"        // a holder row of a lock nobody holds
 	KindUnreachable   = "server-unreachable"
 )
 
