@@ -180,7 +180,11 @@ func planFindings(f *Facts, pf *PlanFacts) []Finding {
 			Alternative: "shardctl plan revert " + p.ID + " (switch back to the source first)"})
 	default:
 		step := p.NextStep()
-		what := fmt.Sprintf("plan %s (%s) is %s at step %s and no process runs it", p.ID, p.Summary, p.State, step)
+		state := "stopped"
+		if p.State == plans.StateRunning {
+			state = "left running (its process is gone)"
+		}
+		what := fmt.Sprintf("plan %s (%s) %s at step %s, and no process runs it", p.ID, p.Summary, state, step)
 		if left := heldBy(f, p); left != "" {
 			what += "; it holds " + left
 		}

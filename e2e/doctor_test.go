@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"database/sql"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/doctor"
-	"github.com/shardctl/shardctl/lock"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/planstore"
 )
@@ -73,6 +71,19 @@ func TestDoctorFindsAndEndsHalfFinishedStates(t *testing.T) {
 	c := newCluster(t, "e2e_doctor", []int{1, 1, 2}, []int{300, 300, 300})
 	s3 := c.env.Addr(3).String()
 	src1 := c.shards[0].Schema
+
+	// Bad input is refused with exit 2 and what to give.
+	for _, bad := range []struct {
+		args []string
+		hint string
+	}{
+		{[]string{"doctor", "--stale-lock", "1s"}, "allowed 5s"},
+		{[]string{"doctor", "shard1"}, "usage"},
+	} {
+		if r := c.run(nil, bad.args...); r.code != 2 || !strings.Contains(r.stderr, bad.hint) {
+			t.Fatalf("%v: exit %d\n%s", bad.args, r.code, r.stderr)
+		}
+	}
 
 	// 1. The plans table refuses every write, and the move of shard 1 is
 	// killed inside its fence: the plan exists only as this host's file,
@@ -167,17 +178,16 @@ func TestDoctorFindsAndEndsHalfFinishedStates(t *testing.T) {
 		t.Fatal(err)
 	}
 	mv := c.startBG(nil, "move", "--shard", "2", "--to", s3, "--yes", "--postpone-cutover-file", postpone)
-	name := lock.Name(c.name, 2)
-	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		var id sql.NullInt64
-		if err := c.store.DB.QueryRow("SELECT IS_USED_LOCK(?)", name).Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		if id.Valid {
-			break
-		}
+	// Frozen once it waits at the cutover (its lock held, its copy verified).
+	var p2 *plans.Plan
+	for deadline := time.Now().Add(2 * time.Minute); p2 == nil || !p2.Done(plans.StepVerify); time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the move never took its lock\n%s", mv.err.String())
+			t.Fatalf("the move never reached its cutover\n%s", mv.err.String())
+		}
+		for _, f := range planFiles(t, c.planDir) {
+			if id := planID(f); id != p1.ID && id != p3.ID {
+				p2, _ = plans.Load(f)
+			}
 		}
 	}
 	if err := mv.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
@@ -202,7 +212,6 @@ func TestDoctorFindsAndEndsHalfFinishedStates(t *testing.T) {
 	if code := mv.wait(t, 2*time.Minute); code != 3 {
 		t.Fatalf("the thawed move: exit %d (want 3)\n%s", code, mv.err.String())
 	}
-	p2 := newPlan(t, c.planDir, p1.ID, p3.ID)
 	rep = c.doctor(1)
 	rep.find(t, doctor.KindPlanStopped, p2.ID, 2)
 	rep.find(t, doctor.KindWindowExpired, p3.ID, 3)
