@@ -297,10 +297,14 @@ func fleetFindings(f *Facts, owned Owned) []Finding {
 			if fc.Fenced {
 				state = "failing writes"
 			}
+			what := fmt.Sprintf("fence triggers (%s) on %s", state, strings.Join(fc.Tables, ", "))
+			if len(fc.Tables) == 0 {
+				what = "the fence table " + dbutil.FenceTable + " without its triggers"
+			}
 			lifted[l.ShardID] = true
 			out = append(out, Finding{Kind: KindFence, ShardID: l.ShardID, Server: s.Addr, Schema: fc.Schema,
-				What: fmt.Sprintf("shard %d's serving copy %s/%s carries fence triggers (%s) on %s, and no unfinished plan owns the shard; --fix drops them",
-					l.ShardID, s.Addr, fc.Schema, state, strings.Join(fc.Tables, ", ")),
+				What: fmt.Sprintf("shard %d's serving copy %s/%s carries %s, and no unfinished plan owns the shard; --fix drops them",
+					l.ShardID, s.Addr, fc.Schema, what),
 				Command: FixCommand, Fixable: true, tables: fc.Tables})
 		}
 	}

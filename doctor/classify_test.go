@@ -104,6 +104,11 @@ func TestOrphanFenceAndOfflineMapping(t *testing.T) {
 		!strings.Contains(fs[1].What, "after lifting its fence") {
 		t.Fatalf("%+v", fs)
 	}
+	// A fence table left without its triggers is a fence left too.
+	f.Servers[0].Fences = []FenceFacts{{Schema: "s2", Tables: []string{}}}
+	if fs := Classify(f); kinds(fs) != KindFence+" "+KindOffline || !strings.Contains(fs[0].What, "the fence table _shardctl_fence without its triggers") {
+		t.Fatalf("%+v", fs)
+	}
 	f.Servers[0].Fences = nil
 	f.Servers[0].Schemas = []string{"s1"}
 	fs = Classify(f)

@@ -157,6 +157,18 @@ func readServer(ctx context.Context, a dbutil.Addr, creds dbutil.Creds, names []
 		}); err != nil {
 		return fmt.Errorf("list fence triggers: %w", err)
 	}
+	// A fence table whose triggers are gone (a lift stopped between the two)
+	// is a fence left too.
+	if err := dbutil.ScanEach(ctx, db, "SELECT TABLE_SCHEMA FROM information_schema.TABLES WHERE TABLE_SCHEMA IN ("+in+") AND TABLE_NAME = ? ORDER BY TABLE_SCHEMA",
+		append(args, fence.FenceTable), []any{&schema}, func() error {
+			if byschema[schema] == nil {
+				order = append(order, schema)
+				byschema[schema] = []string{}
+			}
+			return nil
+		}); err != nil {
+		return fmt.Errorf("list fence tables: %w", err)
+	}
 	for _, sc := range order {
 		fc := FenceFacts{Schema: sc, Tables: byschema[sc]}
 		for _, t := range fc.Tables {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -222,6 +223,8 @@ func TestDoctorFindsAndEndsHalfFinishedStates(t *testing.T) {
 	}
 	c.mustRun("plan", "resume", p2.ID)
 	c.mustRun("plan", "complete", p3.ID)
+	// A split that ran to the end leaves nothing doctor would report either.
+	c.mustRun("split", "--shard", "1", "--at", fmt.Sprint(c.shards[0].Lower+150), "--to", s3, "--yes")
 	rep = c.doctor(0)
 	if !rep.Healthy || rep.Found != 0 {
 		t.Fatalf("after every command: %+v", rep)
