@@ -40,6 +40,8 @@ var (
 		"wait":         {lo: float64(time.Millisecond), hi: float64(24 * time.Hour)},
 		"duration":     {lo: float64(time.Millisecond), hi: unbounded, off: "until interrupted"},
 		"map-ttl":      {lo: float64(time.Millisecond), hi: float64(time.Hour)},
+		// A live lock holder checks its lock every 2 s: shorter would call it dead.
+		"stale-lock": {lo: float64(5 * time.Second), hi: float64(24 * time.Hour)},
 	}, plans.KindMillis, plans.KindSeconds)
 	numberFlags = withSettings(map[string]limit{
 		"sleep-ms":         {lo: 0, hi: 60_000},

@@ -352,7 +352,7 @@ func (r *runner) ensureTail(ctx context.Context) error {
 		}
 	}
 	if purged {
-		return fmt.Errorf("%w: the source no longer has binlog %s, so changes since the copy cannot be replayed; this plan cannot cut over: abort it ('shardctl plan abort %s') and start a new one", ErrPurged, from.File, r.p.ID)
+		return fmt.Errorf("%w: the source no longer has binlog %s, so changes since the copy cannot be replayed; this plan cannot cut over: abort it ('shardctl plan abort %s') and start a new one, with a binlog retention on the source (binlog_expire_logs_seconds) longer than the copy takes", ErrPurged, from.File, r.p.ID)
 	}
 	fks, err := tables.ForeignKeys(ctx, r.src, r.p.Source.Schema)
 	if err != nil {

@@ -22,8 +22,24 @@ import (
 
 // preflight records that the checks passed: every refusal before a step is
 // a registered check (checks.go), and runChecks ran them all, under the
-// plan's locks, just before the steps.
-func (r *runner) preflight(context.Context) error { return nil }
+// plan's locks, just before the steps. It warns when the source may purge
+// its binary log before the copy ends (a purged start position stops the
+// plan for good, pipeline.go).
+func (r *runner) preflight(ctx context.Context) error {
+	retention, variable, err := binlogRetention(ctx, r.src)
+	if err != nil {
+		r.env.Log.Warn("could not read the source's binlog retention", "source", r.p.Source.Addr(), "err", err)
+		return nil
+	}
+	var rows int64
+	for _, t := range r.p.Copy {
+		rows += t.EstRows
+	}
+	if why := retentionRisk(rows, r.p.Options.MaxRate, retention, variable); why != "" {
+		r.env.Log.Warn("binlog retention: "+why, "source", r.p.Source.Addr())
+	}
+	return nil
+}
 
 // create records the binlog position the tail will start from (first, so no
 // change made during the copy is missed), applies the plan's Prepare changes,
