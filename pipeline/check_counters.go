@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -17,61 +18,185 @@ import (
 // above the target's counter the copy drags the target's counter into the
 // merged shard's id space: while the copy and the tail run, the target hands
 // out ids the merged shard holds (not yet copied) or goes on issuing, and one
-// side's row then refuses or replaces the other's. Seen in CI as a duplicate
-// key on the target's own insert, mid-copy. The counters carried at the
-// cutover (autoinc.go) cannot help: the harm is done before it. The merge is
-// safe when every id the merged shard holds or issues stays below the
-// target's counter, or when the servers interleave ids
-// (auto_increment_increment > 1 with distinct offsets).
-func init() {
-	register(Check{
-		Name:  "merge counters apart",
-		Ops:   []string{"merge"},
-		Until: plans.StepCopy,
-		Run: func(ctx context.Context, c *CheckEnv) error {
-			p := c.Plan
-			names, err := idsCanMeet(ctx, c.Src, p)
-			if err != nil {
-				return probeError("the AUTO_INCREMENT columns and unique keys", "source", p.Source.Addr(), err)
-			}
-			if len(names) == 0 {
-				return nil
-			}
-			apart, err := interleaved(ctx, c.Src, c.Dst)
-			if err != nil {
-				return probeError("auto_increment_increment and auto_increment_offset", "source and target", p.Source.Addr()+" / "+p.Target.Addr(), err)
-			}
-			if apart {
-				return nil
-			}
-			from, err := autoIncrements(ctx, c.Src, p.Source.Schema, names)
-			if err != nil {
-				return probeError("the AUTO_INCREMENT counters", "source", p.Source.Addr(), err)
-			}
-			if len(from) == 0 {
-				return nil
-			}
-			into, err := autoIncrements(ctx, c.Dst, p.Target.Schema, names)
-			if err != nil {
-				return probeError("the AUTO_INCREMENT counters", "target", p.Target.Addr(), err)
-			}
-			var bad []string
-			for _, n := range names {
-				s, ok := from[n]
-				t, tok := into[n]
-				if !ok || !tok || s < t {
-					continue
-				}
-				bad = append(bad, fmt.Sprintf("%s (the merged shard's counter %d, the target's %d: raise it with ALTER TABLE %s AUTO_INCREMENT = N, N above every id shard %d issues until the cutover, e.g. %d)",
-					n, s, t, dbutil.Table(p.Target.Schema, n), p.Source.ShardID, 2*s))
-			}
-			if len(bad) == 0 {
-				return nil
-			}
-			return fmt.Errorf("%w: the merge target's AUTO_INCREMENT counter is not above the merged shard's, so while the copy runs the target would issue ids the merged shard holds or issues (one side's row would refuse or replace the other's): %s; or merge shard %d into shard %d instead",
-				ErrRefused, strings.Join(bad, "; "), p.Target.ShardID, p.Source.ShardID)
-		},
-	})
+// side's row then refuses or replaces the other's. The counters carried at
+// the cutover (autoinc.go) cannot help: the harm is done before it.
+//
+// So the plan raises the target's counter, at create and before the copy,
+// to the merged shard's counter plus a margin: the merged shard keeps
+// inserting until the cutover and its ids stay below the raise, the
+// target's own ids above it. The margin is the merged shard's counter
+// itself (as many ids again as it issued in its life), at least
+// minCounterMargin, at most half the room the column's type leaves. Raising
+// again later cannot help (the target issues from the first raise on), so
+// ahead of each cutover attempt idsApart checks that the merged shard stayed
+// below it. Shards made from one database (equal counters) merge so; servers
+// that interleave ids (auto_increment_increment > 1, distinct offsets) need
+// no raise.
+const minCounterMargin = 1_000_000
+
+// planCounters records the copied tables with an AUTO_INCREMENT counter
+// and, for a merge, the raise of the target's counters. A column whose type
+// leaves no room for a margin is refused.
+func planCounters(ctx context.Context, src, dst *sql.DB, p *plans.Plan) error {
+	cols, err := counterColumns(ctx, src, p.Source.Schema)
+	if err != nil {
+		return probeError("the AUTO_INCREMENT columns", "source", p.Source.Addr(), err)
+	}
+	var names []string
+	for _, t := range p.Copy {
+		if _, ok := cols[t.Name]; ok {
+			names = append(names, t.Name)
+		}
+	}
+	from, err := autoIncrements(ctx, src, p.Source.Schema, names)
+	if err != nil {
+		return probeError("the AUTO_INCREMENT counters", "source", p.Source.Addr(), err)
+	}
+	p.Counters = []plans.Counter{}
+	for _, n := range names {
+		c := cols[n]
+		c.Source = from[n]
+		p.Counters = append(p.Counters, c)
+	}
+	if p.Operation != "merge" || len(names) == 0 {
+		return nil
+	}
+	meet, err := idsCanMeet(ctx, src, p)
+	if err != nil {
+		return probeError("the AUTO_INCREMENT columns and unique keys", "source", p.Source.Addr(), err)
+	}
+	if len(meet) == 0 {
+		return nil
+	}
+	apart, err := interleaved(ctx, src, dst)
+	if err != nil {
+		return probeError("auto_increment_increment and auto_increment_offset", "source and target", p.Source.Addr()+" / "+p.Target.Addr(), err)
+	}
+	if apart {
+		return nil
+	}
+	into, err := autoIncrements(ctx, dst, p.Target.Schema, meet)
+	if err != nil {
+		return probeError("the AUTO_INCREMENT counters", "target", p.Target.Addr(), err)
+	}
+	var bad []string
+	for i := range p.Counters {
+		c := &p.Counters[i]
+		if !slices.Contains(meet, c.Table) {
+			continue
+		}
+		c.Target = into[c.Table]
+		to, margin, ok := counterRaise(c.Source, c.Max)
+		if !ok {
+			bad = append(bad, fmt.Sprintf("%s.%s (counter %d, its type's largest value %d)", c.Table, c.Column, c.Source, c.Max))
+			continue
+		}
+		if c.Target < to {
+			c.RaiseTo, c.Margin = to, margin
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%w: the merge target's AUTO_INCREMENT counter must go above every id shard %d issues until the cutover, and these columns' types leave no room for that above the merged shard's counter: %s; widen the column (BIGINT) on both shards, then plan the merge again",
+			ErrRefused, p.Source.ShardID, strings.Join(bad, "; "))
+	}
+	return nil
+}
+
+// counterRaise is where a merge target's counter goes for a merged shard's
+// counter s in a column whose largest value is hi, and the margin that
+// leaves the merged shard; ok is false when the type leaves no room.
+func counterRaise(s, hi uint64) (to, margin uint64, ok bool) {
+	if s >= hi {
+		return 0, 0, false
+	}
+	margin = min(max(s, minCounterMargin), (hi-s)/2)
+	return s + margin, margin, margin > 0
+}
+
+// raiseMergeCounters raises, at create, the merge target's counters the
+// plan names, from the live counters (the plan may be applied long after it
+// was made: the merged shard's counter moved, the margin stays), and
+// records where they went.
+func (r *runner) raiseMergeCounters(ctx context.Context) error {
+	var names []string
+	for _, c := range r.p.Counters {
+		if c.RaiseTo > 0 && !c.Raised {
+			names = append(names, c.Table)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	from, err := autoIncrements(ctx, r.src, r.p.Source.Schema, names)
+	if err != nil {
+		return err
+	}
+	into, err := autoIncrements(ctx, r.dst, r.p.Target.Schema, names)
+	if err != nil {
+		return err
+	}
+	to := map[string]uint64{}
+	var raise []string
+	r.mu.Lock()
+	for i := range r.p.Counters {
+		c := &r.p.Counters[i]
+		if !slices.Contains(names, c.Table) {
+			continue
+		}
+		s := from[c.Table]
+		if s >= c.Max || c.Max-s < c.Margin {
+			r.mu.Unlock()
+			return fmt.Errorf("table %s.%s: the merged shard's AUTO_INCREMENT counter reached %d, too near its type's largest value %d to raise the target's %d above it", r.p.Target.Schema, c.Table, s, c.Max, c.Margin)
+		}
+		c.RaiseTo = max(c.RaiseTo, s+c.Margin)
+		if into[c.Table] < c.RaiseTo {
+			to[c.Table] = c.RaiseTo
+			raise = append(raise, c.Table)
+		}
+	}
+	r.mu.Unlock()
+	if err := raiseCounters(ctx, r.dst, r.p.Target.Schema, raise, to, r.p.Options.LockWaitMS.D()); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	for i := range r.p.Counters {
+		if slices.Contains(names, r.p.Counters[i].Table) {
+			r.p.Counters[i].Raised = true
+		}
+	}
+	r.mu.Unlock()
+	if len(raise) > 0 {
+		r.env.Log.Info("merge target's AUTO_INCREMENT counters raised", "schema", r.p.Target.Schema, "tables", raise)
+	}
+	return r.save(true)
+}
+
+// errIdsMet stops a merge whose merged shard issued ids up to the target's raised counter.
+var errIdsMet = errors.New("the merged shard's AUTO_INCREMENT ids reached the target's")
+
+// idsApart checks, ahead of a merge's cutover attempt, that the merged
+// shard's counters stayed below where create raised the target's.
+func (r *runner) idsApart(ctx context.Context) error {
+	var names []string
+	for _, c := range r.p.Counters {
+		if c.Raised {
+			names = append(names, c.Table)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	from, err := autoIncrements(ctx, r.src, r.p.Source.Schema, names)
+	if err != nil {
+		return err
+	}
+	for _, c := range r.p.Counters {
+		if s := from[c.Table]; c.Raised && s >= c.RaiseTo {
+			return fmt.Errorf("%w: table %s.%s: shard %d's counter is %d, at or past the %d the target's was raised to at create, so ids from %d on may be on both shards; the cutover is stopped (plan abort removes the copied rows; look at the rows with ids from %d before merging again)",
+				errIdsMet, r.p.Source.Schema, c.Table, r.p.Source.ShardID, s, c.RaiseTo, c.RaiseTo, c.RaiseTo)
+		}
+	}
+	return nil
 }
 
 // idsCanMeet lists the copied tables where the two shards' issued ids can

@@ -1,20 +1,24 @@
 package pipeline
 
 import (
+	"context"
 	"strings"
 	"testing"
 
 	"github.com/shardctl/shardctl/internal/testenv"
+	"github.com/shardctl/shardctl/plans"
+	"github.com/shardctl/shardctl/tables"
 )
 
-// A merge whose target counter lies below the merged shard's ids is refused
-// (the copy would drag the target's counter among them), naming the table and
-// the ALTER that fixes it; a target counter above them, or servers that
-// interleave ids, are accepted; a table without a counter is not read.
-func TestCheckMergeCountersApart(t *testing.T) {
-	const name = "merge counters apart"
+// A merge plan raises the target's counter above the merged shard's plus a
+// margin when the two can meet (equal counters, as in shards made from one
+// database), names nothing for a table whose ids cannot meet, nor for
+// servers that interleave ids, nor for a target counter already above the
+// margin; a column whose type leaves no room is refused, naming it.
+func TestPlanMergeCounters(t *testing.T) {
+	ctx := context.Background()
 	ddl := "CREATE TABLE tickets (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, emp_no INT NOT NULL)"
-	// Not read: a counter inside a key that has the shard column (two
+	// Not raised: a counter inside a key that has the shard column (two
 	// shards' rows never meet on it), and a MyISAM table without a counter
 	// (MySQL 9 reports AUTO_INCREMENT 1 for it all the same).
 	others := []string{"CREATE TABLE plain (id INT PRIMARY KEY)",
@@ -27,12 +31,30 @@ func TestCheckMergeCountersApart(t *testing.T) {
 		c.Plan.Copy[i].Sharded, c.Plan.Copy[i].ShardColumn = true, "emp_no"
 	}
 	dst := env.DB(t, 2, "")
-	testenv.Schema(t, dst, "chk_ctr", append([]string{ddl, "INSERT INTO tickets VALUES (1, 1)"}, others...)...)
-	err := runCheck(t, name, c)
-	wantRefused(t, err, "tickets (the merged shard's counter 1000001000, the target's 2")
-	wantRefused(t, err, "ALTER TABLE `chk_ctr`.`tickets` AUTO_INCREMENT = N")
-	if strings.Contains(err.Error(), "per_emp") || strings.Contains(err.Error(), "log (") {
-		t.Fatalf("a table whose ids cannot meet was named: %v", err)
+	// Equal counters: the shards were made from one database.
+	testenv.Schema(t, dst, "chk_ctr", append([]string{ddl, "INSERT INTO tickets VALUES (1, 1)", "ALTER TABLE tickets AUTO_INCREMENT = 1000001000"}, others...)...)
+	raises := func() map[string]plans.Counter {
+		t.Helper()
+		if err := planCounters(ctx, c.Src, dst, c.Plan); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]plans.Counter{}
+		for _, ct := range c.Plan.Counters {
+			out[ct.Table] = ct
+		}
+		return out
+	}
+	got := raises()
+	if tk := got["tickets"]; tk.Source != 1000001000 || tk.Target != 1000001000 || tk.RaiseTo != 2000002000 || tk.Margin != 1000001000 {
+		t.Fatalf("tickets: %+v, want the target raised to 2000002000 (the merged shard's counter twice)", tk)
+	}
+	if len(got) != 2 || got["per_emp"].RaiseTo != 0 {
+		t.Fatalf("counters %+v, want tickets and per_emp (not raised: its key has the shard column)", got)
+	}
+	var out strings.Builder
+	plans.Print(&out, c.Plan)
+	if !strings.Contains(out.String(), "ALTER TABLE `chk_ctr`.`tickets` AUTO_INCREMENT = 2000002000;") {
+		t.Fatalf("the plan does not show the raise:\n%s", out.String())
 	}
 
 	// Servers that interleave ids: the target never issues one of the merged shard's.
@@ -40,15 +62,20 @@ func TestCheckMergeCountersApart(t *testing.T) {
 	setGlobal(t, dst, "auto_increment_increment", 2)
 	setGlobal(t, c.Src, "auto_increment_offset", 1)
 	setGlobal(t, dst, "auto_increment_offset", 2)
-	if err := runCheck(t, name, c); err != nil {
-		t.Fatalf("interleaved ids: %v", err)
+	if tk := raises()["tickets"]; tk.RaiseTo != 0 {
+		t.Fatalf("interleaved ids: %+v, want no raise", tk)
 	}
 	setGlobal(t, dst, "auto_increment_offset", 1)
-	wantRefused(t, runCheck(t, name, c), "tickets (")
 
-	// The target's counter raised above every id the merged shard issues.
-	testenv.Exec(t, dst, "ALTER TABLE chk_ctr.tickets AUTO_INCREMENT = 2000002000")
-	if err := runCheck(t, name, c); err != nil {
-		t.Fatalf("the target's counter above the merged shard's: %v", err)
+	// The target's counter above the merged shard's plus the margin already.
+	testenv.Exec(t, dst, "ALTER TABLE chk_ctr.tickets AUTO_INCREMENT = 3000000000")
+	if tk := raises()["tickets"]; tk.RaiseTo != 0 {
+		t.Fatalf("the target's counter far above the merged shard's: %+v, want no raise", tk)
 	}
+
+	// A column with no room above the merged shard's counter.
+	testenv.InSchema(t, c.Src, "chk_ctr", "CREATE TABLE tiny (id TINYINT NOT NULL AUTO_INCREMENT PRIMARY KEY)", "INSERT INTO tiny VALUES (127)")
+	testenv.InSchema(t, dst, "chk_ctr", "CREATE TABLE tiny (id TINYINT NOT NULL AUTO_INCREMENT PRIMARY KEY)")
+	c.Plan.Copy = append(c.Plan.Copy, tables.Table{Name: "tiny", Sharded: true, ShardColumn: "emp_no"})
+	wantRefused(t, planCounters(ctx, c.Src, dst, c.Plan), "tiny.id (counter ")
 }

@@ -198,6 +198,22 @@ type CollisionScan struct {
 	Here bool `json:"-"`
 }
 
+// Counter is a copied table's AUTO_INCREMENT counter (docs/split-merge.md).
+type Counter struct {
+	Table  string `json:"table"`
+	Column string `json:"column"`
+	Max    uint64 `json:"max"`              // the column type's largest value
+	Source uint64 `json:"source,omitempty"` // the source's counter at planning
+	Target uint64 `json:"target,omitempty"` // a merge target's counter at planning
+	// RaiseTo is where a merge raises the target's counter before the copy:
+	// the merged shard's counter plus Margin, above every id it can issue
+	// until the cutover (0: no raise). Create recomputes it from the live
+	// counters (the same margin) and sets Raised once it is done.
+	RaiseTo uint64 `json:"raise_to,omitempty"`
+	Margin  uint64 `json:"margin,omitempty"`
+	Raised  bool   `json:"raised,omitempty"`
+}
+
 // Attempt is one cutover attempt: the fence and how long writes were blocked.
 type Attempt struct {
 	Started   time.Time          `json:"started"`
@@ -282,6 +298,11 @@ type Plan struct {
 	KeyChecks []KeyCheck `json:"key_checks,omitempty"`
 	// Collisions is a merge's last scan for rows both shards hold.
 	Collisions *CollisionScan `json:"collision_scan,omitempty"`
+	// Counters are the copied tables with an AUTO_INCREMENT column, read
+	// at planning, so nothing behind the fence asks information_schema
+	// which tables have one (nil: a plan made before they were recorded;
+	// empty: none); a merge's also say where the target's are raised.
+	Counters []Counter `json:"counters"`
 
 	Steps       []StepRecord `json:"steps"`
 	Checkpoints Checkpoints  `json:"checkpoints"`
