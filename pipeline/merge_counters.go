@@ -118,17 +118,8 @@ func counterRaise(s, hi uint64) (to, margin uint64, ok bool) {
 // was made: the merged shard's counter moved, the margin stays), and
 // records where they went.
 func (r *runner) raiseMergeCounters(ctx context.Context) error {
-	var names []string
-	for _, c := range r.p.Counters {
-		if c.RaiseTo > 0 && !c.Raised {
-			names = append(names, c.Table)
-		}
-	}
-	if len(names) == 0 {
-		return nil
-	}
-	from, err := autoIncrements(ctx, r.src, r.p.Source.Schema, names)
-	if err != nil {
+	names, from, err := r.sourceCounters(ctx, func(c plans.Counter) bool { return c.RaiseTo > 0 && !c.Raised })
+	if err != nil || len(names) == 0 {
 		return err
 	}
 	into, err := autoIncrements(ctx, r.dst, r.p.Target.Schema, names)
@@ -171,22 +162,28 @@ func (r *runner) raiseMergeCounters(ctx context.Context) error {
 	return r.save(true)
 }
 
+// sourceCounters reads the source's live counters of the plan's counters
+// that keep says, and names them.
+func (r *runner) sourceCounters(ctx context.Context, keep func(plans.Counter) bool) (names []string, from map[string]uint64, err error) {
+	for _, c := range r.p.Counters {
+		if keep(c) {
+			names = append(names, c.Table)
+		}
+	}
+	if len(names) == 0 {
+		return nil, nil, nil
+	}
+	from, err = autoIncrements(ctx, r.src, r.p.Source.Schema, names)
+	return names, from, err
+}
+
 // errIdsMet stops a merge whose merged shard issued ids up to the target's raised counter.
 var errIdsMet = errors.New("the merged shard's AUTO_INCREMENT ids reached the target's")
 
 // idsApart checks, ahead of a merge's cutover attempt, that the merged
 // shard's counters stayed below where create raised the target's.
 func (r *runner) idsApart(ctx context.Context) error {
-	var names []string
-	for _, c := range r.p.Counters {
-		if c.Raised {
-			names = append(names, c.Table)
-		}
-	}
-	if len(names) == 0 {
-		return nil
-	}
-	from, err := autoIncrements(ctx, r.src, r.p.Source.Schema, names)
+	_, from, err := r.sourceCounters(ctx, func(c plans.Counter) bool { return c.Raised })
 	if err != nil {
 		return err
 	}
