@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -78,4 +79,48 @@ func TestPlanMergeCounters(t *testing.T) {
 	testenv.InSchema(t, dst, "chk_ctr", "CREATE TABLE tiny (id TINYINT NOT NULL AUTO_INCREMENT PRIMARY KEY)")
 	c.Plan.Copy = append(c.Plan.Copy, tables.Table{Name: "tiny", Sharded: true, ShardColumn: "emp_no"})
 	wantRefused(t, planCounters(ctx, c.Src, dst, c.Plan), "tiny.id (counter ")
+}
+
+// Create raises the merge target's counter from the live counters with the
+// planned margin (the merged shard issued ids since planning), once; before
+// each cutover attempt a merged shard whose counter reached the raise stops
+// the merge.
+func TestRaiseMergeCounters(t *testing.T) {
+	ctx := context.Background()
+	env := testenv.Get(t)
+	src, dst := env.DB(t, 1, ""), env.DB(t, 2, "")
+	ddl := "CREATE TABLE tickets (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, emp_no INT NOT NULL)"
+	testenv.Schema(t, src, "raise_ctr", ddl, "ALTER TABLE tickets AUTO_INCREMENT = 1000")
+	testenv.Schema(t, dst, "raise_ctr", ddl, "ALTER TABLE tickets AUTO_INCREMENT = 1000")
+	p := checkPlan(t, env, "merge", "raise_ctr", "raise_ctr")
+	p.Copy[0].Sharded, p.Copy[0].ShardColumn = true, "emp_no"
+	if err := planCounters(ctx, src, dst, p); err != nil {
+		t.Fatal(err)
+	}
+	if c := p.Counters[0]; c.RaiseTo != 1_001_000 || c.Margin != minCounterMargin {
+		t.Fatalf("planned %+v, want a raise to 1001000 (the smallest margin)", c)
+	}
+	testenv.InSchema(t, src, "raise_ctr", "INSERT INTO tickets (id, emp_no) VALUES (5000, 1)")
+	r := &runner{p: p, src: src, dst: dst, env: Env{Log: discard}}
+	if err := r.raiseMergeCounters(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c := p.Counters[0]; !c.Raised || c.RaiseTo != 1_005_001 {
+		t.Fatalf("after create %+v, want raised to 1005001 (the merged shard's live counter plus the margin)", c)
+	}
+	testenv.InSchema(t, dst, "raise_ctr", "INSERT INTO tickets (emp_no) VALUES (2)")
+	if err := r.raiseMergeCounters(ctx); err != nil { // a create run again: done already
+		t.Fatal(err)
+	}
+	testenv.InSchema(t, dst, "raise_ctr", "INSERT INTO tickets (emp_no) VALUES (2)")
+	if got := testenv.Dump(t, dst, "SELECT id FROM raise_ctr.tickets ORDER BY id"); len(got) != 2 || got[0] != `"1005001"` || got[1] != `"1005002"` {
+		t.Fatalf("the target's ids %v, want 1005001 and 1005002", got)
+	}
+	if err := r.idsApart(ctx); err != nil {
+		t.Fatalf("the merged shard's counter below the raise: %v", err)
+	}
+	testenv.InSchema(t, src, "raise_ctr", "INSERT INTO tickets (id, emp_no) VALUES (1005001, 1)")
+	if err := r.idsApart(ctx); !errors.Is(err, errIdsMet) || !strings.Contains(err.Error(), "counter is 1005002") {
+		t.Fatalf("the merged shard's counter past the raise: %v, want %v", err, errIdsMet)
+	}
 }
