@@ -47,7 +47,7 @@ type blackout struct {
 	trying, postponed, backedOff string // attempt results' prefixes
 
 	wait     func(ctx context.Context) error                  // holds while postponed
-	counters func(ctx context.Context) error                  // the first raise of AUTO_INCREMENT counters, outside the blackout
+	counters func(ctx context.Context) error                  // the raise of AUTO_INCREMENT counters, outside the blackout
 	caughtUp func(ctx context.Context) (time.Duration, error) // how long the other side takes to reach a fresh position
 	tail     func() *binlog.Tailer                            // the tail that applies the fenced side's changes
 	offline  func(ctx context.Context) error                  // the fenced side's mappings offline
@@ -127,10 +127,13 @@ func (r *runner) attempts(ctx context.Context, b *blackout, budget time.Duration
 				continue
 			}
 		}
-		// A first raise of the counters, outside the blackout: behind the
-		// fence only ids lost since then still need an ALTER. Best effort:
-		// the raise behind the fence is the one that counts.
-		if err := b.counters(ctx); err != nil {
+		// The raise of the counters, outside the blackout: behind the fence
+		// only ids lost since then still need an ALTER. Best effort (the
+		// carry behind the fence reads both sides again), but a merge whose
+		// ids have met stops.
+		if err := b.counters(ctx); errors.Is(err, errIdsMet) {
+			return nil, err
+		} else if err != nil {
 			r.env.Log.Warn(b.label+"raising the AUTO_INCREMENT counters ahead of the blackout", "err", err)
 		}
 		s, why, err := armFence(ctx, b.db, b.schema, b.arm, budget)

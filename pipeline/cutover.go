@@ -67,6 +67,9 @@ func (r *runner) fence(ctx context.Context) error {
 		trying: attemptFencing, postponed: "postponed: ", backedOff: "backed off: ",
 		wait: r.waitPostpone,
 		counters: func(ctx context.Context) error {
+			if err := r.idsApart(ctx); err != nil {
+				return err
+			}
 			return r.carryCounters(ctx, r.src, r.p.Source.Schema, r.dst, r.p.Target.Schema, r.p.Copy, true)
 		},
 		caughtUp: func(ctx context.Context) (time.Duration, error) {

@@ -81,7 +81,7 @@ type runner struct {
 	lastSave time.Time
 	tail     *binlog.Tailer
 	thr      *Throttler
-	counted  []string // tables with an AUTO_INCREMENT counter, as the last raise ahead of a blackout found (nil: unknown; autoinc.go)
+	floors   map[string]map[string]uint64 // per receiving schema, what its AUTO_INCREMENT counters are at least since the last carry (autoinc.go)
 }
 
 // Run executes the plan's remaining steps. It holds the plan's locks for the

@@ -43,7 +43,7 @@ func (r *runner) preflight(ctx context.Context) error {
 
 // create records the binlog position the tail will start from (first, so no
 // change made during the copy is missed), applies the plan's Prepare changes,
-// and creates the target tables.
+// creates the target tables and raises a merge target's counters.
 func (r *runner) create(ctx context.Context) error {
 	if r.p.Checkpoints.Start.IsZero() {
 		pos, err := binlog.MasterStatus(ctx, r.src)
@@ -64,6 +64,9 @@ func (r *runner) create(ctx context.Context) error {
 		return err
 	}
 	if err := r.copier().CreateTables(ctx, r.p.Copy); err != nil {
+		return err
+	}
+	if err := r.raiseMergeCounters(ctx); err != nil { // before the first row is copied
 		return err
 	}
 	return r.createObjects(ctx)
