@@ -162,6 +162,11 @@ type Subtests struct {
 func NewSubtests(t *testing.T) *Subtests {
 	t.Helper()
 	Get(t)
+	return subtests(t)
+}
+
+// subtests is NewSubtests without the sandbox.
+func subtests(t *testing.T) *Subtests {
 	s := &Subtests{t: t}
 	t.Cleanup(func() {
 		if s.ran > 0 && s.skipped == s.ran && os.Getenv("CI") != "" {
