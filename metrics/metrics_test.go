@@ -51,15 +51,36 @@ next:
 	return 0, false
 }
 
-func TestFileAndHTTP(t *testing.T) {
+// start is a sink writing a file in a temporary directory (and serving
+// addr, if set) with the series of a move of shard 4.
+func start(t *testing.T, addr string) (*Sink, string, *plans.Plan, *Observer) {
+	t.Helper()
 	file := filepath.Join(t.TempDir(), "shardctl.prom")
-	s, err := New(file, "127.0.0.1:0", nil)
+	s, err := New(file, addr, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := plans.New("move", "move shard 4")
 	p.Source.ShardID = 4
-	o := s.Plan(p)
+	return s, file, p, s.Plan(p)
+}
+
+// closeAndRead closes the sink and parses the file it wrote last.
+func closeAndRead(t *testing.T, s *Sink, file string) map[string]*dto.MetricFamily {
+	t.Helper()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	return parse(t, f)
+}
+
+func TestFileAndHTTP(t *testing.T) {
+	s, file, p, o := start(t, "127.0.0.1:0")
 	o.Step(plans.StepCopy, "started")
 	o.Progress(plans.StepCopy, 1234, 2000, "")
 	o.Lag(250 * time.Millisecond)
@@ -84,15 +105,7 @@ func TestFileAndHTTP(t *testing.T) {
 	p.State = plans.StateDone
 	p.Result.RowsCopied, p.Result.BlackoutMS = 2000, 42
 	o.Finish(p)
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	fams = parse(t, f)
+	fams = closeAndRead(t, s, file)
 	if v, _ := value(fams, "shardctl_blackout_seconds", lbl); v != 0.042 {
 		t.Errorf("blackout: %v", v)
 	}
@@ -111,14 +124,7 @@ func TestFileAndHTTP(t *testing.T) {
 // totals reported; each finished cutover's blackout lands once in a
 // histogram of seconds by operation, its buckets from 1 ms to 10 s.
 func TestCountersAndBlackoutHistogram(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "shardctl.prom")
-	s, err := New(file, "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := plans.New("move", "move shard 4")
-	p.Source.ShardID = 4
-	o := s.Plan(p)
+	s, file, p, o := start(t, "")
 	o.Progress(plans.StepCopy, 500, 2000, "")
 	o.Progress(plans.StepCopy, 1500, 2000, "")
 	o.Progress(plans.StepCopy, 1200, 2000, "") // a lower total never lowers a counter
@@ -127,15 +133,7 @@ func TestCountersAndBlackoutHistogram(t *testing.T) {
 	p.Result.RowsCopied, p.Result.EventsApplied, p.Result.BlackoutMS = 2000, 90, 42
 	o.Finish(p)
 	s.Plan(p).Finish(p) // the same plan again: counted once
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	fams := parse(t, f)
+	fams := closeAndRead(t, s, file)
 	lbl := map[string]string{"plan": p.ID, "operation": "move", "shard": "4"}
 	for name, want := range map[string]float64{"shardctl_rows_copied_total": 2000, "shardctl_events_applied_total": 90} {
 		fam := fams[name]
