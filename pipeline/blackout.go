@@ -9,12 +9,15 @@ package pipeline
 //	        fenced and its mappings go offline; the other side catches up;
 //	        finishSwitch points the shard map at it.
 //
-// Both run runner.blackout: wait while postponed, check readiness (lag,
+// Both run runner.runBlackout: wait while postponed, check readiness (lag,
 // long transactions), arm the fence, then per attempt: mappings offline
 // beside the fence row -> final position -> final catch-up -> the
 // direction's recheck; an attempt that overruns the budget is lifted
 // (lift: fence removed, mappings online, the recorded end forgotten) and the
 // next follows after a doubling back-off. A blackout value says what differs.
+// The loop holds these rules; the work each step does on the servers, the
+// shard map and the plan file is behind blackoutWork, so the rules are
+// tested without a server (blackout_test.go).
 
 import (
 	"context"
