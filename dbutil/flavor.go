@@ -80,15 +80,6 @@ func (f Flavor) BinlogStatusSQL() string {
 	return "SHOW MASTER STATUS"
 }
 
-// GTIDExecutedSQL reads the server's GTID set: everything it has in its
-// binlog (MariaDB: the last GTID of each domain; MySQL: gtid_executed).
-func (f Flavor) GTIDExecutedSQL() string {
-	if f.MySQL {
-		return "SELECT @@global.gtid_executed"
-	}
-	return "SELECT @@global.gtid_binlog_pos"
-}
-
 // BoundedStatement prefixes stmt so the server stops it after d, when the
 // server can do that for DDL (MariaDB's max_statement_time). On MySQL it
 // returns stmt unchanged and false: the caller bounds it with KILL QUERY

@@ -22,8 +22,9 @@ import (
 // highest rows deleted, an insert rolled back). After the cutover the next
 // insert on the moved keys' new owner gets an id the source never issued.
 func TestAutoIncrementCarried(t *testing.T) {
+	st := testenv.NewSubtests(t)
 	for i, op := range corpusOps[:3] {
-		t.Run(op.name, func(t *testing.T) {
+		st.Run(op.name, func(t *testing.T) {
 			c := newCluster(t, fmt.Sprintf("e2e_autoinc%d", i), op.servers, op.sizes)
 			c.addTickets()
 			// The source's moving keys: the load's "moving" group.

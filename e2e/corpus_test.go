@@ -82,6 +82,7 @@ var corpusOps = []corpusOp{
 // resume (or an abort), then checks what the corpus README lists. No code
 // here knows any one schema.
 func TestCorpus(t *testing.T) {
+	st := testenv.NewSubtests(t)
 	dirs, err := filepath.Glob("../testdata/schemas/*/schema.sql")
 	if err != nil || len(dirs) == 0 {
 		t.Fatalf("no corpus schemas (%v)", err)
@@ -89,7 +90,7 @@ func TestCorpus(t *testing.T) {
 	for di, f := range dirs {
 		dir := filepath.Dir(f)
 		for oi, op := range corpusOps {
-			t.Run(filepath.Base(dir)+"/"+op.name, func(t *testing.T) {
+			st.Run(filepath.Base(dir)+"/"+op.name, func(t *testing.T) {
 				runCorpus(t, dir, op, fmt.Sprintf("e2e_corpus%d_%d", di, oi))
 			})
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/internal/testenv"
 	"github.com/shardctl/shardctl/plans"
 )
 
@@ -192,8 +193,9 @@ func TestDDLIgnoredWhenTheOperatorChangesTheTarget(t *testing.T) {
 // target, resumes at the statement: it runs (or meets what it did), and the
 // move finishes with the target in the new shape.
 func TestDDLCarriedAcrossACrashAtTheStatement(t *testing.T) {
+	st := testenv.NewSubtests(t)
 	for _, point := range []string{"ddl:recorded", "ddl:ran"} {
-		t.Run(point, func(t *testing.T) {
+		st.Run(point, func(t *testing.T) {
 			c := newCluster(t, "e2e_ddlcrash", []int{2}, []int{300})
 			lp := c.startLoad(100, c.keys("moving", 1, 300))
 			postpone, done, _ := startHeldMove(t, c, "apply", "SHARDCTL_FAULT="+point)

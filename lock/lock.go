@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"os"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -136,9 +135,6 @@ func (l *Lock) keepalive() {
 	}
 }
 
-// Lost is closed when the locks can no longer be confirmed.
-func (l *Lock) Lost() <-chan struct{} { return l.lost }
-
 // Bind returns a context that ends with cause lost when the locks are lost,
 // so work done under them stops; cancel releases it.
 func (l *Lock) Bind(ctx context.Context, lost error) (context.Context, context.CancelCauseFunc) {
@@ -152,9 +148,6 @@ func (l *Lock) Bind(ctx context.Context, lost error) (context.Context, context.C
 	}()
 	return ctx, cancel
 }
-
-// Names lists the held locks.
-func (l *Lock) Names() []string { return l.names }
 
 // Release gives the locks back.
 func (l *Lock) Release() {
@@ -170,6 +163,3 @@ func (l *Lock) release(ctx context.Context, names []string) {
 	}
 	l.conn.Close()
 }
-
-// String lists the lock names.
-func (l *Lock) String() string { return strings.Join(l.names, ", ") }
