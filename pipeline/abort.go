@@ -13,6 +13,32 @@ import (
 	"github.com/shardctl/shardctl/shardmap"
 )
 
+// undoAdvice is the operation that undoes a plan that has cut over: a move
+// moves back, a split's new shard merges into the one it left, a merge
+// splits again at the boundary it removed. A plan still cleaning up
+// finishes first: until then the old copy is in the way of the way back.
+func undoAdvice(p *plans.Plan) string {
+	var back string
+	switch p.Operation {
+	case "split":
+		back = fmt.Sprintf("merge the new shard back into the one it was split from: shardctl merge --shard %d --into %d", p.Target.ShardID, p.Source.ShardID)
+	case "merge":
+		at := "--at-hash MD5 (the ring point the merge removed)"
+		for _, c := range p.Cutover {
+			if c.Op == shardmap.OpMergeRange && c.Ref.Lower != nil {
+				at = "--at " + c.Ref.Lower.String()
+			}
+		}
+		back = fmt.Sprintf("split the merged keys off again: shardctl split --shard %d %s --to %s", p.Target.ShardID, at, p.Source.Addr())
+	default:
+		back = fmt.Sprintf("move the shard back: shardctl move --shard %d --to %s", p.Source.ShardID, p.Source.Addr())
+	}
+	if p.State != plans.StateDone {
+		return fmt.Sprintf("let it finish first ('shardctl plan resume %s' runs its cleanup), then %s", p.ID, back)
+	}
+	return back
+}
+
 // Abort undoes a plan that has not cut over: lifts the fence, puts the
 // mappings back online as they were, and removes what was copied to the
 // target. After cutover it refuses: the shard map already points at the
@@ -23,8 +49,8 @@ func Abort(ctx context.Context, env Env, p *plans.Plan) error {
 			ErrCutOver, p.ID, p.ID, p.ID)
 	}
 	if p.CutOver() {
-		return fmt.Errorf("%w: plan %s has cut over, the shard map points at %s; to undo it, move the shard back (shardctl move --shard %d --to %s)",
-			ErrCutOver, p.ID, p.Target.Addr(), p.Source.ShardID, p.Source.Addr())
+		return fmt.Errorf("%w: plan %s has cut over, the shard map points at %s/%s; to undo it, %s",
+			ErrCutOver, p.ID, p.Target.Addr(), p.Target.Schema, undoAdvice(p))
 	}
 	if p.State == plans.StateAborted {
 		return nil
