@@ -100,9 +100,9 @@ func TestAbortAdviceAfterASplit(t *testing.T) {
 	c.wantShardAt(1, 1)
 }
 
-// Issue 31: a move stopped at a schema change (--on-ddl stop) that --on-ddl
-// apply carries says so, not the generic "continue it with: plan resume"
-// (which stops at the statement again); the advised resume finishes.
+// Issue 31: a move stopped at a schema change (--on-ddl stop) advises the
+// abort and a new plan (with --on-ddl apply, which carries such a change),
+// never a resume, which stops at the statement again; the advice works.
 func TestDDLStopAdvice(t *testing.T) {
 	c := newCluster(t, "e2e_ddladvice", []int{2}, []int{300})
 	postpone, done, _, stderr := startHeldMoveOut(t, c, "stop")
@@ -113,8 +113,9 @@ func TestDDLStopAdvice(t *testing.T) {
 	}
 	select {
 	case code := <-done:
-		if out := stderr.String(); code != 1 || !strings.Contains(out, "shardctl plan resume "+id+" --on-ddl apply") || strings.Contains(out, "continue it with") {
-			t.Fatalf("a move stopped at a carriable ALTER: exit %d, want 1 advising 'plan resume %s --on-ddl apply' and no generic advice:\n%s", code, id, out)
+		if out := stderr.String(); code != 1 || !strings.Contains(out, "shardctl plan abort "+id) || !strings.Contains(out, "with --on-ddl apply a plan carries") ||
+			strings.Contains(out, "continue it with") || strings.Contains(out, "plan resume") {
+			t.Fatalf("a move stopped at a carriable ALTER: exit %d, want 1 advising the abort and --on-ddl apply for the next plan, never a resume:\n%s", code, out)
 		}
 	case <-time.After(2 * time.Minute):
 		t.Fatal("the move did not stop within 2 minutes of the ALTER")
@@ -122,6 +123,11 @@ func TestDDLStopAdvice(t *testing.T) {
 	if err := os.Remove(postpone); err != nil {
 		t.Fatal(err)
 	}
-	c.mustRun("plan", "resume", id, "--on-ddl", "apply")
+	// The advice holds: a resume stops at the statement again; the abort and a new plan work.
+	if r := c.run(nil, "plan", "resume", id, "--on-ddl", "apply"); r.code != 1 || strings.Contains(r.stderr, "continue it with") {
+		t.Fatalf("resume of a plan stopped at a schema change: exit %d, want 1 with the same advice:\n%s", r.code, r.stderr)
+	}
+	c.mustRun("plan", "abort", id)
+	c.mustRun("move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "--on-ddl", "apply")
 	c.wantShardAt(1, 3)
 }

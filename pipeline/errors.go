@@ -90,10 +90,14 @@ func Transient(err error) bool {
 func hint(err error, planID string) string {
 	resume := fmt.Sprintf("then 'shardctl plan resume %s' continues (or 'shardctl plan abort %s' before cutover)", planID, planID)
 	switch n := dbutil.ErrNumber(err); {
-	case errors.Is(err, binlog.ErrDDLCarriable):
-		return fmt.Sprintf("a schema change ran on the source during the operation: carry it to the target copy with 'shardctl plan resume %s --on-ddl apply' (docs/ddl.md), or abort the plan ('shardctl plan abort %s') and start a new one", planID, planID)
 	case errors.Is(err, binlog.ErrDDL):
-		return fmt.Sprintf("a schema change ran on the source during the operation, and the copy cannot follow it (a resume stops at it again, whatever --on-ddl says): abort the plan ('shardctl plan abort %s') and start a new one", planID)
+		// A resumed tail reads the rows before the statement with the table's
+		// new definition: it stops at the statement again, whatever --on-ddl says.
+		next := "and start a new one"
+		if errors.Is(err, binlog.ErrDDLCarriable) {
+			next = "and start a new one; with --on-ddl apply a plan carries a change like this one to its copy while it runs (docs/ddl.md)"
+		}
+		return fmt.Sprintf("a schema change ran on the source during the operation, and this plan's copy cannot follow it (a resume stops at it again): abort the plan ('shardctl plan abort %s') %s", planID, next)
 	case errors.Is(err, ErrMapCollision):
 		return fmt.Sprintf("once that location is removed, 'shardctl plan resume %s' fences again and cuts over (or 'shardctl plan abort %s' undoes the plan)", planID, planID)
 	case errors.Is(err, ErrCrossing):
