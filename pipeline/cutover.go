@@ -55,6 +55,13 @@ func onlineAgain(cs []shardmap.Change) []shardmap.Change {
 // transactions: vitess #9525) is checked before each, and the step waits
 // while the postpone file exists.
 func (r *runner) fence(ctx context.Context) error {
+	// Before any blackout: the switch would collide with a location
+	// registered by hand where it puts the shard (the full map is read
+	// here, not inside the blackout; the cutover looks again only if the
+	// switch fails on a duplicate key).
+	if err := r.switchCollision(ctx); err != nil {
+		return r.unfence(ctx, err) // a run killed mid-attempt may have left its fence armed
+	}
 	ts := fenceTables(r.p)
 	arm := ts
 	if fault.On("during:fence:half") && len(ts) > 1 {
@@ -130,11 +137,6 @@ func (r *runner) cutover(ctx context.Context) error {
 			return err
 		}
 	}
-	// A location registered by hand where the switch puts the shard would
-	// fail the switch and leave the shard offline behind its fence.
-	if err := r.switchCollision(ctx); err != nil {
-		return r.unfence(ctx, err)
-	}
 	// Before the window's position is read, so a reverse tail never sees the ALTERs.
 	counters := time.Now()
 	if err := r.carryCounters(ctx, r.src, r.p.Source.Schema, r.dst, r.p.Target.Schema, r.p.Copy, false); err != nil {
@@ -146,8 +148,10 @@ func (r *runner) cutover(ctx context.Context) error {
 	}
 	start := time.Now()
 	if err := r.env.Store.Apply(ctx, "cut over", r.p.Cutover); err != nil {
+		// A location registered by hand since the fence step's check: the
+		// shard must not stay offline behind its fence until someone finds it.
 		if dbutil.ErrNumber(err) == errDuplicateKey {
-			if cerr := r.switchCollision(ctx); cerr != nil { // registered since the check above
+			if cerr := r.switchCollision(ctx); cerr != nil {
 				return r.unfence(ctx, cerr)
 			}
 		}
@@ -208,22 +212,23 @@ func (r *runner) switchCollision(ctx context.Context) error {
 	return nil
 }
 
-// unfence lifts the fence the fence step left holding when the cutover
-// cannot switch (why): the final position is forgotten and the fence step
-// made pending, saved before the fence goes (a resume must never switch
-// behind a fence that is gone); then the fence goes and the mappings are
-// online again, so the shard serves from its source until the plan resumes.
+// unfence lifts the fence the fence step left holding (or a killed run's
+// attempt left armed) when the cutover cannot switch (why): the final
+// position is forgotten and the fence step made pending, saved before the
+// fence goes (a resume must never switch behind a fence that is gone); then
+// the fence goes and the mappings are online again, so the shard serves
+// from its source until the plan resumes.
 func (r *runner) unfence(ctx context.Context, why error) error {
 	r.mu.Lock()
+	if n := len(r.p.Attempts); n > 0 && !r.p.Checkpoints.Final.IsZero() {
+		r.p.Attempts[n-1].Result = "backed off: " + why.Error() // the attempt that held the fence
+	}
 	r.p.Checkpoints.Final = plans.Position{}
 	if s := r.p.Step(plans.StepFence); s != nil {
 		s.State = plans.Pending
 	}
 	if w := r.p.Window; w != nil {
 		w.Tail, w.Serving = plans.Position{}, plans.SideSource
-	}
-	if n := len(r.p.Attempts); n > 0 {
-		r.p.Attempts[n-1].Result = "backed off: " + why.Error()
 	}
 	r.mu.Unlock()
 	if err := r.save(true); err != nil {
