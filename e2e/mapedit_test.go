@@ -74,6 +74,11 @@ func TestShardMapEditsDuringAMove(t *testing.T) {
 	}
 	c.wantShardAt(1, 1)
 
+	// A resume with the location still there stops before it fences again.
+	r = c.run(nil, "plan", "resume", id)
+	if r.code != 1 || !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, "step fence") || strings.Contains(c.mapJSON(), `"offline"`) {
+		t.Fatalf("resume with the hand-registered location in place: exit %d, want 1 at the fence step naming it, shard 1 online:\n%s", r.code, r.stderr)
+	}
 	// The way out the message names.
 	c.mustRun("shardmap", "remove-shard", "--shard", fmt.Sprint(stray))
 	c.mustRun("plan", "resume", id)
@@ -98,6 +103,23 @@ func TestAbortAdviceAfterASplit(t *testing.T) {
 	}
 	c.mustRun("merge", "--shard", advice[1], "--into", "1", "--yes")
 	c.wantShardAt(1, 1)
+
+	// And the merge's undo is the split again, at the split point.
+	var mergeID string
+	for _, f := range planFiles(t, c.planDir) {
+		if strings.HasPrefix(planID(f), "merge-") {
+			mergeID = planID(f)
+		}
+	}
+	r = c.run(nil, "plan", "abort", mergeID)
+	want := fmt.Sprintf("shardctl split --shard 1 --at %s --to %s", p.Args["at"], c.env.Addr(2))
+	if r.code != 2 || !strings.Contains(r.stderr, want) {
+		t.Fatalf("abort of a finished merge: exit %d, want 2 advising %q:\n%s", r.code, want, r.stderr)
+	}
+	c.mustRun(append(strings.Fields(strings.TrimPrefix(want, "shardctl ")), "--yes")...)
+	if o := c.ownership(); len(o) != 2 {
+		t.Fatalf("after the advised split: shards %v, want two", o)
+	}
 }
 
 // Issue 31: a move stopped at a schema change (--on-ddl stop) advises the

@@ -23,13 +23,18 @@ func undoAdvice(p *plans.Plan) string {
 	case "split":
 		back = fmt.Sprintf("merge the new shard back into the one it was split from: shardctl merge --shard %d --into %d", p.Target.ShardID, p.Source.ShardID)
 	case "merge":
-		at := "--at-hash MD5 (the ring point the merge removed)"
+		// The boundary the merge removed: a range's lower bound, or the ring
+		// point whose arc went to the neighbour (a split there gives it back).
+		at := ""
 		for _, c := range p.Cutover {
-			if c.Op == shardmap.OpMergeRange && c.Ref.Lower != nil {
-				at = "--at " + c.Ref.Lower.String()
+			switch {
+			case c.Op == shardmap.OpMergeRange && c.Ref.Lower != nil:
+				at = " --at " + c.Ref.Lower.String()
+			case c.Op == shardmap.OpRemoveMapping && c.Ref.Hash != "":
+				at = " --at-hash " + c.Ref.Hash
 			}
 		}
-		back = fmt.Sprintf("split the merged keys off again: shardctl split --shard %d %s --to %s", p.Target.ShardID, at, p.Source.Addr())
+		back = fmt.Sprintf("split shard %d again at the boundary the merge removed: shardctl split --shard %d%s --to %s", p.Target.ShardID, p.Target.ShardID, at, p.Source.Addr())
 	default:
 		back = fmt.Sprintf("move the shard back: shardctl move --shard %d --to %s", p.Source.ShardID, p.Source.Addr())
 	}
