@@ -8,21 +8,26 @@ import (
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/fence"
 	"github.com/shardctl/shardctl/lock"
+	"github.com/shardctl/shardctl/operation"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/schemaobj"
 	"github.com/shardctl/shardctl/shardmap"
 )
 
 // undoAdvice is the operation that undoes a plan that has cut over: a move
-// moves back, a split's new shard merges into the one it left, a merge
-// splits again at the boundary it removed. A plan still cleaning up
-// finishes first: until then the old copy is in the way of the way back.
+// moves back, keys moved (into a neighbour or a new shard) move back, a
+// split's new shard merges into the one it left, a merge splits again at
+// the boundary it removed. A plan still cleaning up finishes first: until
+// then the old copy is in the way of the way back.
 func undoAdvice(p *plans.Plan) string {
 	var back string
-	switch p.Operation {
-	case "split":
-		back = fmt.Sprintf("merge the new shard back into the one it was split from: shardctl merge --shard %d --into %d", p.Target.ShardID, p.Source.ShardID)
-	case "merge":
+	op := operation.Of(p.Operation)
+	switch {
+	case op.WholeSchema:
+		back = fmt.Sprintf("move the shard back: shardctl move --shard %d --to %s", p.Source.ShardID, p.Source.Addr())
+	case p.Args["keys"] != "":
+		back = fmt.Sprintf("move the %s back: shardctl move --shard %d (--keys or --range of those keys) --into %d", p.Args["keys"], p.Target.ShardID, p.Source.ShardID)
+	case op.IntoExisting:
 		// The boundary the merge removed: a range's lower bound, or the ring
 		// point whose arc went to the neighbour (a split there gives it back).
 		at := ""
@@ -36,7 +41,7 @@ func undoAdvice(p *plans.Plan) string {
 		}
 		back = fmt.Sprintf("split shard %d again at the boundary the merge removed: shardctl split --shard %d%s --to %s", p.Target.ShardID, p.Target.ShardID, at, p.Source.Addr())
 	default:
-		back = fmt.Sprintf("move the shard back: shardctl move --shard %d --to %s", p.Source.ShardID, p.Source.Addr())
+		back = fmt.Sprintf("merge the new shard back into the one it was split from: shardctl merge --shard %d --into %d", p.Target.ShardID, p.Source.ShardID)
 	}
 	if p.State != plans.StateDone {
 		return fmt.Sprintf("let it finish first ('shardctl plan resume %s' runs its cleanup), then %s", p.ID, back)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/shardctl/shardctl/keyspace"
 	"github.com/shardctl/shardctl/lock"
+	"github.com/shardctl/shardctl/operation"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/planstore"
 	"github.com/shardctl/shardctl/shardmap"
@@ -158,8 +159,8 @@ func endName(p *plans.Plan, e plans.Endpoint) string {
 	if e == p.Source {
 		return "its source"
 	}
-	if p.Operation == "merge" {
-		return "the shard it merges into"
+	if operation.Of(p.Operation).IntoExisting {
+		return "the existing shard it moves rows into"
 	}
 	return "its target copy"
 }
