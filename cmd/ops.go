@@ -13,7 +13,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/shardctl/shardctl/binlog"
 	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/lock"
 	"github.com/shardctl/shardctl/move"
 	"github.com/shardctl/shardctl/pipeline"
 	"github.com/shardctl/shardctl/plans"
@@ -220,9 +222,16 @@ func (a *app) runPlan(ctx context.Context, env pipeline.Env, p *plans.Plan, path
 			ref = path // outside the plan directory: the id alone would not find it
 			err = &refError{err: err, id: p.ID, ref: ref}
 		}
-		if !a.jsonOut() && p.State != plans.StateNew {
+		// Another process running the plan is no stop of it: the error says so.
+		if !a.jsonOut() && p.State != plans.StateNew && !errors.Is(err, lock.ErrBusy) {
 			fmt.Fprintf(a.errOut, "plan %s stopped at step %s; it is saved in %s\n", p.ID, p.NextStep(), path)
-			if p.State == plans.StateStopped && !errors.Is(err, pipeline.ErrRefused) && !errors.Is(err, pipeline.ErrPurged) {
+			switch {
+			case p.State != plans.StateStopped, errors.Is(err, pipeline.ErrRefused), errors.Is(err, pipeline.ErrPurged):
+			case errors.Is(err, binlog.ErrDDL):
+				// A plain resume stops at the statement again: the error says the way out.
+			case isDeterministic(err):
+				fmt.Fprintf(a.errOut, "once the cause above is fixed, continue it with: shardctl plan resume %s   (or undo it: shardctl plan abort %s)\n", ref, ref)
+			default:
 				fmt.Fprintf(a.errOut, "continue it with: shardctl plan resume %s   (or undo it: shardctl plan abort %s)\n", ref, ref)
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +20,19 @@ import (
 
 // ErrBusy is returned when another operation holds one of the locks.
 var ErrBusy = errors.New("locked by another operation")
+
+// BusyError is ErrBusy naming the lock and its holder (Holder's text).
+type BusyError struct{ Name, Holder string }
+
+func (e *BusyError) Error() string {
+	return fmt.Sprintf("%v: %s is held by %s; wait for it to finish, or if it died, resume or abort its plan", ErrBusy, e.Name, e.Holder)
+}
+
+// Is makes a BusyError an ErrBusy.
+func (e *BusyError) Is(target error) bool { return target == ErrBusy }
+
+// HeldFor reports whether the holder is a process working on plan id.
+func (e *BusyError) HeldFor(id string) bool { return strings.HasPrefix(e.Holder, id+" (") }
 
 // Lock is a set of held named locks.
 type Lock struct {
@@ -70,7 +84,7 @@ func Acquire(ctx context.Context, db *sql.DB, schema string, names []string, hol
 		if got.Int64 != 1 {
 			who := l.holderOf(ctx, db, n)
 			l.release(context.Background(), names[:i])
-			return nil, fmt.Errorf("%w: %s is held by %s; wait for it to finish, or if it died, resume or abort its plan", ErrBusy, n, who)
+			return nil, &BusyError{Name: n, Holder: who}
 		}
 		if _, err := conn.ExecContext(ctx, "REPLACE INTO "+dbutil.Table(schema, "locks")+" (name, holder, connection_id, acquired_at) VALUES (?, ?, CONNECTION_ID(), NOW(3))", n, holder); err != nil {
 			l.release(context.Background(), names[:i+1])

@@ -102,6 +102,10 @@ func Run(ctx context.Context, env Env, p *plans.Plan) error {
 		return fmt.Errorf("%w: plan %s was aborted; make a new plan", ErrRefused, p.ID)
 	}
 	l, err := lock.Acquire(ctx, env.Store.DB, env.Store.Schema, p.Locks, lock.Holder(p.ID))
+	if be := (*lock.BusyError)(nil); errors.As(err, &be) && be.HeldFor(p.ID) {
+		return fmt.Errorf("%w: another process is working on plan %s now (%s holds %s): nothing needs doing here; follow it with 'shardctl plan watch %s'",
+			lock.ErrBusy, p.ID, be.Holder, be.Name, p.ID)
+	}
 	if err != nil {
 		return err
 	}
