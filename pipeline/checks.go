@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/shardctl/shardctl/throttle"
 	"slices"
 	"strings"
 
@@ -124,11 +125,9 @@ func (r *runner) planChecks(ctx context.Context) error {
 		return err
 	}
 	// The replicas a run watches must answer now, not only when the run starts.
-	thr, err := NewThrottler(ctx, r.src, r.p.Options, r.env.Creds)
-	if err != nil {
+	if err := throttle.Probe(ctx, throttleConfig(r.p.Options), r.env.Creds); err != nil {
 		return fmt.Errorf("%w: %v", ErrRefused, err)
 	}
-	thr.Close()
 	recordAgainst(m, r.p)
 	return nil
 }

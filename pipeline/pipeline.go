@@ -112,7 +112,7 @@ func Run(ctx context.Context, env Env, p *plans.Plan) error {
 	if err := r.open(ctx); err != nil {
 		return r.fail(plans.StepPreflight, err)
 	}
-	if r.thr, err = NewThrottler(ctx, r.src, p.Options, env.Creds); err != nil {
+	if r.thr, err = r.openThrottler(ctx); err != nil {
 		return r.fail(plans.StepPreflight, err)
 	}
 	if err := r.runChecks(ctx); err != nil {
@@ -134,7 +134,7 @@ func Run(ctx context.Context, env Env, p *plans.Plan) error {
 			continue
 		}
 		rec := p.Step(name)
-		rec.State, rec.Started, rec.Error = plans.Running, time.Now().UTC(), ""
+		rec.State, rec.Started, rec.Error, rec.Throttled = plans.Running, time.Now().UTC(), "", ""
 		rec.Attempts++
 		// The cutover starts inside the blackout, right after the fence step's
 		// end was saved: its start rides on the next save (a crash before then
@@ -163,7 +163,7 @@ func Run(ctx context.Context, env Env, p *plans.Plan) error {
 			rec.State = plans.Done
 			env.Observer.Step(name, "done")
 		}
-		rec.Ended = time.Now().UTC()
+		rec.Ended, rec.Throttled = time.Now().UTC(), ""
 		if p.Result.StepSeconds == nil {
 			p.Result.StepSeconds = map[string]float64{}
 		}
@@ -226,7 +226,7 @@ func (r *runner) fail(step string, err error) error {
 	err = classify(r.p.Operation, r.shardName(), step, r.p.ID, err)
 	r.mu.Lock()
 	if rec := r.p.Step(step); rec != nil {
-		rec.State, rec.Error, rec.Ended = plans.Failed, err.Error(), time.Now().UTC()
+		rec.State, rec.Error, rec.Ended, rec.Throttled = plans.Failed, err.Error(), time.Now().UTC(), ""
 	}
 	r.p.State = plans.StateStopped
 	r.mu.Unlock()

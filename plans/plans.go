@@ -166,6 +166,9 @@ type StepRecord struct {
 	Ended    time.Time `json:"ended,omitempty"`
 	Error    string    `json:"error,omitempty"`
 	Attempts int       `json:"attempts,omitempty"`
+	// Throttled says why the running step waits right now (a replica that
+	// lags or cannot be read, the control file's pause), "" while it goes.
+	Throttled string `json:"throttled,omitempty"`
 }
 
 // KeyCheck is what a split found when it read the rows of a foreign key
