@@ -76,12 +76,13 @@ type runner struct {
 	src, dst *sql.DB
 	release  []func() // closes src and dst (pools a planning run shares stay open)
 
-	mu       sync.Mutex // guards p while copy/tail goroutines update checkpoints
-	saving   sync.Mutex // one save at a time (held while writing, without mu)
-	lastSave time.Time
-	tail     *binlog.Tailer
-	thr      *Throttler
-	counted  []string // tables with an AUTO_INCREMENT counter, as the last raise ahead of a blackout found (nil: unknown; autoinc.go)
+	mu           sync.Mutex // guards p while copy/tail goroutines update checkpoints
+	saving       sync.Mutex // one save at a time (held while writing, without mu)
+	lastSave     time.Time
+	tail         *binlog.Tailer
+	thr          *Throttler
+	throttleKind string   // the last throttle reason told, without its figures (throttle.go)
+	counted      []string // tables with an AUTO_INCREMENT counter, as the last raise ahead of a blackout found (nil: unknown; autoinc.go)
 }
 
 // Run executes the plan's remaining steps. It holds the plan's locks for the

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"database/sql"
+	"strings"
 	"time"
 
 	"github.com/shardctl/shardctl/dbutil"
@@ -47,6 +48,9 @@ func (r *runner) openThrottler(ctx context.Context) (*Throttler, error) {
 	return throttle.New(ctx, r.src, cfg, r.env.Creds)
 }
 
+// throttled records why the work waits. The reason's figures change every
+// check (a lag, an age); the log, the forced save and the observer hear of
+// a change of kind only: waiting starts or ends, or waits for another cause.
 func (r *runner) throttled(reason string) {
 	r.mu.Lock()
 	step := ""
@@ -55,7 +59,14 @@ func (r *runner) throttled(reason string) {
 			step, s.Throttled = s.Name, reason
 		}
 	}
+	k := reasonKind(reason)
+	changed := k != r.throttleKind
+	r.throttleKind = k
 	r.mu.Unlock()
+	if !changed {
+		_ = r.save(false)
+		return
+	}
 	if reason != "" {
 		r.env.Log.Warn("work waits", "plan", r.p.ID, "step", step, "reason", reason)
 	} else {
@@ -64,5 +75,15 @@ func (r *runner) throttled(reason string) {
 	if o, ok := r.env.Observer.(ThrottleObserver); ok {
 		o.Throttled(step, reason)
 	}
-	_ = r.save(false)
+	_ = r.save(true)
+}
+
+// reasonKind is a throttle reason without its figures.
+func reasonKind(reason string) string {
+	return strings.Map(func(c rune) rune {
+		if c >= '0' && c <= '9' || c == '.' {
+			return -1
+		}
+		return c
+	}, reason)
 }

@@ -49,12 +49,13 @@ type lagGauge struct {
 	mu      sync.Mutex
 	last    sample
 	started time.Time
+	first   chan struct{} // closed once the first sample is in
 	stop    chan struct{}
 	done    chan struct{}
 }
 
 func newLagGauge(db *sql.DB, name string, max time.Duration, onLag func(string, time.Duration, bool)) *lagGauge {
-	g := &lagGauge{db: db, name: name, max: max, onLag: onLag, started: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
+	g := &lagGauge{db: db, name: name, max: max, onLag: onLag, started: time.Now(), first: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
 	go g.run()
 	return g
 }
@@ -63,13 +64,16 @@ func (g *lagGauge) run() {
 	defer close(g.done)
 	t := time.NewTicker(sampleEvery)
 	defer t.Stop()
-	for {
+	for n := 0; ; n++ {
 		ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
 		s := g.read(ctx)
 		cancel()
 		g.mu.Lock()
 		g.last = s
 		g.mu.Unlock()
+		if n == 0 {
+			close(g.first)
+		}
 		if g.onLag != nil {
 			g.onLag(g.name, s.lag, s.err == nil && s.st.Behind.Valid)
 		}
@@ -98,7 +102,13 @@ func (g *lagGauge) close() {
 
 // Over never fails: an unreadable or stale signal is a reason to wait, not
 // to stop the run; the work goes on once the replica answers again.
-func (g *lagGauge) Over(context.Context) (string, error) {
+func (g *lagGauge) Over(ctx context.Context) (string, error) {
+	select { // a run's first chunk waits for the first reading rather than reporting none
+	case <-g.first:
+	case <-ctx.Done():
+		return "", ctx.Err()
+	case <-time.After(readTimeout):
+	}
 	g.mu.Lock()
 	s := g.last
 	g.mu.Unlock()

@@ -110,7 +110,8 @@ func TestLagSampleReasons(t *testing.T) {
 			t.Errorf("%+v: reason %q, want %q", c.s, got, c.want)
 		}
 	}
-	g := &lagGauge{name: "r1", max: time.Second, started: now}
+	g := &lagGauge{name: "r1", max: time.Second, started: now, first: make(chan struct{})}
+	close(g.first)
 	g.last = sample{at: now, err: errors.New("gone")}
 	if reason, err := g.Over(context.Background()); err != nil || reason == "" {
 		t.Fatalf("an unreadable replica: reason %q, err %v; want a reason and no error", reason, err)
