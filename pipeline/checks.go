@@ -125,8 +125,15 @@ func (r *runner) planChecks(ctx context.Context) error {
 		return err
 	}
 	// The replicas a run watches must answer now, not only when the run starts.
-	if err := throttle.Probe(ctx, throttleConfig(r.p.Options), r.env.Creds); err != nil {
+	cfg := throttleConfig(r.p.Options)
+	cfg.Target = r.dst
+	watched, err := throttle.Probe(ctx, r.src, cfg, r.env.Creds)
+	if err != nil {
 		return fmt.Errorf("%w: %v", ErrRefused, err)
+	}
+	r.p.Watched = nil
+	for _, w := range watched {
+		r.p.Watched = append(r.p.Watched, plans.WatchedReplica{Addr: w.Addr, Side: w.Side})
 	}
 	recordAgainst(m, r.p)
 	return nil

@@ -41,6 +41,7 @@ func NewThrottler(ctx context.Context, src *sql.DB, opts plans.Options, creds db
 // the plan's running step (plan watch) and the observer (step view, metrics).
 func (r *runner) openThrottler(ctx context.Context) (*Throttler, error) {
 	cfg := throttleConfig(r.p.Options)
+	cfg.Target = r.dst
 	cfg.OnChange = r.throttled
 	if o, ok := r.env.Observer.(ThrottleObserver); ok {
 		cfg.OnLag = o.ReplicaLag

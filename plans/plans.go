@@ -286,12 +286,23 @@ type Plan struct {
 	// Collisions is a merge's last scan for rows both shards hold.
 	Collisions *CollisionScan `json:"collision_scan,omitempty"`
 
+	// Watched are the replicas whose lag the run throttles on, as planning
+	// found them: under the source or under the target.
+	Watched []WatchedReplica `json:"watched_replicas,omitempty"`
+
 	Steps       []StepRecord `json:"steps"`
 	Checkpoints Checkpoints  `json:"checkpoints"`
 	Attempts    []Attempt    `json:"cutover_attempts,omitempty"`
 	Result      Result       `json:"result"`
 	Window      *Window      `json:"window,omitempty"` // reverse-replication window after cutover (window.go)
 	DDL         []DDL        `json:"ddl_carried,omitempty"`
+}
+
+// WatchedReplica is a replica --max-lag watches and the side it replicates
+// from: "source" or "target".
+type WatchedReplica struct {
+	Addr string `json:"addr"`
+	Side string `json:"side"`
 }
 
 // DDL is a schema change of a copied table that the tail carried past

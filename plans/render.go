@@ -27,6 +27,9 @@ func Print(w io.Writer, p *Plan) {
 		tgt = fmt.Sprintf("shard %d, %s", p.Target.ShardID, tgt)
 	}
 	fmt.Fprintf(w, "target: %s\n", tgt)
+	for _, r := range p.Watched {
+		fmt.Fprintf(w, "replica watched (--max-lag %s): %s, a replica of the %s\n", p.Options.MaxLagMS.D(), r.Addr, r.Side)
+	}
 
 	fmt.Fprintln(w, "\ntables copied:")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

@@ -27,6 +27,7 @@ type ReplicaState struct {
 	IORunning, SQLRunning bool
 	Behind                sql.NullInt64 // seconds behind its source; NULL while the SQL thread is stopped
 	LastError             string        // Last_IO_Error or Last_SQL_Error, when either is set
+	SourceID              int64         // Source_Server_Id: the server_id it replicates from (0: not known yet)
 }
 
 // sample is the last reading of one replica (or why there is none).
@@ -44,6 +45,7 @@ type lagGauge struct {
 	db    *sql.DB
 	name  string
 	max   time.Duration
+	beats bool // the heartbeat runs: lag is read from it, not from Seconds_Behind_Source
 	onLag func(replica string, lag time.Duration, ok bool)
 
 	mu      sync.Mutex
@@ -54,8 +56,8 @@ type lagGauge struct {
 	done    chan struct{}
 }
 
-func newLagGauge(db *sql.DB, name string, max time.Duration, onLag func(string, time.Duration, bool)) *lagGauge {
-	g := &lagGauge{db: db, name: name, max: max, onLag: onLag, started: time.Now(), first: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+func newLagGauge(db *sql.DB, name string, max time.Duration, beats bool, onLag func(string, time.Duration, bool)) *lagGauge {
+	g := &lagGauge{db: db, name: name, max: max, beats: beats, onLag: onLag, started: time.Now(), first: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
 	go g.run()
 	return g
 }
@@ -90,6 +92,9 @@ func (g *lagGauge) read(ctx context.Context) sample {
 	s.st, s.err = ReadReplica(ctx, g.db)
 	if s.err == nil && s.st.Behind.Valid {
 		s.lag = time.Duration(s.st.Behind.Int64) * time.Second
+		if g.beats {
+			s.lag, s.err = heartbeatLag(ctx, g.db, s.st.SourceID)
+		}
 	}
 	s.at = time.Now()
 	return s
@@ -131,7 +136,7 @@ func (s sample) reason(name string, max time.Duration, now, started time.Time) s
 		}
 		return r
 	case s.lag > max:
-		return fmt.Sprintf("throttled: replica %s lags %s > %s", name, s.lag, max)
+		return fmt.Sprintf("throttled: replica %s lags %s > %s", name, s.lag.Round(time.Millisecond), max)
 	}
 	return ""
 }
@@ -204,6 +209,9 @@ func parseReplicaStatus(cols []string, vals []sql.NullString) (ReplicaState, err
 			return st, fmt.Errorf("Seconds_Behind_Source %q: %w", behind.String, err)
 		}
 		st.Behind = sql.NullInt64{Int64: n, Valid: true}
+	}
+	if i := dbutil.ReplicaColumn(cols, "Source_Server_Id"); i >= 0 {
+		st.SourceID, _ = strconv.ParseInt(vals[i].String, 10, 64)
 	}
 	for _, name := range []string{"Last_IO_Error", "Last_SQL_Error"} {
 		if i := dbutil.ReplicaColumn(cols, name); i >= 0 && vals[i].String != "" {

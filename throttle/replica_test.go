@@ -40,13 +40,27 @@ func waitReason(t *testing.T, th *Throttler, want string) {
 func TestReplicaLagPausesAndResumes(t *testing.T) {
 	f := testenv.Replicated(t, 1)
 	replica := f.Replica(1).String()
-	var changes []string
-	th, err := New(context.Background(), nil, Config{MaxLag: time.Second, Replicas: []string{replica},
-		OnChange: func(r string) { changes = append(changes, r) }}, sandbox.Creds())
+	pdb, err := dbutil.Open(context.Background(), f.Primary(), sandbox.Creds(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer th.Close()
+	defer pdb.Close()
+	cfg := Config{MaxLag: time.Second, Replicas: []string{replica}}
+	if w, err := Probe(context.Background(), pdb, cfg, sandbox.Creds()); err != nil || len(w) != 1 || w[0].Side != "source" {
+		t.Fatalf("Probe = %+v, %v; want the replica under the source", w, err)
+	}
+	var changes []string
+	cfg.OnChange = func(r string) { changes = append(changes, r) }
+	th, err := New(context.Background(), pdb, cfg, sandbox.Creds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			th.Close()
+		}
+	}()
 	waitReason(t, th, "")
 
 	rdb, err := dbutil.Open(context.Background(), f.Replica(1), sandbox.Creds(), "")
@@ -66,4 +80,56 @@ func TestReplicaLagPausesAndResumes(t *testing.T) {
 	if len(changes) < 4 || changes[len(changes)-1] != "" {
 		t.Fatalf("OnChange was told %q; want each pause and each end of one", changes)
 	}
+	th.Close()
+	closed = true
+	var n int
+	if err := pdb.QueryRow("SELECT COUNT(*) FROM " + heartbeatTable).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("the heartbeat rows after Close: %d, %v; want none", n, err)
+	}
+}
+
+// The heartbeat gives a sub-second lag (under 500 ms on a replica that
+// keeps up), and with the SQL thread held back the lag is the time it was
+// held, not NULL. Probe refuses a server that is no replica.
+func TestHeartbeatLagAndProbe(t *testing.T) {
+	f := testenv.Replicated(t, 1)
+	pdb, err := dbutil.Open(context.Background(), f.Primary(), sandbox.Creds(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pdb.Close()
+	if _, err := Probe(context.Background(), pdb, Config{MaxLag: time.Second, Replicas: []string{f.Primary().String()}}, sandbox.Creds()); err == nil || !strings.Contains(err.Error(), "not a replica") {
+		t.Fatalf("Probe of the primary itself = %v; want 'not a replica'", err)
+	}
+	hb, err := startHeartbeat(context.Background(), pdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hb.close()
+	rdb, err := dbutil.Open(context.Background(), f.Replica(1), sandbox.Creds(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	id, err := serverID(context.Background(), pdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		lag, err := heartbeatLag(context.Background(), rdb, id)
+		if err == nil && lag < 500*time.Millisecond {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("heartbeat lag %s, %v; want under 500ms on a replica that keeps up", lag, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	testenv.SQLThread(t, rdb, false)
+	time.Sleep(1500 * time.Millisecond) // the held-back SQL thread is what is measured, not a timing
+	if lag, err := heartbeatLag(context.Background(), rdb, id); err != nil || lag < time.Second {
+		t.Fatalf("heartbeat lag with the SQL thread stopped 1.5 s: %s, %v; want at least 1s", lag, err)
+	}
+	testenv.SQLThread(t, rdb, true)
 }

@@ -36,6 +36,9 @@ type Config struct {
 	MaxThreadsRunning int           // the source's Threads_running ceiling
 	MaxLag            time.Duration // replica lag ceiling (with Replicas)
 	Replicas          []string      // HOST:PORT of the replicas whose lag is watched
+	// Target, when set, gets the heartbeat too: a watched replica may
+	// replicate from the source or from the target.
+	Target *sql.DB
 	ControlFile       string        // re-read every 2 s: max-rate, max-threads-running, pause
 	// OnChange, when set, is told each time the reason the work waits
 	// changes ("" when it goes on again), from the goroutine that waits.
@@ -53,6 +56,7 @@ type Throttler struct {
 	src      *sql.DB
 	replicas []*sql.DB
 	lags     []*lagGauge
+	beats    *heartbeat
 	gauges   []Gauge // replica lag, after Threads_running (whose ceiling the control file changes)
 	opts     Config
 	creds    dbutil.Creds
@@ -81,9 +85,13 @@ func New(ctx context.Context, src *sql.DB, opts Config, creds dbutil.Creds) (*Th
 // open starts sampling the lag of each watched replica. A replica that does
 // not answer now is no error: its gauge pauses the work until it does
 // (Probe is the check that it answers, for planning).
-func (t *Throttler) open(context.Context) error {
-	if t.opts.MaxLag <= 0 {
+func (t *Throttler) open(ctx context.Context) error {
+	if t.opts.MaxLag <= 0 || len(t.opts.Replicas) == 0 {
 		return nil
+	}
+	var err error
+	if t.beats, err = startHeartbeat(ctx, t.src, t.opts.Target); err != nil {
+		return err
 	}
 	for _, r := range t.opts.Replicas {
 		addr, err := dbutil.ParseAddr(r)
@@ -95,35 +103,62 @@ func (t *Throttler) open(context.Context) error {
 			return fmt.Errorf("replica %s: %w", r, err)
 		}
 		t.replicas = append(t.replicas, db)
-		g := newLagGauge(db, r, t.opts.MaxLag, t.opts.OnLag)
+		g := newLagGauge(db, r, t.opts.MaxLag, len(t.beats.dbs) > 0, t.opts.OnLag)
 		t.lags = append(t.lags, g)
 		t.gauges = append(t.gauges, g)
 	}
 	return nil
 }
 
-// Probe checks that every replica cfg watches answers and replicates now:
-// a plan is refused rather than made to wait on a replica from its start.
-func Probe(ctx context.Context, cfg Config, creds dbutil.Creds) error {
-	if cfg.MaxLag <= 0 {
-		return nil
+// Watched is a replica a run watches and the side it replicates from.
+type Watched struct {
+	Addr string
+	Side string // source or target
+}
+
+// Probe checks that every replica cfg watches answers, replicates, and
+// replicates from src or cfg.Target (a plan is refused rather than made to
+// wait on a replica from its start), and says which side each is on.
+func Probe(ctx context.Context, src *sql.DB, cfg Config, creds dbutil.Creds) ([]Watched, error) {
+	if cfg.MaxLag <= 0 || len(cfg.Replicas) == 0 {
+		return nil, nil
 	}
+	sides := map[int64]string{}
+	for _, s := range []struct {
+		db   *sql.DB
+		side string
+	}{{src, "source"}, {cfg.Target, "target"}} {
+		if s.db == nil {
+			continue
+		}
+		id, err := serverID(ctx, s.db)
+		if err != nil {
+			return nil, fmt.Errorf("the %s: %w", s.side, err)
+		}
+		sides[id] = s.side
+	}
+	var out []Watched
 	for _, r := range cfg.Replicas {
 		addr, err := dbutil.ParseAddr(r)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		db, err := dbutil.Open(ctx, addr, creds, "")
 		if err != nil {
-			return fmt.Errorf("replica %s: %w", r, err)
+			return nil, fmt.Errorf("replica %s: %w", r, err)
 		}
-		_, err = ReadReplica(ctx, db)
+		st, err := ReadReplica(ctx, db)
 		db.Close()
 		if err != nil {
-			return fmt.Errorf("replica %s: %w", r, err)
+			return nil, fmt.Errorf("replica %s: %w", r, err)
 		}
+		side, ok := sides[st.SourceID]
+		if !ok {
+			return nil, fmt.Errorf("replica %s replicates from server_id %d, which is neither the source nor the target: give a direct replica of either", r, st.SourceID)
+		}
+		out = append(out, Watched{Addr: r, Side: side})
 	}
-	return nil
+	return out, nil
 }
 
 // Close stops the lag sampling and closes the replica connections.
@@ -131,6 +166,7 @@ func (t *Throttler) Close() {
 	for _, g := range t.lags {
 		g.close()
 	}
+	t.beats.close()
 	for _, db := range t.replicas {
 		db.Close()
 	}
