@@ -38,8 +38,8 @@ type Config struct {
 	Replicas          []string      // HOST:PORT of the replicas whose lag is watched
 	// Target, when set, gets the heartbeat too: a watched replica may
 	// replicate from the source or from the target.
-	Target *sql.DB
-	ControlFile       string        // re-read every 2 s: max-rate, max-threads-running, pause
+	Target      *sql.DB
+	ControlFile string // re-read every 2 s: max-rate, max-threads-running, pause
 	// OnChange, when set, is told each time the reason the work waits
 	// changes ("" when it goes on again), from the goroutine that waits.
 	OnChange func(reason string)
