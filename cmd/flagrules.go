@@ -65,6 +65,7 @@ var (
 	choiceFlags = settingChoices(map[string][]string{})
 	// addrFlags hold HOST:PORT (lists: each element); schemaFlags a schema name.
 	addrFlags   = settingAddrs(map[string]bool{"to": true, "server": true, "against": true, "drain": true, "source": true})
+	addrWords   = settingAddrWords()
 	schemaFlags = map[string]bool{"schema": true}
 )
 
@@ -104,8 +105,11 @@ func checkFlag(fl *pflag.Flag) error {
 		values = []string{val}
 	}
 	for _, v := range values {
-		if addrFlags[name] {
+		if addrFlags[name] && (addrWords[name] == "" || v != addrWords[name]) {
 			if _, err := dbutil.ParseAddr(v); err != nil {
+				if w := addrWords[name]; w != "" {
+					return badInput("--%s %q: %v (give HOST:PORT or %s)", name, v, err, w)
+				}
 				return badInput("--%s %q: %v (give HOST:PORT)", name, v, err)
 			}
 		}

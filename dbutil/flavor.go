@@ -92,6 +92,22 @@ func (f Flavor) ReplicaStatusSQL() string {
 	return "SHOW SLAVE STATUS"
 }
 
+// shardctl's binlog tails register with a server_id in [TailServerIDMin,
+// TailServerIDMin+TailServerIDSpan): replica discovery tells them from servers by it.
+const (
+	TailServerIDMin  = 1_000_000
+	TailServerIDSpan = 1_000_000_000
+)
+
+// ReplicaHostsSQL lists the replicas connected to a server (Server_Id,
+// Host, Port as each reports them): MySQL 8.4 removed SHOW SLAVE HOSTS.
+func (f Flavor) ReplicaHostsSQL() string {
+	if f.MySQL && f.atLeast(8, 1) {
+		return "SHOW REPLICAS"
+	}
+	return "SHOW SLAVE HOSTS"
+}
+
 // ReplicaColumn finds a column of SHOW REPLICA|SLAVE STATUS by either of its
 // names (newName as MySQL 8.0.22+ spells it: Seconds_Behind_Source,
 // Replica_SQL_Running; the older spelling is derived); -1 when neither is there.

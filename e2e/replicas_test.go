@@ -26,9 +26,11 @@ func TestMoveWaitsForItsReplica(t *testing.T) {
 	waitReplicated(t, pdb, rdb)
 	testenv.SQLThread(t, rdb, false)
 
-	dry := c.mustRun("move", "--shard", "1", "--to", env.Addr(2).String(), "--dry-run", "--max-lag", "1s", "--replica", f.Replica(1).String())
-	if want := "replica watched (--max-lag 1s): " + f.Replica(1).String() + ", a replica of the source"; !strings.Contains(dry.stdout, want) {
-		t.Fatalf("--dry-run does not say %q:\n%s", want, dry.stdout)
+	for _, r := range []string{f.Replica(1).String(), "auto"} { // named, and discovered
+		dry := c.mustRun("move", "--shard", "1", "--to", env.Addr(2).String(), "--dry-run", "--max-lag", "1s", "--replica", r)
+		if want := "replica watched (--max-lag 1s): " + f.Replica(1).String() + ", a replica of the source"; !strings.Contains(dry.stdout, want) {
+			t.Fatalf("--dry-run --replica %s does not say %q:\n%s", r, want, dry.stdout)
+		}
 	}
 
 	lp := c.startLoad(100, c.keys("before", 1, 300))

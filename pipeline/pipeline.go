@@ -416,7 +416,9 @@ func (r *runner) endTail(t *binlog.Tailer, keep func(binlog.Position)) error {
 
 // tailServerID is a replica id for a binlog tail, random so tails of
 // parallel runs do not collide with each other or with real replicas.
-func tailServerID() uint32 { return uint32(1_000_000 + rand.Intn(1_000_000_000)) }
+func tailServerID() uint32 {
+	return uint32(dbutil.TailServerIDMin + rand.Intn(dbutil.TailServerIDSpan))
+}
 
 // waitCaughtUp waits until the target applied everything up to the source's current position.
 func (r *runner) waitCaughtUp(ctx context.Context, limit time.Duration) (time.Duration, error) {

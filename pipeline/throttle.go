@@ -23,13 +23,20 @@ type ThrottleObserver interface {
 }
 
 func throttleConfig(opts plans.Options) throttle.Config {
-	return throttle.Config{
+	cfg := throttle.Config{
 		MaxRate:           opts.MaxRate,
 		MaxThreadsRunning: opts.MaxThreadsRunning,
 		MaxLag:            opts.MaxLagMS.D(),
-		Replicas:          opts.Replicas,
 		ControlFile:       opts.ControlFile,
 	}
+	for _, r := range opts.Replicas {
+		if r == plans.ReplicasAuto {
+			cfg.Discover = true
+		} else {
+			cfg.Replicas = append(cfg.Replicas, r)
+		}
+	}
+	return cfg
 }
 
 // NewThrottler paces work on src by the plan options' limits. Close it when done.

@@ -235,6 +235,9 @@ func (c Config) serverArgs(i int, dir, pidFile, binlog string) []string {
 		"--port=" + strconv.Itoa(c.port(i)),
 		"--bind-address=127.0.0.1",
 		"--skip-name-resolve",
+		// A replica names itself to its source (SHOW REPLICAS lists it), so --replica auto finds it.
+		"--report-host=127.0.0.1",
+		"--report-port=" + strconv.Itoa(c.port(i)),
 		"--server-id=" + strconv.Itoa(c.ServerIDBase+i),
 		"--log-bin=" + dir + "/binlog/" + binlog,
 		"--binlog-row-image=FULL",

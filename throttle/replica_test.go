@@ -45,6 +45,9 @@ func TestReplicaLagPausesAndResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pdb.Close()
+	if got, err := Discover(context.Background(), pdb, "the source"); err != nil || len(got) != 1 || got[0] != replica {
+		t.Fatalf("Discover = %q, %v; want [%s]", got, err, replica)
+	}
 	cfg := Config{MaxLag: time.Second, Replicas: []string{replica}}
 	if w, err := Probe(context.Background(), pdb, cfg, sandbox.Creds()); err != nil || len(w) != 1 || w[0].Side != "source" {
 		t.Fatalf("Probe = %+v, %v; want the replica under the source", w, err)

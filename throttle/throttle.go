@@ -36,6 +36,7 @@ type Config struct {
 	MaxThreadsRunning int           // the source's Threads_running ceiling
 	MaxLag            time.Duration // replica lag ceiling (with Replicas)
 	Replicas          []string      // HOST:PORT of the replicas whose lag is watched
+	Discover          bool          // watch too every replica the source and Target list (Discover)
 	// Target, when set, gets the heartbeat too: a watched replica may
 	// replicate from the source or from the target.
 	Target      *sql.DB
@@ -86,14 +87,17 @@ func New(ctx context.Context, src *sql.DB, opts Config, creds dbutil.Creds) (*Th
 // not answer now is no error: its gauge pauses the work until it does
 // (Probe is the check that it answers, for planning).
 func (t *Throttler) open(ctx context.Context) error {
-	if t.opts.MaxLag <= 0 || len(t.opts.Replicas) == 0 {
+	if t.opts.MaxLag <= 0 || len(t.opts.Replicas) == 0 && !t.opts.Discover {
 		return nil
 	}
-	var err error
+	list, err := t.opts.watchList(ctx, t.src)
+	if err != nil {
+		return err
+	}
 	if t.beats, err = startHeartbeat(ctx, t.src, t.opts.Target); err != nil {
 		return err
 	}
-	for _, r := range t.opts.Replicas {
+	for _, r := range list {
 		addr, err := dbutil.ParseAddr(r)
 		if err != nil {
 			return err
@@ -120,8 +124,12 @@ type Watched struct {
 // replicates from src or cfg.Target (a plan is refused rather than made to
 // wait on a replica from its start), and says which side each is on.
 func Probe(ctx context.Context, src *sql.DB, cfg Config, creds dbutil.Creds) ([]Watched, error) {
-	if cfg.MaxLag <= 0 || len(cfg.Replicas) == 0 {
+	if cfg.MaxLag <= 0 || len(cfg.Replicas) == 0 && !cfg.Discover {
 		return nil, nil
+	}
+	list, err := cfg.watchList(ctx, src)
+	if err != nil {
+		return nil, err
 	}
 	sides := map[int64]string{}
 	for _, s := range []struct {
@@ -138,7 +146,7 @@ func Probe(ctx context.Context, src *sql.DB, cfg Config, creds dbutil.Creds) ([]
 		sides[id] = s.side
 	}
 	var out []Watched
-	for _, r := range cfg.Replicas {
+	for _, r := range list {
 		addr, err := dbutil.ParseAddr(r)
 		if err != nil {
 			return nil, err
