@@ -55,6 +55,7 @@ var (
 		"shards":           {lo: 1, hi: 1000},
 		"servers":          {lo: 1, hi: 16},
 		"base-port":        {lo: 1024, hi: 65535},
+		"replicas":         {lo: 1, hi: sandbox.MaxReplicas, off: "none"},
 		"buffer-pool-mb":   {lo: 64, hi: sandbox.MaxBufferPoolMB},
 		"employees":        {lo: 1, hi: 10_000_000},
 		"range-width":      {lo: 1, hi: unbounded},

@@ -112,14 +112,8 @@ func (cfg Config) watchList(ctx context.Context, src *sql.DB) ([]string, error) 
 		return cfg.Replicas, nil
 	}
 	out := append([]string(nil), cfg.Replicas...)
-	for _, s := range []struct {
-		db   *sql.DB
-		name string
-	}{{src, "the source"}, {cfg.Target, "the target"}} {
-		if s.db == nil {
-			continue
-		}
-		found, err := Discover(ctx, s.db, s.name)
+	for _, s := range cfg.sides(src) {
+		found, err := Discover(ctx, s.db, "the "+s.name)
 		if err != nil {
 			return nil, fmt.Errorf("--replica auto: %w", err)
 		}
@@ -133,4 +127,21 @@ func (cfg Config) watchList(ctx context.Context, src *sql.DB) ([]string, error) 
 		return nil, fmt.Errorf("--replica auto: neither the source nor the target lists a replica (SHOW REPLICAS / SHOW SLAVE HOSTS): drop --max-lag, or name replicas with --replica HOST:PORT")
 	}
 	return out, nil
+}
+
+// side is the source or the target server, as Config sees them.
+type side struct {
+	db   *sql.DB
+	name string // source or target
+}
+
+// sides are src and cfg.Target, those that are set.
+func (cfg Config) sides(src *sql.DB) []side {
+	var out []side
+	for _, s := range []side{{src, "source"}, {cfg.Target, "target"}} {
+		if s.db != nil {
+			out = append(out, s)
+		}
+	}
+	return out
 }

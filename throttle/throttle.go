@@ -132,18 +132,12 @@ func Probe(ctx context.Context, src *sql.DB, cfg Config, creds dbutil.Creds) ([]
 		return nil, err
 	}
 	sides := map[int64]string{}
-	for _, s := range []struct {
-		db   *sql.DB
-		side string
-	}{{src, "source"}, {cfg.Target, "target"}} {
-		if s.db == nil {
-			continue
-		}
+	for _, s := range cfg.sides(src) {
 		id, err := serverID(ctx, s.db)
 		if err != nil {
-			return nil, fmt.Errorf("the %s: %w", s.side, err)
+			return nil, fmt.Errorf("the %s: %w", s.name, err)
 		}
-		sides[id] = s.side
+		sides[id] = s.name
 	}
 	var out []Watched
 	for _, r := range list {
