@@ -147,9 +147,12 @@ func waitPlanStep(t *testing.T, dir, step string) string {
 // asynchronous GTID replica.
 func primaryReplica(t *testing.T) (fo sandbox.Config, primary, replica dbutil.Addr, pdb, rdb *sql.DB) {
 	t.Helper()
-	f := testenv.Replicated(t, 1)
-	primary, replica = f.Primary(), f.Replica(1)
-	return f.Config, primary, replica, openAt(t, primary), openAt(t, replica)
+	fo, srv := upSandbox(t, 2, testenv.Flavor(), 10)
+	primary, replica = srv[0].Addr(), srv[1].Addr()
+	if err := fo.Replicate(ctx, 2, primary); err != nil {
+		t.Fatalf("set up replication: %v", err)
+	}
+	return fo, primary, replica, openAt(t, primary), openAt(t, replica)
 }
 
 // TestFailoverRefusedWhenReplicaLacksApplied: the replica stopped
