@@ -124,7 +124,7 @@ type Watched struct {
 // replicates from src or cfg.Target (a plan is refused rather than made to
 // wait on a replica from its start), and says which side each is on.
 func Probe(ctx context.Context, src *sql.DB, cfg Config, creds dbutil.Creds) ([]Watched, error) {
-	if cfg.MaxLag <= 0 || len(cfg.Replicas) == 0 && !cfg.Discover {
+	if len(cfg.Replicas) == 0 && !cfg.Discover { // named replicas are checked even before a --max-lag is given (resume may add one)
 		return nil, nil
 	}
 	list, err := cfg.watchList(ctx, src)
