@@ -28,6 +28,9 @@ func Print(w io.Writer, p *Plan) {
 	}
 	fmt.Fprintf(w, "target: %s\n", tgt)
 	for _, r := range p.Watched {
+		if p.Options.MaxLagMS <= 0 {
+			break // named, but no lag is watched
+		}
 		fmt.Fprintf(w, "replica watched (--max-lag %s): %s, a replica of the %s\n", p.Options.MaxLagMS.D(), r.Addr, r.Side)
 	}
 
