@@ -58,6 +58,7 @@ var (
 		"shards":           {lo: 1, hi: 1000},
 		"servers":          {lo: 1, hi: 16},
 		"base-port":        {lo: 1024, hi: 65535},
+		"replicas":         {lo: 1, hi: sandbox.MaxReplicas, off: "none"},
 		"buffer-pool-mb":   {lo: 64, hi: sandbox.MaxBufferPoolMB},
 		"employees":        {lo: 1, hi: 10_000_000},
 		"range-width":      {lo: 1, hi: unbounded},
@@ -68,6 +69,7 @@ var (
 	choiceFlags = settingChoices(map[string][]string{})
 	// addrFlags hold HOST:PORT (lists: each element); schemaFlags a schema name.
 	addrFlags   = settingAddrs(map[string]bool{"to": true, "server": true, "against": true, "drain": true, "source": true})
+	addrWords   = settingAddrWords()
 	schemaFlags = map[string]bool{"schema": true}
 	// replacedFiles name a file shardctl replaces whole (a temporary file
 	// renamed over it): only a regular file, or none yet, may be there.
@@ -113,8 +115,11 @@ func checkFlag(fl *pflag.Flag) error {
 		values = []string{val}
 	}
 	for _, v := range values {
-		if addrFlags[name] {
+		if addrFlags[name] && (addrWords[name] == "" || v != addrWords[name]) {
 			if _, err := dbutil.ParseAddr(v); err != nil {
+				if w := addrWords[name]; w != "" {
+					return badInput("--%s %q: %v (give HOST:PORT or %s)", name, v, err, w)
+				}
 				return badInput("--%s %q: %v (give HOST:PORT)", name, v, err)
 			}
 		}

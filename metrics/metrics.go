@@ -26,11 +26,12 @@ var labels = []string{"plan", "operation", "shard"}
 
 // Sink is one process's registry and its outputs.
 type Sink struct {
-	reg                     *prometheus.Registry
-	rows, events            *prometheus.CounterVec // counts: only ever go up
-	lag, blackout, finished *prometheus.GaugeVec
-	step, state             *prometheus.GaugeVec
-	blackouts               *prometheus.HistogramVec // every finished cutover's blackout
+	reg                              *prometheus.Registry
+	rows, events                     *prometheus.CounterVec // counts: only ever go up
+	lag, blackout, finished          *prometheus.GaugeVec
+	step, state                      *prometheus.GaugeVec
+	blackouts                        *prometheus.HistogramVec // every finished cutover's blackout
+	throttled, replicaLag, replicaUp *prometheus.GaugeVec
 
 	file string
 	log  *slog.Logger
@@ -72,17 +73,20 @@ func New(file, addr string, log *slog.Logger) (*Sink, error) {
 			Help:    "Write blackout of each finished cutover.",
 			Buckets: BlackoutBuckets,
 		}, []string{"operation"}),
-		lag:      gv("lag_seconds", "How long the target last needed to catch up to a fresh source position."),
-		blackout: gv("blackout_seconds", "Write blackout of the cutover."),
-		finished: gv("last_update_timestamp_seconds", "When this plan's series last changed (Unix time)."),
-		step:     gv("step", "1 for the step running now, 0 for the others.", "step"),
-		state:    gv("plan_state", "1 for the plan's current state (new, running, stopped, done, aborted).", "state"),
-		file:     file,
-		log:      log,
-		seen:     map[string]*counted{},
-		stop:     make(chan struct{}),
+		lag:        gv("lag_seconds", "How long the target last needed to catch up to a fresh source position."),
+		blackout:   gv("blackout_seconds", "Write blackout of the cutover."),
+		finished:   gv("last_update_timestamp_seconds", "When this plan's series last changed (Unix time)."),
+		step:       gv("step", "1 for the step running now, 0 for the others.", "step"),
+		state:      gv("plan_state", "1 for the plan's current state (new, running, stopped, done, aborted).", "state"),
+		throttled:  gv("throttled", "1 while the running step waits on the throttler (a replica that lags or cannot be read, Threads_running, the control file's pause).", "step"),
+		replicaLag: gv("replica_lag_seconds", "A watched replica's lag at its last reading.", "replica"),
+		replicaUp:  gv("replica_lag_readable", "1 when a watched replica's lag could be read at its last reading, 0 when not (the work pauses).", "replica"),
+		file:       file,
+		log:        log,
+		seen:       map[string]*counted{},
+		stop:       make(chan struct{}),
 	}
-	s.reg.MustRegister(s.rows, s.events, s.lag, s.blackout, s.finished, s.step, s.state, s.blackouts)
+	s.reg.MustRegister(s.rows, s.events, s.lag, s.blackout, s.finished, s.step, s.state, s.blackouts, s.throttled, s.replicaLag, s.replicaUp)
 	if addr != "" {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
@@ -166,7 +170,7 @@ func (s *Sink) Close() error {
 	return s.Flush()
 }
 
-// Observer feeds one plan's run into the sink (a pipeline.Observer and LagObserver).
+// Observer feeds one plan's run into the sink (a pipeline.Observer, LagObserver and ThrottleObserver).
 type Observer struct {
 	s  *Sink
 	lv []string
@@ -260,6 +264,26 @@ func (o *Observer) count(c *prometheus.CounterVec, at *int64, total int64) {
 
 // Lag records the last catch-up time.
 func (o *Observer) Lag(d time.Duration) { o.s.lag.WithLabelValues(o.lv...).Set(d.Seconds()) }
+
+// Throttled records whether the running step waits on the throttler.
+func (o *Observer) Throttled(step, reason string) {
+	v := 0.0
+	if reason != "" {
+		v = 1
+	}
+	o.s.throttled.WithLabelValues(o.with(step)...).Set(v)
+	o.touch()
+}
+
+// ReplicaLag records one lag reading of a watched replica.
+func (o *Observer) ReplicaLag(replica string, lag time.Duration, ok bool) {
+	up := 0.0
+	if ok {
+		up = 1
+		o.s.replicaLag.WithLabelValues(o.with(replica)...).Set(lag.Seconds())
+	}
+	o.s.replicaUp.WithLabelValues(o.with(replica)...).Set(up)
+}
 
 // Finish records the plan's result and state (after a run, or before one).
 func (o *Observer) Finish(p *plans.Plan) {

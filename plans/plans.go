@@ -197,6 +197,10 @@ type Plan struct {
 	// empty: none); a merge's also say where the target's are raised.
 	Counters []Counter `json:"counters"`
 
+	// Watched are the replicas whose lag the run throttles on, as planning
+	// found them: under the source or under the target.
+	Watched []WatchedReplica `json:"watched_replicas,omitempty"`
+
 	Steps       []StepRecord `json:"steps"`
 	Checkpoints Checkpoints  `json:"checkpoints"`
 	Attempts    []Attempt    `json:"cutover_attempts,omitempty"`

@@ -39,6 +39,9 @@ type StepRecord struct {
 	Ended    time.Time `json:"ended,omitempty"`
 	Error    string    `json:"error,omitempty"`
 	Attempts int       `json:"attempts,omitempty"`
+	// Throttled says why the running step waits right now (a replica that
+	// lags or cannot be read, the control file's pause), "" while it goes.
+	Throttled string `json:"throttled,omitempty"`
 }
 
 // KeyCheck is what a split found when it read the rows of a foreign key
@@ -141,4 +144,11 @@ type DDL struct {
 	Ran       string    `json:"ran,omitempty"` // as run on the target (apply)
 	Mode      string    `json:"mode"`
 	Note      string    `json:"note,omitempty"`
+}
+
+// WatchedReplica is a replica --max-lag watches and the side it replicates
+// from: "source" or "target".
+type WatchedReplica struct {
+	Addr string `json:"addr"`
+	Side string `json:"side"`
 }

@@ -28,6 +28,12 @@ func Print(w io.Writer, p *Plan) {
 		tgt = fmt.Sprintf("shard %d, %s", p.Target.ShardID, tgt)
 	}
 	fmt.Fprintf(w, "target: %s\n", tgt)
+	for _, r := range p.Watched {
+		if p.Options.MaxLagMS <= 0 {
+			break // named, but no lag is watched
+		}
+		fmt.Fprintf(w, "replica watched (--max-lag %s): %s, a replica of the %s\n", p.Options.MaxLagMS.D(), r.Addr, r.Side)
+	}
 
 	if len(p.MovingKeys) > 0 {
 		fmt.Fprintln(w, "\nkeys that move (rows over the sharded tables, counted at planning):")

@@ -220,8 +220,8 @@ func (c Config) upMySQL(ctx context.Context) ([]Server, error) {
 		return nil, fmt.Errorf("sandbox dir: %w", err)
 	}
 	c.saveFlavor()
-	errs := make(chan error, c.Servers)
-	for i := 1; i <= c.Servers; i++ {
+	errs := make(chan error, c.total())
+	for i := 1; i <= c.total(); i++ {
 		go func() {
 			err := c.ensureLink(i)
 			if err != nil {
@@ -242,7 +242,7 @@ func (c Config) upMySQL(ctx context.Context) ([]Server, error) {
 		}()
 	}
 	var first error
-	for i := 0; i < c.Servers; i++ {
+	for i := 0; i < c.total(); i++ {
 		if err := <-errs; err != nil && first == nil {
 			first = err
 		}
@@ -250,7 +250,7 @@ func (c Config) upMySQL(ctx context.Context) ([]Server, error) {
 	if first != nil {
 		return nil, first
 	}
-	return Status(ctx, c)
+	return c.upReplicas(ctx)
 }
 
 // SavedFlavor is the flavor Up last started in dir (mariadb when none).

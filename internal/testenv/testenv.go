@@ -84,16 +84,7 @@ func Get(t testing.TB) *Env {
 		t.Skip("needs real servers: skipped under -short (scripts/test.sh --fast or the full suite runs it)")
 	}
 	once.Do(func() {
-		if Flavor() == sandbox.FlavorMySQL {
-			ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
-			err := sandbox.EnsureMySQLRoot(ctx)
-			cancel()
-			if err != nil {
-				envErr = err
-				return
-			}
-		} else if _, err := sandbox.Binary("mariadbd"); err != nil {
-			envErr = err
+		if envErr = serversAvailable(); envErr != nil {
 			return
 		}
 		dir, err := os.MkdirTemp("", "shardctl-test-")
@@ -139,12 +130,7 @@ func Get(t testing.TB) *Env {
 			}
 		}
 	}
-	if envErr != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s sandbox unavailable (CI is set, so this is a failure): %v", Flavor(), envErr)
-		}
-		t.Skipf("%s sandbox unavailable: %v", Flavor(), envErr)
-	}
+	skipUnavailable(t, envErr)
 	return env
 }
 
@@ -189,6 +175,29 @@ func (s *Subtests) Run(name string, f func(t *testing.T)) bool {
 		s.skipped++
 	}
 	return ok
+}
+
+// serversAvailable checks that servers of the flavor under test can start.
+func serversAvailable() error {
+	if Flavor() == sandbox.FlavorMySQL {
+		ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+		defer cancel()
+		return sandbox.EnsureMySQLRoot(ctx)
+	}
+	_, err := sandbox.Binary("mariadbd")
+	return err
+}
+
+// skipUnavailable skips the test (fails it under CI) when err says the servers cannot start.
+func skipUnavailable(t testing.TB, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("%s sandbox unavailable (CI is set, so this is a failure): %v", Flavor(), err)
+	}
+	t.Skipf("%s sandbox unavailable: %v", Flavor(), err)
 }
 
 // Flavor is the server flavor the tests run on: SHARDCTL_TEST_FLAVOR
