@@ -220,7 +220,7 @@ type moving struct {
 func listKeys(m *shardmap.Map, f shardmap.Function, req KeysRequest) (moving, error) {
 	var mv moving
 	if req.Range != "" {
-		return mv, fmt.Errorf("%w: %s is a LIST function: its keys are points, not ranges; give --keys K1,K2,...", shardmap.ErrBadInput, f.Name)
+		return mv, fmt.Errorf("%w: %s is a LIST function: its keys are points, not ranges; give --keys K1,K2 (the tenants that move)", shardmap.ErrBadInput, f.Name)
 	}
 	keys, err := parseKeys(req.Keys, f)
 	if err != nil {
