@@ -22,7 +22,7 @@ func pipe(t *testing.T) (*lazyConn, net.Conn) {
 func TestLazyReadDeadline(t *testing.T) {
 	lc, peer := pipe(t)
 	go func() {
-		for i := 0; i < 12; i++ {
+		for i := 0; i < 24; i++ {
 			time.Sleep(100 * time.Millisecond)
 			if _, err := peer.Write([]byte{byte(i)}); err != nil {
 				return
@@ -30,8 +30,10 @@ func TestLazyReadDeadline(t *testing.T) {
 		}
 	}()
 	buf := make([]byte, 1)
-	for i := 0; i < 12; i++ {
-		lc.SetReadDeadline(time.Now().Add(400 * time.Millisecond))
+	// Each deadline is 1.5 s, well above the 100 ms between writes so a
+	// loaded machine's stalls do not fail it, and below the 2.4 s stream.
+	for i := 0; i < 24; i++ {
+		lc.SetReadDeadline(time.Now().Add(1500 * time.Millisecond))
 		if _, err := lc.Read(buf); err != nil {
 			t.Fatalf("read %d of a flowing stream: %v", i, err)
 		}
