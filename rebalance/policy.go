@@ -314,28 +314,29 @@ func (st *state) shareMoves(byRows []Shard, limit int64) []Op {
 		}
 		giving[srv] = true
 		why := fmt.Sprintf("%s holds %.0f%% of the rows, over --max-server-share %.0f%%", srv, 100*float64(st.load[srv])/float64(st.total), 100*st.p.MaxServerShare)
-		units := onServer[srv]
+		var units []unit
+		for _, u := range onServer[srv] {
+			if !st.used[u.s.ID] && u.rows > 0 {
+				units = append(units, u)
+			}
+		}
 		sort.SliceStable(units, func(i, j int) bool { return units[i].rows > units[j].rows })
 		taken := make([]bool, len(units))
+		first := 0 // the largest not taken
 		for excess > 0 {
-			cover, largest := -1, -1
-			for i, u := range units {
-				if st.used[u.s.ID] || taken[i] || u.rows == 0 {
-					continue
-				}
-				if largest < 0 {
-					largest = i
-				}
-				if u.rows >= excess {
-					cover = i // largest first: the last that covers is the smallest
-				}
+			for first < len(units) && taken[first] {
+				first++
 			}
-			best := cover
-			if best < 0 {
-				best = largest
-			}
-			if best < 0 {
+			if first == len(units) {
 				break
+			}
+			// Largest first: the last that covers the excess is the smallest.
+			best := first
+			for i := sort.Search(len(units), func(i int) bool { return units[i].rows < excess }) - 1; i > first; i-- {
+				if !taken[i] {
+					best = i
+					break
+				}
 			}
 			taken[best] = true
 			excess -= units[best].rows
