@@ -10,6 +10,7 @@ import (
 	"container/heap"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -82,6 +83,9 @@ func Keys(ctx context.Context, m *shardmap.Map, f shardmap.Function, keys []stri
 	out := make([]KeyRows, 0, len(keys))
 	for _, key := range keys {
 		res, err := m.Lookup(f, key)
+		if errors.Is(err, shardmap.ErrNoMapping) {
+			return nil, fmt.Errorf("%w: key %s: no shard holds it (function %s has no mapping for it; see 'shardctl shardmap show')", shardmap.ErrBadInput, key, f.Name)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -108,17 +112,19 @@ func Keys(ctx context.Context, m *shardmap.Map, f shardmap.Function, keys []stri
 	return out, nil
 }
 
-// ShardKeys counts the rows of every list point of LIST function f that the
-// shard at loc owns, summed over f's sharded tables; points without rows are
-// left out. Each table is read by GROUP BY over its shard column in chunks
-// of groupsPerRead keys, in key order through an index that leads with the
-// column; a table without one is read by one GROUP BY (a single scan, rather
-// than a scan per chunk). Rows of keys the shard does not own (left for a
-// prune) are not counted.
-func ShardKeys(ctx context.Context, db *sql.DB, m *shardmap.Map, f shardmap.Function, loc shardmap.Location) (map[string]int64, error) {
+// ShardKeys counts the rows of every key that the shard at loc owns among
+// points (its list points of LIST function f), summed over f's sharded
+// tables; keys without rows are left out. Each table is read by GROUP BY
+// over its shard column in chunks of groupsPerRead keys, in key order
+// through an index that leads with the column; a table without one is read
+// by one GROUP BY (a single scan, rather than a scan per chunk). Rows of
+// keys the shard does not own (left for a prune) are not counted.
+func ShardKeys(ctx context.Context, db *sql.DB, m *shardmap.Map, f shardmap.Function, loc shardmap.Location, points []shardmap.Mapping) (map[string]int64, error) {
 	owned := map[string]bool{}
-	for _, p := range m.Owned(f, loc.ShardID, "").Points {
-		owned[p.String()] = true
+	for _, mp := range points {
+		if mp.Point != nil {
+			owned[mp.Point.String()] = true
+		}
 	}
 	out := map[string]int64{}
 	if len(owned) == 0 {
@@ -189,20 +195,29 @@ func readGroups(ctx context.Context, db *sql.DB, q string, args []any, yield fun
 // EachShardKeys counts the keys of every LIST shard in locs (each shard
 // whose mappings are all points of one LIST function), several servers at
 // once, and hands each shard's counts to fn (called from one goroutine at a
-// time).
+// time). The map's mappings are grouped by shard once, not once per shard.
 func EachShardKeys(ctx context.Context, m *shardmap.Map, locs []shardmap.Location, creds dbutil.Creds, fn func(shardmap.Function, shardmap.Location, map[string]int64)) error {
 	ps := &pools{creds: creds, dbs: map[dbutil.Addr]*sql.DB{}}
 	defer ps.close()
-	byServer := map[dbutil.Addr][]shardmap.Location{}
+	mappings := map[int][]shardmap.Mapping{}
+	for _, mp := range m.Mappings {
+		mappings[mp.ShardID] = append(mappings[mp.ShardID], mp)
+	}
+	type shard struct {
+		f   shardmap.Function
+		loc shardmap.Location
+	}
+	byServer := map[dbutil.Addr][]shard{}
 	var servers []dbutil.Addr
 	for _, l := range locs {
-		if _, ok := ListFunction(m, l.ShardID); !ok {
+		f, ok := ListFunction(m, mappings[l.ShardID])
+		if !ok {
 			continue
 		}
 		if _, ok := byServer[l.Addr()]; !ok {
 			servers = append(servers, l.Addr())
 		}
-		byServer[l.Addr()] = append(byServer[l.Addr()], l)
+		byServer[l.Addr()] = append(byServer[l.Addr()], shard{f, l})
 	}
 	var mu sync.Mutex
 	var firstErr error
@@ -218,14 +233,13 @@ func EachShardKeys(ctx context.Context, m *shardmap.Map, locs []shardmap.Locatio
 				if err != nil {
 					return err
 				}
-				for _, l := range byServer[addr] {
-					f, _ := ListFunction(m, l.ShardID)
-					keys, err := ShardKeys(ctx, db, m, f, l)
+				for _, sh := range byServer[addr] {
+					keys, err := ShardKeys(ctx, db, m, sh.f, sh.loc, mappings[sh.loc.ShardID])
 					if err != nil {
 						return err
 					}
 					mu.Lock()
-					fn(f, l, keys)
+					fn(sh.f, sh.loc, keys)
 					mu.Unlock()
 				}
 				return nil
@@ -243,10 +257,9 @@ func EachShardKeys(ctx context.Context, m *shardmap.Map, locs []shardmap.Locatio
 	return firstErr
 }
 
-// ListFunction is the LIST function whose points shard id holds, when all
-// its mappings are points of one LIST function.
-func ListFunction(m *shardmap.Map, id int) (shardmap.Function, bool) {
-	mps := m.ShardMappings(id)
+// ListFunction is the LIST function of a shard whose mappings mps are all
+// points of one LIST function.
+func ListFunction(m *shardmap.Map, mps []shardmap.Mapping) (shardmap.Function, bool) {
 	if len(mps) == 0 {
 		return shardmap.Function{}, false
 	}
@@ -269,8 +282,10 @@ func Top(ctx context.Context, m *shardmap.Map, n int, creds dbutil.Creds) ([]Key
 		st := status[f.ID]
 		if st == nil {
 			st = map[string]string{}
-			for _, mp := range m.MappingsOf(f.ID) {
-				st[mp.Point.String()] = mp.Status
+			for _, mp := range m.Mappings {
+				if mp.FuncID == f.ID && mp.Point != nil {
+					st[mp.Point.String()] = mp.Status
+				}
 			}
 			status[f.ID] = st
 		}

@@ -52,7 +52,7 @@ func TestShardKeysAndTop(t *testing.T) {
 		m.Locations = append(m.Locations, shardmap.Location{ShardID: shard, Host: addr.Host, Port: addr.Port, Schema: schema})
 	}
 	for _, l := range m.Locations {
-		got, err := ShardKeys(ctx, env.DB(t, l.ShardID, ""), m, m.Functions[0], l)
+		got, err := ShardKeys(ctx, env.DB(t, l.ShardID, ""), m, m.Functions[0], l, m.ShardMappings(l.ShardID))
 		if err != nil {
 			t.Fatal(err)
 		}
