@@ -17,6 +17,7 @@ import (
 
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/keyspace"
+	"github.com/shardctl/shardctl/pipeline"
 	"github.com/shardctl/shardctl/shardmap"
 )
 
@@ -47,38 +48,16 @@ func tablesOf(m *shardmap.Map, f shardmap.Function) []shardmap.Column {
 	return out
 }
 
-// pools opens one connection pool per server, on demand.
-type pools struct {
-	mu    sync.Mutex
-	creds dbutil.Creds
-	dbs   map[dbutil.Addr]*sql.DB
-}
-
-func (p *pools) db(ctx context.Context, addr dbutil.Addr) (*sql.DB, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if db := p.dbs[addr]; db != nil {
-		return db, nil
-	}
-	db, err := dbutil.Open(ctx, addr, p.creds, "")
-	if err != nil {
-		return nil, fmt.Errorf("server %s: %w", addr, err)
-	}
-	p.dbs[addr] = db
-	return db, nil
-}
-
-func (p *pools) close() {
-	for _, db := range p.dbs {
-		db.Close()
-	}
+// pools opens one connection pool per server, on demand (the pipeline's).
+func pools(creds dbutil.Creds) *pipeline.Pools {
+	return pipeline.WithPools(pipeline.Env{Creds: creds}).Pools
 }
 
 // Keys counts the rows of each of keys (function f, of any type): where the
 // shard map routes it, one index range read per sharded table.
 func Keys(ctx context.Context, m *shardmap.Map, f shardmap.Function, keys []string, creds dbutil.Creds) ([]KeyRows, error) {
-	ps := &pools{creds: creds, dbs: map[dbutil.Addr]*sql.DB{}}
-	defer ps.close()
+	ps := pools(creds)
+	defer ps.Close()
 	tables := tablesOf(m, f)
 	out := make([]KeyRows, 0, len(keys))
 	for _, key := range keys {
@@ -95,9 +74,9 @@ func Keys(ctx context.Context, m *shardmap.Map, f shardmap.Function, keys []stri
 		}
 		loc := res.Location
 		kr := KeyRows{Function: f.Name, Key: k.String(), ShardID: loc.ShardID, Server: loc.Addr().String(), Schema: loc.Schema, Status: res.Mapping.Status}
-		db, err := ps.db(ctx, loc.Addr())
+		db, err := ps.DB(ctx, loc.Addr())
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("shard %d on %s: %w", loc.ShardID, loc.Addr(), err)
 		}
 		for _, t := range tables {
 			var n int64
@@ -197,8 +176,8 @@ func readGroups(ctx context.Context, db *sql.DB, q string, args []any, yield fun
 // once, and hands each shard's counts to fn (called from one goroutine at a
 // time). The map's mappings are grouped by shard once, not once per shard.
 func EachShardKeys(ctx context.Context, m *shardmap.Map, locs []shardmap.Location, creds dbutil.Creds, fn func(shardmap.Function, shardmap.Location, map[string]int64)) error {
-	ps := &pools{creds: creds, dbs: map[dbutil.Addr]*sql.DB{}}
-	defer ps.close()
+	ps := pools(creds)
+	defer ps.Close()
 	mappings := map[int][]shardmap.Mapping{}
 	for _, mp := range m.Mappings {
 		mappings[mp.ShardID] = append(mappings[mp.ShardID], mp)
@@ -229,9 +208,9 @@ func EachShardKeys(ctx context.Context, m *shardmap.Map, locs []shardmap.Locatio
 		go func(addr dbutil.Addr) {
 			defer func() { <-sem; wg.Done() }()
 			err := func() error {
-				db, err := ps.db(ctx, addr)
+				db, err := ps.DB(ctx, addr)
 				if err != nil {
-					return err
+					return fmt.Errorf("server %s: %w", addr, err)
 				}
 				for _, sh := range byServer[addr] {
 					keys, err := ShardKeys(ctx, db, m, sh.f, sh.loc, mappings[sh.loc.ShardID])
