@@ -430,7 +430,9 @@ func (c *Controller) readFleet(ctx context.Context, ps *planstore.Store) ([]Shar
 		for k, n := range counts {
 			ks = append(ks, Key{Key: k, Rows: n})
 		}
-		sort.Slice(ks, func(i, j int) bool { return ks[i].Rows > ks[j].Rows || ks[i].Rows == ks[j].Rows && ks[i].Key < ks[j].Key })
+		sort.Slice(ks, func(i, j int) bool {
+			return ks[i].Rows > ks[j].Rows || ks[i].Rows == ks[j].Rows && ks[i].Key < ks[j].Key
+		})
 		keys[l.ShardID] = ks
 	})
 	if err != nil {
@@ -438,7 +440,7 @@ func (c *Controller) readFleet(ctx context.Context, ps *planstore.Store) ([]Shar
 	}
 	for i := range fleet {
 		if ks, ok := keys[fleet[i].ID]; ok {
-			fleet[i].Keys, fleet[i].Rows = ks, 0
+			fleet[i].Keys, fleet[i].Tenants, fleet[i].Rows = ks, len(ks), 0
 			for _, k := range ks {
 				fleet[i].Rows += k.Rows
 			}

@@ -34,7 +34,9 @@ type Shard struct {
 	// Keys are a LIST shard's tenants with rows, heaviest first (read when a
 	// limit needs them): such a shard gives away keys rather than move whole,
 	// and a tenant over --max-shard-rows is isolated on a shard of its own.
-	Keys []Key `json:"keys,omitempty"`
+	// Not in the report: a fleet's tenants can be millions; Tenants counts them.
+	Keys    []Key `json:"-"`
+	Tenants int   `json:"tenants,omitempty"`
 }
 
 // Key is one tenant (a LIST point) and its rows over the sharded tables.
