@@ -51,6 +51,10 @@ split a RANGE or HASH shard above --max-shard-rows/--max-shard-bytes at its
 median key (ring arc midpoint), merge neighbouring shards whose sum is under
 --min-shard-rows/--min-shard-bytes, and move shards so that no server holds
 more than --max-server-share of all rows (--drain HOST:PORT empties a server).
+A LIST shard is weighed by its tenants (each key's rows, counted): a tenant
+over --max-shard-rows is isolated on a shard of its own, and a server over
+its share gives tenants (move --keys ... --into a LIST shard on the receiver)
+rather than whole shards.
 
 Without --apply it is a dry run: it prints the proposal and each operation's
 plan summary and changes nothing. With --apply it runs each operation as an

@@ -248,7 +248,7 @@ type job struct {
 // opOfPlan describes a saved plan as an operation, for scheduling.
 func opOfPlan(p *plans.Plan) Op {
 	op := Op{Kind: p.Operation, Shard: p.Source.ShardID, From: p.Source.Addr(), To: p.Target.Addr(), Reason: "continue " + p.ID}
-	if p.Operation == Merge {
+	if p.Operation == Merge || p.Operation == MoveKeys {
 		op.Into = p.Target.ShardID
 	}
 	return op
@@ -376,10 +376,16 @@ func (c *Controller) plan(ctx context.Context, op Op) (*plans.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	switch op.Kind {
-	case Split:
+	switch {
+	case len(op.Keys) > 0:
+		req := move.KeysRequest{ShardID: op.Shard, Keys: op.Keys, Into: op.Into, Options: c.Options}
+		if op.Into == 0 {
+			req.To = to
+		}
+		return move.PlanKeys(ctx, env, req)
+	case op.Kind == Split:
 		return split.Plan(ctx, env, split.Request{ShardID: op.Shard, To: to, Options: c.Options})
-	case Merge:
+	case op.Kind == Merge:
 		return merge.Plan(ctx, env, merge.Request{ShardID: op.Shard, Into: op.Into, Options: c.Options})
 	default:
 		return move.Plan(ctx, env, move.Request{ShardID: op.Shard, To: to, Options: c.Options})
@@ -413,7 +419,34 @@ func (c *Controller) readFleet(ctx context.Context, ps *planstore.Store) ([]Shar
 			locs = append(locs, loc)
 		}
 	}
-	return fleetOf(m, shardstatus.ReadAll(ctx, m, locs, c.Creds, c.Exact), busy)
+	fleet, err := fleetOf(m, shardstatus.ReadAll(ctx, m, locs, c.Creds, c.Exact), busy)
+	if err != nil || c.Policy.MaxShardRows == 0 && c.Policy.MaxServerShare == 0 {
+		return fleet, err
+	}
+	// A LIST shard is weighed by its tenants: each key's rows, counted.
+	keys := map[int][]Key{}
+	err = shardstatus.EachShardKeys(ctx, m, locs, c.Creds, func(_ shardmap.Function, l shardmap.Location, counts map[string]int64) {
+		ks := make([]Key, 0, len(counts))
+		for k, n := range counts {
+			ks = append(ks, Key{Key: k, Rows: n})
+		}
+		sort.Slice(ks, func(i, j int) bool {
+			return ks[i].Rows > ks[j].Rows || ks[i].Rows == ks[j].Rows && ks[i].Key < ks[j].Key
+		})
+		keys[l.ShardID] = ks
+	})
+	if err != nil {
+		return nil, fmt.Errorf("rebalance: %w", err)
+	}
+	for i := range fleet {
+		if ks, ok := keys[fleet[i].ID]; ok {
+			fleet[i].Keys, fleet[i].Tenants, fleet[i].Rows = ks, len(ks), 0
+			for _, k := range ks {
+				fleet[i].Rows += k.Rows
+			}
+		}
+	}
+	return fleet, nil
 }
 
 // fleetOf is the policy's view of the shards read: each shard's figures,
@@ -428,7 +461,9 @@ func fleetOf(m *shardmap.Map, sts []shardstatus.Shard, busy map[int]string) ([]S
 			return nil, fmt.Errorf("rebalance: shard %d (%s on %s): %s", st.ShardID, st.Schema, st.Server, st.Error)
 		}
 		sh := Shard{ID: st.ShardID, Server: st.Server, Rows: st.Rows, Bytes: st.ShardedBytes, Busy: busy[st.ShardID] != "", BusyWith: busy[st.ShardID]}
-		if mps := st.Mappings; len(mps) == 1 {
+		if f, ok := shardstatus.ListFunction(m, st.Mappings); ok {
+			sh.Func, sh.Kind = f.ID, string(shardmap.List) // its keys move; no order among them
+		} else if mps := st.Mappings; len(mps) == 1 {
 			f := mps[0].FuncID
 			sh.Func, sh.Kind = f, string(mps[0].Kind)
 			pos, ok := order[f]

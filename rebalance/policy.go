@@ -31,6 +31,18 @@ type Shard struct {
 	// counted in their server's total but never touched; BusyWith says why.
 	Busy     bool   `json:"busy,omitempty"`
 	BusyWith string `json:"busy_with,omitempty"`
+	// Keys are a LIST shard's tenants with rows, heaviest first (read when a
+	// limit needs them): such a shard gives away keys rather than move whole,
+	// and a tenant over --max-shard-rows is isolated on a shard of its own.
+	// Not in the report: a fleet's tenants can be millions; Tenants counts them.
+	Keys    []Key `json:"-"`
+	Tenants int   `json:"tenants,omitempty"`
+}
+
+// Key is one tenant (a LIST point) and its rows over the sharded tables.
+type Key struct {
+	Key  string `json:"key"`
+	Rows int64  `json:"rows"`
 }
 
 // Unmet is a limit the proposal leaves violated, and why nothing was
@@ -67,20 +79,25 @@ type Policy struct {
 
 // Operation kinds: the operations the policy proposes.
 const (
-	Split = operation.Split
-	Merge = operation.Merge
-	Move  = operation.Move
+	Split    = operation.Split
+	Merge    = operation.Merge
+	Move     = operation.Move
+	MoveKeys = operation.MoveKeys
 )
 
 // Op is one proposed operation.
 type Op struct {
-	Kind   string `json:"operation"`
-	Shard  int    `json:"shard_id"`
-	Into   int    `json:"into,omitempty"` // merge: the neighbour that receives the rows
-	From   string `json:"from"`           // the shard's server
-	To     string `json:"to"`             // split, move: the server that receives rows; merge: Into's server
-	Rows   int64  `json:"rows"`
-	Reason string `json:"reason"`
+	Kind  string `json:"operation"`
+	Shard int    `json:"shard_id"`
+	Into  int    `json:"into,omitempty"` // merge, move-keys: the shard that receives the rows
+	From  string `json:"from"`           // the shard's server
+	To    string `json:"to"`             // split, move: the server that receives rows; merge, move-keys: Into's server
+	// Keys are the LIST keys that move (move-keys into Into, or a split that
+	// puts them on a new shard on To); empty: the whole shard, or a split at
+	// the median.
+	Keys   []string `json:"keys,omitempty"`
+	Rows   int64    `json:"rows"`
+	Reason string   `json:"reason"`
 }
 
 // Servers are the distinct servers touched by op.
@@ -100,9 +117,13 @@ func (o Op) Shards() []int {
 }
 
 func (o Op) String() string {
-	switch o.Kind {
-	case Merge:
+	switch {
+	case o.Kind == Merge:
 		return fmt.Sprintf("merge shard %d into shard %d (%s): %s", o.Shard, o.Into, o.To, o.Reason)
+	case len(o.Keys) > 0 && o.Into != 0:
+		return fmt.Sprintf("move keys %s (%d rows) of shard %d (%s) into shard %d (%s): %s", keyList(o.Keys), o.Rows, o.Shard, o.From, o.Into, o.To, o.Reason)
+	case len(o.Keys) > 0:
+		return fmt.Sprintf("move keys %s (%d rows) of shard %d (%s) to a new shard on %s: %s", keyList(o.Keys), o.Rows, o.Shard, o.From, o.To, o.Reason)
 	default:
 		return fmt.Sprintf("%s shard %d from %s to %s: %s", o.Kind, o.Shard, o.From, o.To, o.Reason)
 	}
@@ -129,6 +150,10 @@ type state struct {
 	used   map[int]bool
 	drain  map[string]bool
 	places []string // servers that may receive rows
+	// lists are the LIST shards on each server that may receive keys, and
+	// rows each one's rows as the proposals so far leave them.
+	lists map[string][]*Shard
+	rows  map[int]int64
 }
 
 // Propose returns the operations that bring the fleet inside the policy:
@@ -143,7 +168,7 @@ func Propose(shards []Shard, p Policy) []Op {
 // that may receive it, no shard that fits), so a run never reports a fleet
 // inside the policy when it is not.
 func Assess(shards []Shard, p Policy) ([]Op, []Unmet) {
-	st := &state{p: p, load: map[string]int64{}, used: map[int]bool{}, drain: map[string]bool{}}
+	st := &state{p: p, load: map[string]int64{}, used: map[int]bool{}, drain: map[string]bool{}, lists: map[string][]*Shard{}, rows: map[int]int64{}}
 	for _, d := range p.Drain {
 		st.drain[d] = true
 	}
@@ -154,6 +179,12 @@ func Assess(shards []Shard, p Policy) ([]Op, []Unmet) {
 		seen[s.Server] = true
 		if s.Busy {
 			st.used[s.ID] = true
+		}
+		st.rows[s.ID] = s.Rows
+	}
+	for i := range shards {
+		if s := &shards[i]; s.Kind == "LIST" && s.Func != 0 && !s.Busy {
+			st.lists[s.Server] = append(st.lists[s.Server], s)
 		}
 	}
 	for _, srv := range p.Servers {
@@ -205,8 +236,15 @@ func Assess(shards []Shard, p Policy) ([]Op, []Unmet) {
 		case s.Busy:
 			unmet = append(unmet, Unmet{s.ID, s.Server, why + ", " + busyWhy(s)})
 			continue
+		case s.Kind == "LIST" && s.Func != 0 && len(s.Keys) > 0 && p.MaxShardRows > 0 && s.Rows > p.MaxShardRows:
+			// A tenant alone on its shard is what isolation makes: inside
+			// the policy (a key is never divided), not a limit left unmet.
+			if op, ok := st.splitKeys(s, why); ok {
+				ops = append(ops, op)
+			}
+			continue
 		case (s.Kind != "RANGE" && s.Kind != "HASH") || s.Func == 0:
-			unmet = append(unmet, Unmet{s.ID, s.Server, why + ", but only a shard with exactly one RANGE or HASH mapping splits"})
+			unmet = append(unmet, Unmet{s.ID, s.Server, why + ", but only a shard with exactly one RANGE or HASH mapping splits, or a LIST shard by its keys' rows (--max-shard-rows)"})
 			continue
 		}
 		to := st.lightest("")
@@ -232,21 +270,41 @@ func Assess(shards []Shard, p Policy) ([]Op, []Unmet) {
 	return ops, unmet
 }
 
+// unit is what a server gives away: a whole shard, or one key of a LIST
+// shard whose keys were read (a tenant moves, not the shard it shares).
+type unit struct {
+	s    *Shard
+	key  string // "": the whole shard
+	rows int64
+}
+
 // shareMoves brings every server under limit rows in two passes, as bin
 // packing does. First each server over it picks what to give away, in as few
-// shards as can be (the smallest shard that covers what is left of its
+// units as can be (the smallest unit that covers what is left of its
 // excess, else its largest; the count is then the lower bound of moves for
-// that server). Then the picked shards are placed largest first, each on the
+// that server). Then the picked units are placed largest first, each on the
 // receiver with the most room, so the big ones find room before the small
-// ones fill it. A shard that fits no receiver stays (its server stays over
-// its share, which the caller reports).
+// ones fill it. A unit that fits no receiver stays (its server stays over
+// its share, which the caller reports). A LIST shard's keys go into a LIST
+// shard of their function on the receiver (move-keys), or onto a new shard
+// there when it has none with room; the keys of one shard bound for one
+// destination are one operation.
 func (st *state) shareMoves(byRows []Shard, limit int64) []Op {
-	onServer := map[string][]*Shard{}
+	onServer := map[string][]unit{}
 	for i := range byRows {
-		onServer[byRows[i].Server] = append(onServer[byRows[i].Server], &byRows[i]) // largest first
+		s := &byRows[i]
+		if s.Kind != "LIST" || s.Func == 0 || len(s.Keys) == 0 {
+			onServer[s.Server] = append(onServer[s.Server], unit{s: s, rows: s.Rows})
+			continue
+		}
+		for _, k := range s.Keys {
+			if k.Rows > 0 {
+				onServer[s.Server] = append(onServer[s.Server], unit{s: s, key: k.Key, rows: k.Rows})
+			}
+		}
 	}
 	type pick struct {
-		s   *Shard
+		u   unit
 		why string
 	}
 	var picks []pick
@@ -258,34 +316,43 @@ func (st *state) shareMoves(byRows []Shard, limit int64) []Op {
 		}
 		giving[srv] = true
 		why := fmt.Sprintf("%s holds %.0f%% of the rows, over --max-server-share %.0f%%", srv, 100*float64(st.load[srv])/float64(st.total), 100*st.p.MaxServerShare)
-		taken := map[int]bool{}
+		var units []unit
+		for _, u := range onServer[srv] {
+			if !st.used[u.s.ID] && u.rows > 0 {
+				units = append(units, u)
+			}
+		}
+		sort.SliceStable(units, func(i, j int) bool { return units[i].rows > units[j].rows })
+		taken := make([]bool, len(units))
+		first := 0 // the largest not taken
 		for excess > 0 {
-			var cover, largest *Shard
-			for _, s := range onServer[srv] {
-				if st.used[s.ID] || taken[s.ID] || s.Rows == 0 {
-					continue
-				}
-				if largest == nil {
-					largest = s
-				}
-				if s.Rows >= excess {
-					cover = s // the list is largest first: the last that covers is the smallest
-				}
+			for first < len(units) && taken[first] {
+				first++
 			}
-			best := cover
-			if best == nil {
-				best = largest
-			}
-			if best == nil {
+			if first == len(units) {
 				break
 			}
-			taken[best.ID] = true
-			excess -= best.Rows
-			picks = append(picks, pick{best, why})
+			// Largest first: the last that covers the excess is the smallest.
+			best := first
+			for i := sort.Search(len(units), func(i int) bool { return units[i].rows < excess }) - 1; i > first; i-- {
+				if !taken[i] {
+					best = i
+					break
+				}
+			}
+			taken[best] = true
+			excess -= units[best].rows
+			picks = append(picks, pick{units[best], why})
 		}
 	}
-	sort.SliceStable(picks, func(i, j int) bool { return picks[i].s.Rows > picks[j].s.Rows })
+	sort.SliceStable(picks, func(i, j int) bool { return picks[i].u.rows > picks[j].u.rows })
 	var ops []Op
+	type dest struct {
+		from, into int
+		to         string
+	}
+	group := map[dest]int{} // index in ops of the key move from one shard to one destination
+	var sources []int
 	for _, pk := range picks {
 		to := ""
 		for _, srv := range st.places {
@@ -293,12 +360,94 @@ func (st *state) shareMoves(byRows []Shard, limit int64) []Op {
 				to = srv
 			}
 		}
-		if to == "" || st.load[to]+pk.s.Rows > limit {
+		if to == "" || st.load[to]+pk.u.rows > limit {
 			continue
 		}
-		ops = append(ops, st.move(*pk.s, to, pk.why))
+		if pk.u.key == "" {
+			ops = append(ops, st.move(*pk.u.s, to, pk.why))
+			continue
+		}
+		s := pk.u.s
+		d := dest{from: s.ID, into: st.receiver(s, to, pk.u.rows), to: to}
+		st.load[s.Server] -= pk.u.rows
+		st.load[to] += pk.u.rows
+		st.rows[s.ID] -= pk.u.rows
+		st.rows[d.into] += pk.u.rows
+		if i, ok := group[d]; ok {
+			ops[i].Keys = append(ops[i].Keys, pk.u.key)
+			ops[i].Rows += pk.u.rows
+			continue
+		}
+		op := Op{Kind: Split, Shard: s.ID, From: s.Server, To: to, Keys: []string{pk.u.key}, Rows: pk.u.rows, Reason: pk.why}
+		if d.into != 0 {
+			op.Kind, op.Into = MoveKeys, d.into
+		}
+		group[d] = len(ops)
+		ops = append(ops, op)
+		sources = append(sources, s.ID)
+	}
+	for _, id := range sources {
+		st.used[id] = true // it gives keys this pass: it neither moves nor receives
 	}
 	return ops
+}
+
+// receiver is the LIST shard of s's function on server to with the fewest
+// rows that can take rows more (within --max-shard-rows), or 0 when there is
+// none: the keys then go to a new shard there.
+func (st *state) receiver(s *Shard, to string, rows int64) int {
+	best := 0
+	for _, r := range st.lists[to] {
+		if r.Func != s.Func || st.used[r.ID] || st.p.MaxShardRows > 0 && st.rows[r.ID]+rows > st.p.MaxShardRows {
+			continue
+		}
+		if best == 0 || st.rows[r.ID] < st.rows[best] {
+			best = r.ID
+		}
+	}
+	return best
+}
+
+// splitKeys splits LIST shard s by its keys onto a new shard on the lightest
+// server: a key over --max-shard-rows alone (it is isolated), else the
+// heaviest keys up to about half its rows. ok is false when one key holds
+// every row: a key is never divided.
+func (st *state) splitKeys(s Shard, why string) (Op, bool) {
+	var keys []Key
+	for _, k := range s.Keys {
+		if k.Rows > 0 {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) < 2 {
+		return Op{}, false
+	}
+	var moving []string
+	var rows int64
+	if keys[0].Rows > st.p.MaxShardRows {
+		moving, rows = []string{keys[0].Key}, keys[0].Rows
+		why = fmt.Sprintf("key %s holds %d rows, over --max-shard-rows %d: isolated on a shard of its own", keys[0].Key, keys[0].Rows, st.p.MaxShardRows)
+	} else {
+		for _, k := range keys {
+			if len(moving) == 0 || rows+k.Rows <= s.Rows/2 {
+				moving, rows = append(moving, k.Key), rows+k.Rows
+			}
+		}
+	}
+	to := st.lightest("")
+	st.used[s.ID] = true
+	st.load[s.Server] -= rows
+	st.load[to] += rows
+	st.rows[s.ID] -= rows
+	return Op{Kind: Split, Shard: s.ID, From: s.Server, To: to, Keys: moving, Rows: rows, Reason: why}, true
+}
+
+// keyList names keys, the first few of a long list.
+func keyList(keys []string) string {
+	if len(keys) > 8 {
+		return strings.Join(keys[:8], ",") + fmt.Sprintf(",... (%d keys)", len(keys))
+	}
+	return strings.Join(keys, ",")
 }
 
 func (st *state) share(srv string) string { return pct(float64(st.load[srv]) / float64(st.total)) }

@@ -145,3 +145,90 @@ func TestAssessNamesWhatItCannotFix(t *testing.T) {
 		t.Fatalf("a fleet inside the policy has unmet limits: %v", unmet)
 	}
 }
+
+// list is a LIST shard of function 2 holding keys, each given as "key:rows".
+func list(id int, server string, keys ...string) Shard {
+	s := Shard{ID: id, Server: server, Func: 2, Kind: "LIST"}
+	for _, k := range keys {
+		var name string
+		var rows int64
+		fmt.Sscanf(strings.Replace(k, ":", " ", 1), "%s %d", &name, &rows)
+		s.Keys = append(s.Keys, Key{Key: name, Rows: rows})
+		s.Rows += rows
+	}
+	return s
+}
+
+func keyOps(os []Op) string {
+	var b []string
+	for _, o := range os {
+		switch {
+		case o.Kind == MoveKeys:
+			b = append(b, fmt.Sprintf("move-keys %d[%s]->%d@%s", o.Shard, strings.Join(o.Keys, ","), o.Into, o.To))
+		case len(o.Keys) > 0:
+			b = append(b, fmt.Sprintf("split-keys %d[%s]->new@%s", o.Shard, strings.Join(o.Keys, ","), o.To))
+		default:
+			b = append(b, fmt.Sprintf("%s %d %s->%s", o.Kind, o.Shard, o.From, o.To))
+		}
+	}
+	return strings.Join(b, ", ")
+}
+
+// A LIST fleet: a server over its share gives its heaviest tenants (as few
+// as cover its excess), not a whole shard, into the LIST shard on the
+// receiver with the most room; the keys bound for one shard are one move.
+func TestProposeListMovesTenants(t *testing.T) {
+	fleet := []Shard{
+		list(1, "a", "1:500", "2:300", "3:200", "4:100"),
+		list(2, "a", "10:250", "11:250"),
+		list(3, "b", "20:100", "21:100"),
+		list(4, "c", "30:150"),
+	}
+	// 1950 rows; at 0.5 server a (1600) must give 625: tenant 1 (500)
+	// alone does not cover it, so the smallest that covers the rest (tenant
+	// 3, 200) follows; the largest goes first, to the server with most room.
+	got := keyOps(Propose(fleet, Policy{MaxServerShare: 0.5}))
+	if got != "move-keys 1[1]->4@c, move-keys 1[3]->3@b" {
+		t.Fatalf("share by tenants: %s", got)
+	}
+	// The keys of one shard bound for one destination are one operation.
+	fleet = []Shard{list(1, "a", "1:300", "2:300", "3:300", "4:100"), list(3, "b", "20:100")}
+	if got := keyOps(Propose(fleet, Policy{MaxServerShare: 0.6})); got != "move-keys 1[1,4]->3@b" {
+		t.Fatalf("two keys to one shard: %s", got)
+	}
+	// A receiver without a LIST shard of the function (or none with room
+	// under --max-shard-rows) gets the keys on a new shard of their own.
+	fleet = []Shard{list(1, "a", "1:300", "2:300", "3:300"), list(3, "b", "20:500")}
+	if got := keyOps(Propose(fleet, Policy{MaxServerShare: 0.6, MaxShardRows: 700, Servers: []string{"c"}})); got != "split-keys 1[1]->new@c" {
+		t.Fatalf("no receiving shard with room: %s", got)
+	}
+}
+
+// A tenant over --max-shard-rows is isolated on a shard of its own; a LIST
+// shard over it without such a tenant splits by a key set of about half its
+// rows; a tenant alone on its shard is left alone.
+func TestProposeListIsolatesAndSplits(t *testing.T) {
+	fleet := []Shard{
+		list(1, "a", "1:900", "2:50", "3:50"),
+		list(2, "b", "10:300", "11:300", "12:200", "13:100"),
+		list(3, "c", "20:50"),
+	}
+	o, unmet := Assess(fleet, Policy{MaxShardRows: 800})
+	// Tenant 1 goes to the lightest server, c; then a is the lightest, and
+	// shard 2's heaviest keys up to half its 900 rows go there.
+	if got := keyOps(o); got != "split-keys 1[1]->new@c, split-keys 2[10,13]->new@a" {
+		t.Fatalf("isolate and split: %s", got)
+	}
+	if len(unmet) != 0 {
+		t.Fatalf("unmet: %v", unmet)
+	}
+	if !strings.Contains(o[0].Reason, "key 1 holds 900 rows") {
+		t.Errorf("the isolation's reason: %s", o[0].Reason)
+	}
+	// Once isolated, a tenant over the limit is inside the policy: a key is
+	// never divided, and a cron run must not report it stuck forever.
+	o, unmet = Assess([]Shard{list(1, "a", "1:900", "2:0"), list(2, "b", "5:10")}, Policy{MaxShardRows: 800})
+	if len(o) != 0 || len(unmet) != 0 {
+		t.Fatalf("a lone tenant over the limit: %s, unmet %v", keyOps(o), unmet)
+	}
+}
