@@ -3,6 +3,7 @@ package e2e
 import (
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -137,6 +138,46 @@ func copyRows(t *testing.T, from *sql.DB, fromSchema string, to *sql.DB, toSchem
 		}
 		if _, err := to.Exec("INSERT INTO "+dbutil.Table(toSchema, tb)+" VALUES ("+dbutil.Placeholders(len(cols))+")", vals...); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// A tenant's child that references its parent by the parent's own id
+// (tasks.project_id -> projects.id, no tenant_id in the key) is checked on
+// the rows by a key move: a task of tenant 11 pointed at tenant 12's project
+// would be separated from it, so moving tenant 11 alone is refused with the
+// rows named and nothing changed, onto a new shard and into an existing
+// one; moving both tenants keeps them together.
+func TestKeyMoveChecksChildrenByID(t *testing.T) {
+	c := newClusterSeed(t, "e2e_keyfk", []int{1, 2}, sandbox.SeedConfig{Sizes: []int{40, 40}, List: true})
+	c.loadCorpus("../testdata/schemas/tenants", "tenant_id")
+	execOn(t, c.db(1), "UPDATE "+dbutil.Table(c.shards[0].Schema, "tasks")+" SET project_id = 1201 WHERE id = 11011")
+	// The same on shard 2, whose tenants move into shard 1 (a key move into
+	// an existing shard): its task of tenant L+11 points at L+12's project.
+	lo := c.shards[1].Lower
+	execOn(t, c.db(2), fmt.Sprintf("UPDATE %s SET project_id = %d WHERE id = %d", dbutil.Table(c.shards[1].Schema, "tasks"), (lo+12)*100+1, ((lo+11)*100+1)*10+1))
+	v0, _ := c.store.Version(ctx)
+	for _, args := range [][]string{
+		{"move", "--shard", "1", "--keys", "11", "--to", c.env.Addr(3).String(), "--yes"},
+		{"move", "--shard", "2", "--keys", fmt.Sprint(lo + 11), "--into", "1", "--yes"},
+	} {
+		r := c.run(nil, args...)
+		if r.code != 2 || !strings.Contains(r.stderr, "rows would end on another shard") || !strings.Contains(r.stderr, "tasks") {
+			t.Fatalf("%v separates a task from its project: exit %d, want 2 naming tasks\n%s\n%s", args, r.code, r.stdout, r.stderr)
+		}
+	}
+	if v, _ := c.store.Version(ctx); v != v0 {
+		t.Errorf("the refused moves changed the shard map: version %d -> %d", v0, v)
+	}
+	if files := planFiles(t, c.planDir); len(files) != 0 {
+		t.Errorf("the refused move left plan files: %v", files)
+	}
+	for _, args := range [][]string{
+		{"move", "--shard", "1", "--keys", "11,12", "--to", c.env.Addr(3).String(), "--dry-run"},
+		{"move", "--shard", "2", "--keys", fmt.Sprintf("%d,%d", lo+11, lo+12), "--into", "1", "--dry-run"},
+	} {
+		if r := c.run(nil, args...); r.code != 0 {
+			t.Fatalf("%v (both tenants): exit %d\n%s", args, r.code, r.stderr)
 		}
 	}
 }
