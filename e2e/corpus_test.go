@@ -163,6 +163,7 @@ func runCorpus(t *testing.T, dir string, conf corpusConf, op corpusOp, name stri
 	start := time.Now()
 	c := newClusterSeed(t, name, op.servers, sandbox.SeedConfig{Sizes: op.sizes, List: conf.list})
 	keys, sharded, objects := c.loadCorpus(dir, conf.key)
+	seededKeys := c.fleetKeys(sharded)
 	workload := readFile(t, filepath.Join(dir, "workload.sql"))
 	checks := readFile(t, filepath.Join(dir, "checks.sql"))
 	first := c.shards[0]
@@ -211,6 +212,16 @@ func runCorpus(t *testing.T, dir string, conf corpusConf, op corpusOp, name stri
 	// prune guards the shard's triggers too (and puts them back exactly).
 	c.mustRun("prune", "--shard", "1")
 	c.checkCorpus(sharded, objects, first.Schema, checks)
+	// Every key (tenant) each sharded table was seeded with is still in the
+	// fleet, on one shard (the workloads never delete a key's last row).
+	after := c.fleetKeys(sharded)
+	for tb, ks := range seededKeys {
+		for k := range ks {
+			if after[tb][k] != 1 {
+				t.Errorf("%s: key %s is on %d shards after %s, want 1", tb, k, after[tb][k], op.name)
+			}
+		}
+	}
 	t.Logf("%s took %s", op.name, time.Since(start).Round(time.Millisecond))
 }
 
@@ -326,6 +337,31 @@ func (c *cluster) checkCorpus(sharded []string, objects []schemaobj.Object, orig
 			}
 		}
 	}
+}
+
+// fleetKeys is, for each sharded table, each key the shards of the map
+// hold rows of, with how many shards hold it.
+func (c *cluster) fleetKeys(sharded []string) map[string]map[string]int {
+	t := c.t
+	m, err := c.store.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[string]int{}
+	for _, tb := range sharded {
+		_, col, _ := m.TableFunction(tb)
+		out[tb] = map[string]int{}
+		for _, l := range m.Locations {
+			if len(m.ShardMappings(l.ShardID)) == 0 {
+				continue // a location nothing routes to (a merged shard's, until removed)
+			}
+			db := c.env.DB(t, c.serverIndex(l.Addr().String()), "")
+			for _, k := range column[string](t, db, "SELECT DISTINCT CAST("+dbutil.QuoteIdent(col.Column)+" AS CHAR) FROM "+dbutil.Table(l.Schema, tb)) {
+				out[tb][k]++
+			}
+		}
+	}
+	return out
 }
 
 func norm(s string) string { return strings.Join(strings.Fields(s), " ") }
