@@ -23,6 +23,10 @@ import (
 // column layout, so nothing from the statement on is applied.
 var ErrDDL = errors.New("schema change (DDL) on the source schema")
 
+// ErrDDLCarriable marks a schema change the tail stopped at (--on-ddl stop)
+// that a tail running with --on-ddl apply would have carried.
+var ErrDDLCarriable = errors.New("--on-ddl apply would have carried it")
+
 // ddlError names the schema, table and statement, and tells the operator
 // what to do; at is "at FILE:POS" or "after FILE:POS".
 func ddlError(schema, table, statement, at string) error {

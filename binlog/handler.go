@@ -233,7 +233,11 @@ func (h *handler) OnDDL(header *replication.EventHeader, next mysql.Position, qe
 			if m := h.t.cfg.OnDDL; m == DDLApply || m == DDLIgnore {
 				return h.carry(string(qe.Query), string(qe.Schema), at, m)
 			}
-			return h.fail(ddlError(s, c[1], string(qe.Query), at))
+			err := ddlError(s, c[1], string(qe.Query), at)
+			if _, why := carry(h.parser, string(qe.Query), s, string(qe.Schema), h.t.tables); why == "" {
+				err = fmt.Errorf("%w (%w)", err, ErrDDLCarriable)
+			}
+			return h.fail(err)
 		}
 	}
 	return nil

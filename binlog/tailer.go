@@ -22,10 +22,7 @@ import (
 // DefaultBatchRows is the default number of row changes per target
 // transaction. A batch keeps only each row's last change, so a backlog
 // applies as fewer, larger statements: 10,000 ran the catch-up benchmark at
-// 145k row events/s against 81k at 2,000 (docs/BENCHMARKS.md). It was held
-// at 2,000 while an acknowledged delete went missing in TestRebalanceFromCron;
-// the cause was not the batch but the cleanup pruning the old copy inside the
-// routers' cache TTL (pipeline/grace.go).
+// 145k row events/s against 81k at 2,000 (docs/BENCHMARKS.md).
 const DefaultBatchRows = 10000
 
 // DefaultWorkers is the default number of target sessions that apply one

@@ -471,15 +471,16 @@ func TestTailCheckpoints(t *testing.T) {
 func TestTailStopsAtDDL(t *testing.T) {
 	cases := []struct {
 		name, stmt, table string
+		carriable         bool // --on-ddl apply would have carried it (ErrDDLCarriable)
 	}{
-		{"alter listed", "ALTER TABLE {S}.t ADD COLUMN extra INT", "t"},
-		{"truncate", "TRUNCATE TABLE {S}.t", "t"},
-		{"create unlisted", "CREATE TABLE {S}.newt (id INT PRIMARY KEY)", "newt"},
-		{"alter unlisted with default schema", "USE {S}; ALTER TABLE side ADD COLUMN extra INT", "side"},
-		{"rename into", "RENAME TABLE {S}_other.x TO {S}.x", ""},
-		{"unparsed naming the schema", "ALTER ONLINE TABLE {S}.t ADD COLUMN extra INT", ""},
-		{"unparsed unqualified", "USE {S}; ALTER TABLE t ADD COLUMN extra INT INVISIBLE", ""},
-		{"drop database", "DROP DATABASE {S}", ""},
+		{"alter listed", "ALTER TABLE {S}.t ADD COLUMN extra INT", "t", true},
+		{"truncate", "TRUNCATE TABLE {S}.t", "t", false},
+		{"create unlisted", "CREATE TABLE {S}.newt (id INT PRIMARY KEY)", "newt", false},
+		{"alter unlisted with default schema", "USE {S}; ALTER TABLE side ADD COLUMN extra INT", "side", false},
+		{"rename into", "RENAME TABLE {S}_other.x TO {S}.x", "", false},
+		{"unparsed naming the schema", "ALTER ONLINE TABLE {S}.t ADD COLUMN extra INT", "", false},
+		{"unparsed unqualified", "USE {S}; ALTER TABLE t ADD COLUMN extra INT INVISIBLE", "", false},
+		{"drop database", "DROP DATABASE {S}", "", false},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -511,6 +512,9 @@ func TestTailStopsAtDDL(t *testing.T) {
 			err := tl.Err()
 			if !errors.Is(err, ErrDDL) {
 				t.Fatalf("stopped with %v, want ErrDDL", err)
+			}
+			if errors.Is(err, ErrDDLCarriable) != c.carriable {
+				t.Errorf("ErrDDLCarriable %v, want %v: %v", !c.carriable, c.carriable, err)
 			}
 			msg := err.Error()
 			for _, want := range []string{p.schema, "stopped safely", "restart", c.table} {

@@ -9,6 +9,7 @@ package cmd
 import (
 	"fmt"
 	"math"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,6 +40,8 @@ var (
 		"wait":         {lo: float64(time.Millisecond), hi: float64(24 * time.Hour)},
 		"duration":     {lo: float64(time.Millisecond), hi: unbounded, off: "until interrupted"},
 		"map-ttl":      {lo: float64(time.Millisecond), hi: float64(time.Hour)},
+		// A live lock holder checks its lock every 2 s: shorter would call it dead.
+		"stale-lock": {lo: float64(5 * time.Second), hi: float64(24 * time.Hour)},
 	}, plans.KindMillis, plans.KindSeconds)
 	numberFlags = withSettings(map[string]limit{
 		"sleep-ms":         {lo: 0, hi: 60_000},
@@ -55,6 +58,7 @@ var (
 		"shards":           {lo: 1, hi: 1000},
 		"servers":          {lo: 1, hi: 16},
 		"base-port":        {lo: 1024, hi: 65535},
+		"replicas":         {lo: 1, hi: sandbox.MaxReplicas, off: "none"},
 		"buffer-pool-mb":   {lo: 64, hi: sandbox.MaxBufferPoolMB},
 		"employees":        {lo: 1, hi: 10_000_000},
 		"range-width":      {lo: 1, hi: unbounded},
@@ -65,7 +69,11 @@ var (
 	choiceFlags = settingChoices(map[string][]string{})
 	// addrFlags hold HOST:PORT (lists: each element); schemaFlags a schema name.
 	addrFlags   = settingAddrs(map[string]bool{"to": true, "server": true, "against": true, "drain": true, "source": true})
+	addrWords   = settingAddrWords()
 	schemaFlags = map[string]bool{"schema": true}
+	// replacedFiles name a file shardctl replaces whole (a temporary file
+	// renamed over it): only a regular file, or none yet, may be there.
+	replacedFiles = map[string]bool{"metrics-file": true}
 )
 
 // checkFlag checks one flag's current value against its rule.
@@ -97,6 +105,9 @@ func checkFlag(fl *pflag.Flag) error {
 		}
 		return nil
 	}
+	if replacedFiles[name] && val != "" {
+		return checkReplacedFile(name, val)
+	}
 	var values []string
 	if sv, ok := fl.Value.(pflag.SliceValue); ok {
 		values = sv.GetSlice()
@@ -104,8 +115,11 @@ func checkFlag(fl *pflag.Flag) error {
 		values = []string{val}
 	}
 	for _, v := range values {
-		if addrFlags[name] {
+		if addrFlags[name] && (addrWords[name] == "" || v != addrWords[name]) {
 			if _, err := dbutil.ParseAddr(v); err != nil {
+				if w := addrWords[name]; w != "" {
+					return badInput("--%s %q: %v (give HOST:PORT or %s)", name, v, err, w)
+				}
 				return badInput("--%s %q: %v (give HOST:PORT)", name, v, err)
 			}
 		}
@@ -116,6 +130,26 @@ func checkFlag(fl *pflag.Flag) error {
 		}
 	}
 	return nil
+}
+
+// checkReplacedFile refuses a path where something other than a regular
+// file is: the rename would put a regular file in place of a device, a
+// directory's entry, a FIFO or a symbolic link.
+func checkReplacedFile(name, path string) error {
+	st, err := os.Lstat(path)
+	if err != nil || st.Mode().IsRegular() {
+		return nil // a missing file is created; a missing directory is refused when the file is first written
+	}
+	what := "not a regular file"
+	switch {
+	case st.IsDir():
+		what = "a directory"
+	case st.Mode()&os.ModeSymlink != 0:
+		what = "a symbolic link"
+	case st.Mode()&os.ModeDevice != 0:
+		what = "a device"
+	}
+	return badInput("--%s %s is %s: shardctl replaces the file whole (a temporary file renamed over it), so give the path of a regular file, or of none yet (e.g. in node_exporter's textfile directory)", name, path, what)
 }
 
 func (l limit) allows(v float64) bool {

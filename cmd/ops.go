@@ -13,7 +13,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/shardctl/shardctl/binlog"
 	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/lock"
 	"github.com/shardctl/shardctl/move"
 	"github.com/shardctl/shardctl/pipeline"
 	"github.com/shardctl/shardctl/plans"
@@ -156,7 +158,7 @@ func (a *app) launch(cmd *cobra.Command, env pipeline.Env, p *plans.Plan, f *opF
 		})
 	}
 	if f.planOut != "" {
-		if err := plans.Save(f.planOut, p); err != nil {
+		if err := saveNewPlan(f.planOut, "--plan-out "+f.planOut, p); err != nil {
 			return err
 		}
 		return a.emit(map[string]string{"plan_id": p.ID, "plan_path": f.planOut}, func(w io.Writer) {
@@ -176,10 +178,20 @@ func (a *app) launch(cmd *cobra.Command, env pipeline.Env, p *plans.Plan, f *opF
 		return err
 	}
 	path := plans.Path(a.planDir(), p.ID)
-	if err := plans.Save(path, p); err != nil {
+	if err := saveNewPlan(path, "the plan directory "+a.planDir()+" (--plan-dir, SHARDCTL_PLAN_DIR or plan-dir: in the config file)", p); err != nil {
 		return err
 	}
 	return a.runPlan(cmd.Context(), env, p, path, true)
+}
+
+// saveNewPlan writes a plan that has not run yet. A place shardctl cannot
+// write is the operator's to fix (exit 2, not a failure a resume could
+// cure): nothing was changed yet.
+func saveNewPlan(path, where string, p *plans.Plan) error {
+	if err := plans.Save(path, p); err != nil {
+		return withCode(ExitBadInput, fmt.Errorf("%s is not usable: %w; give a directory shardctl can create and write in (nothing was changed)", where, err))
+	}
+	return nil
 }
 
 // runPlan runs (or resumes) a plan and reports it. A fresh plan (its first
@@ -210,9 +222,16 @@ func (a *app) runPlan(ctx context.Context, env pipeline.Env, p *plans.Plan, path
 			ref = path // outside the plan directory: the id alone would not find it
 			err = &refError{err: err, id: p.ID, ref: ref}
 		}
-		if !a.jsonOut() && p.State != plans.StateNew {
+		// Another process running the plan is no stop of it: the error says so.
+		if !a.jsonOut() && p.State != plans.StateNew && !errors.Is(err, lock.ErrBusy) {
 			fmt.Fprintf(a.errOut, "plan %s stopped at step %s; it is saved in %s\n", p.ID, p.NextStep(), path)
-			if p.State == plans.StateStopped && !errors.Is(err, pipeline.ErrRefused) && !errors.Is(err, pipeline.ErrPurged) {
+			switch {
+			case p.State != plans.StateStopped, errors.Is(err, pipeline.ErrRefused), errors.Is(err, pipeline.ErrPurged):
+			case errors.Is(err, binlog.ErrDDL):
+				// A plain resume stops at the statement again: the error says the way out.
+			case isDeterministic(err):
+				fmt.Fprintf(a.errOut, "once the cause above is fixed, continue it with: shardctl plan resume %s   (or undo it: shardctl plan abort %s)\n", ref, ref)
+			default:
 				fmt.Fprintf(a.errOut, "continue it with: shardctl plan resume %s   (or undo it: shardctl plan abort %s)\n", ref, ref)
 			}
 		}

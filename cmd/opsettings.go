@@ -138,3 +138,14 @@ func settingAddrs(rules map[string]bool) map[string]bool {
 	}
 	return rules
 }
+
+// settingAddrWords are the words an address setting takes besides HOST:PORT.
+func settingAddrWords() map[string]string {
+	words := map[string]string{}
+	for _, s := range plans.Settings {
+		if s.AddrWord != "" {
+			words[s.Flag] = s.AddrWord
+		}
+	}
+	return words
+}

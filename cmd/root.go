@@ -204,7 +204,7 @@ never from the command line.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return withCode(ExitBadInput, fmt.Errorf("%w (see --help)", err))
 	})
-	root.AddCommand(a.versionCmd(), refuseUnknownSub(a.shardmapCmd()), refuseUnknownSub(a.sandboxCmd()), a.statusCmd(), a.moveCmd(), a.splitCmd(), a.mergeCmd(), refuseUnknownSub(a.planCmd()), a.loadCmd(), a.verifyCmd(), a.pruneCmd(), a.rebalanceCmd())
+	root.AddCommand(a.versionCmd(), refuseUnknownSub(a.shardmapCmd()), refuseUnknownSub(a.sandboxCmd()), a.statusCmd(), a.moveCmd(), a.splitCmd(), a.mergeCmd(), refuseUnknownSub(a.planCmd()), a.loadCmd(), a.verifyCmd(), a.pruneCmd(), a.rebalanceCmd(), a.doctorCmd())
 	root.InitDefaultCompletionCmd()
 	for _, c := range root.Commands() {
 		if c.Name() == "completion" {

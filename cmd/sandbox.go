@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -22,6 +23,7 @@ func (a *app) sandboxCmd() *cobra.Command {
 	pf.String("sandbox-dir", filepath.Join(os.TempDir(), "shardctl-sandbox"), "directory of the sandbox servers [SHARDCTL_SANDBOX_DIR]")
 	pf.Int("servers", 3, "number of servers")
 	pf.Int("base-port", 13306, "port of server 1; server i listens on base-port+i-1")
+	pf.Int("replicas", 0, "GTID replicas per server, numbered after the servers on the ports that follow (default: what 'sandbox up' started in this directory, else none)")
 	pf.String("flavor", "", "server flavor: mariadb, or mysql (Oracle MySQL in a Debian root, built on first use); default: what 'sandbox up' started in this directory, else mariadb [SHARDCTL_FLAVOR]")
 	c.AddCommand(a.sbUp(), a.sbDown(), a.sbStatus(), a.sbSeed())
 	return c
@@ -33,14 +35,23 @@ func (a *app) sandboxConfig() sandbox.Config {
 	if c.Flavor == "" {
 		c.Flavor = sandbox.SavedFlavor(c.Dir)
 	}
+	if !a.v.IsSet("replicas") {
+		c.Replicas = sandbox.SavedReplicas(c.Dir)
+	} else {
+		c.Replicas = a.v.GetInt("replicas")
+	}
 	return c
 }
 
 func printServers(w io.Writer, srv []sandbox.Server) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SERVER\tADDRESS\tPID\tRUNNING\tANSWERS")
+	fmt.Fprintln(tw, "SERVER\tADDRESS\tPID\tRUNNING\tANSWERS\tREPLICA OF")
 	for _, s := range srv {
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%v\t%v\n", s.Index, s.Addr(), s.PID, s.Running, s.Answers)
+		of := "-"
+		if s.ReplicaOf > 0 {
+			of = strconv.Itoa(s.ReplicaOf)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%v\t%v\t%s\n", s.Index, s.Addr(), s.PID, s.Running, s.Answers, of)
 	}
 	tw.Flush()
 }
@@ -114,6 +125,7 @@ func (a *app) sbSeed() *cobra.Command {
 	var shards, employees int
 	var width int64
 	var hash, list bool
+	var prefix string
 	c := &cobra.Command{
 		Use:   "seed",
 		Short: "Create the book's employees data set over range shards and register them in the shard map",
@@ -131,6 +143,9 @@ the "employees" RANGE function, sharded columns and ranges in the shard map
 			}
 			var addrs []dbutil.Addr
 			for _, s := range srv {
+				if s.ReplicaOf > 0 {
+					continue // replicas get the shards through replication
+				}
 				if !s.Answers {
 					return badInput("sandbox server %d (%s) is not running: run 'shardctl sandbox up' first", s.Index, s.Addr())
 				}
@@ -148,7 +163,7 @@ the "employees" RANGE function, sharded columns and ranges in the shard map
 			defer closeFn()
 			p := a.newProgress("seed", int64(shards*employees*9))
 			var last = map[int]int64{}
-			out, err := sandbox.Seed(cmd.Context(), s, sandbox.SeedConfig{Servers: addrs, Creds: a.shardCreds(), Shards: shards, Employees: employees, RangeWidth: width, Hash: hash, List: list,
+			out, err := sandbox.Seed(cmd.Context(), s, sandbox.SeedConfig{Servers: addrs, Creds: a.shardCreds(), Shards: shards, Employees: employees, RangeWidth: width, Hash: hash, List: list, SchemaPrefix: prefix,
 				Progress: func(shard int, rows int64) { p.Add(rows - last[shard]); last[shard] = rows }})
 			p.Finish()
 			if err != nil {
@@ -167,6 +182,7 @@ the "employees" RANGE function, sharded columns and ranges in the shard map
 	c.Flags().IntVar(&shards, "shards", 6, "number of range shards")
 	c.Flags().IntVar(&employees, "employees", 2000, "employees per shard (about 9 rows each)")
 	c.Flags().Int64Var(&width, "range-width", 1_000_000, "keys per range shard")
+	c.Flags().StringVar(&prefix, "schema-prefix", "shard_", "shard k's schema is PREFIXk (a second fleet on the same servers needs its own prefix and shard map)")
 	c.Flags().BoolVar(&hash, "hash", false, "shard by consistent hash (MD5 ring) instead of ranges")
 	c.Flags().BoolVar(&list, "list", false, "shard by LIST: each employee a tenant, one list point per emp_no (and as many tenants without rows yet)")
 	return c

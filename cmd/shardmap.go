@@ -12,7 +12,8 @@ import (
 	"github.com/shardctl/shardctl/binlog"
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/keyspace"
-	"github.com/shardctl/shardctl/lock"
+	"github.com/shardctl/shardctl/pipeline"
+	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/shardmap"
 )
 
@@ -132,8 +133,12 @@ func (a *app) smAddShard() *cobra.Command {
 				if err := a.refuseAlias(cmd.Context(), s, addr, schema); err != nil {
 					return err
 				}
-				id, err := s.AddShard(cmd.Context(), addr.Host, addr.Port, schema)
-				if err != nil {
+				var id int
+				at := plans.Endpoint{Host: addr.Host, Port: addr.Port, Schema: schema}
+				if err := a.editMap(cmd.Context(), s, pipeline.MapEdit{Command: "add-shard", At: &at}, func() (err error) {
+					id, err = s.AddShard(cmd.Context(), addr.Host, addr.Port, schema)
+					return err
+				}); err != nil {
 					return err
 				}
 				return a.emit(map[string]any{"shard_id": id}, func(w io.Writer) { fmt.Fprintf(w, "shard %d at %s/%s\n", id, addr, schema) })
@@ -217,7 +222,8 @@ func (a *app) smAddColumn() *cobra.Command {
 		Args:  argsUsage(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withStore(cmd, func(s *shardmap.Store) error {
-				if err := s.AddColumn(cmd.Context(), args[0], args[1], fn); err != nil {
+				e := pipeline.MapEdit{Command: "add-column", Function: fn, AllOfFunction: true}
+				if err := a.editMap(cmd.Context(), s, e, func() error { return s.AddColumn(cmd.Context(), args[0], args[1], fn) }); err != nil {
 					return err
 				}
 				return a.emit(map[string]any{"table": args[0], "column": args[1]}, func(w io.Writer) {
@@ -242,7 +248,8 @@ func (a *app) smAddRange() *cobra.Command {
 				return badInput("add-range needs --lower")
 			}
 			return a.withStore(cmd, func(s *shardmap.Store) error {
-				if err := s.AddRange(cmd.Context(), fn, lower, shard); err != nil {
+				e := pipeline.MapEdit{Command: "add-range", Shards: []int{shard}, Function: fn, Key: lower}
+				if err := a.editMap(cmd.Context(), s, e, func() error { return s.AddRange(cmd.Context(), fn, lower, shard) }); err != nil {
 					return err
 				}
 				return a.emit(map[string]any{"function": fn, "lower": lower, "shard_id": shard}, func(w io.Writer) {
@@ -272,7 +279,8 @@ func (a *app) smAddHashPoint() *cobra.Command {
 				hash, _ = keyspace.HashOf(name)
 			}
 			return a.withStore(cmd, func(s *shardmap.Store) error {
-				if err := s.AddHashPoint(cmd.Context(), fn, hash, shard); err != nil {
+				e := pipeline.MapEdit{Command: "add-hash-point", Shards: []int{shard}, Function: fn, Hash: hash}
+				if err := a.editMap(cmd.Context(), s, e, func() error { return s.AddHashPoint(cmd.Context(), fn, hash, shard) }); err != nil {
 					return err
 				}
 				return a.emit(map[string]any{"function": fn, "hash": hash, "shard_id": shard}, func(w io.Writer) {
@@ -297,7 +305,8 @@ func (a *app) smAddPoint() *cobra.Command {
 		Args:  argsUsage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.withStore(cmd, func(s *shardmap.Store) error {
-				if err := s.AddPoint(cmd.Context(), fn, key, shard); err != nil {
+				e := pipeline.MapEdit{Command: "add-point", Shards: []int{shard}, Function: fn, Key: key}
+				if err := a.editMap(cmd.Context(), s, e, func() error { return s.AddPoint(cmd.Context(), fn, key, shard) }); err != nil {
 					return err
 				}
 				return a.emit(map[string]any{"function": fn, "key": key, "shard_id": shard}, func(w io.Writer) {
@@ -332,7 +341,8 @@ func (a *app) smSetStatus() *cobra.Command {
 				for _, mp := range m.ShardMappings(shard) {
 					changes = append(changes, shardmap.Change{Op: shardmap.OpSetStatus, Ref: mp.Ref(), Status: status})
 				}
-				if err := s.Apply(cmd.Context(), "set status", changes); err != nil {
+				e := pipeline.MapEdit{Command: "set-status", Shards: []int{shard}}
+				if err := a.editMap(cmd.Context(), s, e, func() error { return s.Apply(cmd.Context(), "set status", changes) }); err != nil {
 					return err
 				}
 				return a.emit(map[string]any{"shard_id": shard, "status": status, "mappings": len(changes)}, func(w io.Writer) {
@@ -403,12 +413,10 @@ func (a *app) smRemoveShard() *cobra.Command {
 				if ms := m.ShardMappings(shard); len(ms) > 0 {
 					return badInput("shard %d still has %d mappings (first: %s): move, merge or re-point them first", shard, len(ms), ms[0])
 				}
-				l, err := lock.Acquire(cmd.Context(), s.DB, s.Schema, []string{lock.Name(s.Schema, shard)}, lock.Holder(fmt.Sprintf("remove shard %d", shard)))
-				if err != nil {
-					return a.opError(err, nil)
-				}
-				defer l.Release()
-				if err := s.Apply(cmd.Context(), "remove shard", []shardmap.Change{{Op: shardmap.OpRemoveLocation, ShardID: shard}}); err != nil {
+				e := pipeline.MapEdit{Command: "remove-shard", Shards: []int{shard}, Removes: true}
+				if err := a.editMap(cmd.Context(), s, e, func() error {
+					return s.Apply(cmd.Context(), "remove shard", []shardmap.Change{{Op: shardmap.OpRemoveLocation, ShardID: shard}})
+				}); err != nil {
 					return err
 				}
 				return a.emit(map[string]any{"shard_id": shard, "removed": true}, func(w io.Writer) {
@@ -419,6 +427,12 @@ func (a *app) smRemoveShard() *cobra.Command {
 	}
 	c.Flags().IntVar(&shard, "shard", 0, "shard id")
 	return c
+}
+
+// editMap runs edit unless an unfinished plan owns what e touches
+// (pipeline.EditMap): that refusal exits 2, a shard lock held by a run 4.
+func (a *app) editMap(ctx context.Context, s *shardmap.Store, e pipeline.MapEdit, edit func() error) error {
+	return a.opError(pipeline.EditMap(ctx, s, a.planDir(), e, edit), nil)
 }
 
 // loadWithShard reads the shard map and checks that shard is in it.

@@ -3,7 +3,6 @@ package cmd
 import (
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -38,15 +37,11 @@ func (a *app) statusCmd() *cobra.Command {
 					tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 					fmt.Fprintln(tw, "SHARD\tSERVER\tSCHEMA\tMAPPINGS\tSTATUS\tROWS\tSIZE")
 					for _, sh := range out.Shards {
-						var ms []string
-						for _, mp := range sh.Mappings {
-							ms = append(ms, mp.String())
-						}
 						rows, size := statusFigures(sh)
 						if !sh.Reachable {
 							rows, size = "?", sh.Error
 						}
-						fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", sh.ShardID, sh.Server, sh.Schema, orNone(strings.Join(ms, " ")), sh.Status, rows, size)
+						fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", sh.ShardID, sh.Server, sh.Schema, orNone(shardmap.Summary(sh.Mappings)), sh.Status, rows, size)
 					}
 					tw.Flush()
 					if note := estimateNote(out.Shards); note != "" {

@@ -130,6 +130,9 @@ func (m *viewModel) fromPlan(p *plans.Plan, now time.Time) {
 		if rec.Error != "" {
 			s.reason = rec.Error
 		}
+		if rec.State == plans.Running {
+			s.detail = rec.Throttled
+		}
 	}
 	var copied, est, deleted int64
 	for _, t := range p.Copy {
@@ -506,6 +509,14 @@ func (o *viewObserver) Step(name, state string) {
 func (o *viewObserver) Progress(step string, done, total int64, detail string) {
 	o.v.update(func(m *viewModel) { m.progress(step, done, total, detail, time.Now()) })
 }
+
+// Throttled shows why the step waits (the log has it too), and clears it when it goes on.
+func (o *viewObserver) Throttled(step, reason string) {
+	o.v.update(func(m *viewModel) { m.step(step).detail = reason })
+}
+
+// ReplicaLag is for metrics; the view shows only why a step waits.
+func (o *viewObserver) ReplicaLag(string, time.Duration, bool) {}
 
 func (o *viewObserver) Attempt(n int, a plans.Attempt) {
 	o.v.update(func(m *viewModel) { m.setAttempt(n, a) })

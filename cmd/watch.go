@@ -195,6 +195,18 @@ func printChanges(w io.Writer, p *plans.Plan, printed map[string]string, attempt
 		}
 		fmt.Fprintln(w, line)
 	}
+	for _, s := range p.Steps {
+		key := s.Name + " throttled" // the running step's wait, printed as it starts and ends
+		if s.State != plans.Running || printed[key] == s.Throttled {
+			continue
+		}
+		if s.Throttled != "" {
+			fmt.Fprintf(w, "%s waits: %s\n", s.Name, s.Throttled)
+		} else {
+			fmt.Fprintf(w, "%s goes on\n", s.Name)
+		}
+		printed[key] = s.Throttled
+	}
 	for ; attempts < len(p.Attempts); attempts++ {
 		at := p.Attempts[attempts]
 		if at.Result == "fencing" {

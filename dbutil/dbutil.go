@@ -105,14 +105,28 @@ func Open(ctx context.Context, addr Addr, creds Creds, schema string) (*sql.DB, 
 	return OpenConfig(ctx, Config(addr, creds, schema))
 }
 
-// OpenConfig opens a pool for an already-built config and pings it.
-func OpenConfig(ctx context.Context, cfg *mysql.Config) (*sql.DB, error) {
+// Pool opens a pool to addr without connecting: for a server that may be
+// down now and is retried later (a watched replica).
+func Pool(addr Addr, creds Creds, schema string) (*sql.DB, error) {
+	return pool(Config(addr, creds, schema))
+}
+
+func pool(cfg *mysql.Config) (*sql.DB, error) {
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, Redact(fmt.Errorf("connect to %s: %w", cfg.Addr, err), cfg.Passwd)
 	}
 	db := sql.OpenDB(conn)
 	db.SetConnMaxIdleTime(time.Minute)
+	return db, nil
+}
+
+// OpenConfig opens a pool for an already-built config and pings it.
+func OpenConfig(ctx context.Context, cfg *mysql.Config) (*sql.DB, error) {
+	db, err := pool(cfg)
+	if err != nil {
+		return nil, err
+	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := db.PingContext(pctx); err != nil {

@@ -80,13 +80,45 @@ func (f Flavor) BinlogStatusSQL() string {
 	return "SHOW MASTER STATUS"
 }
 
-// GTIDExecutedSQL reads the server's GTID set: everything it has in its
-// binlog (MariaDB: the last GTID of each domain; MySQL: gtid_executed).
-func (f Flavor) GTIDExecutedSQL() string {
-	if f.MySQL {
-		return "SELECT @@global.gtid_executed"
+// ReplicaStatusSQL shows a replica's replication state. MySQL 8.4 removed
+// SHOW SLAVE STATUS (8.0.22 added SHOW REPLICA STATUS; every 8.0 still takes
+// the old form); MariaDB takes SHOW REPLICA STATUS from 10.5. The columns are
+// named …_Source/Replica_… or …_Master/Slave_… depending on the server:
+// read them by name (ReplicaColumn).
+func (f Flavor) ReplicaStatusSQL() string {
+	if f.MySQL && f.atLeast(8, 1) || !f.MySQL && f.atLeast(10, 5) {
+		return "SHOW REPLICA STATUS"
 	}
-	return "SELECT @@global.gtid_binlog_pos"
+	return "SHOW SLAVE STATUS"
+}
+
+// shardctl's binlog tails register with a server_id in [TailServerIDMin,
+// TailServerIDMin+TailServerIDSpan): replica discovery tells them from servers by it.
+const (
+	TailServerIDMin  = 1_000_000
+	TailServerIDSpan = 1_000_000_000
+)
+
+// ReplicaHostsSQL lists the replicas connected to a server (Server_Id,
+// Host, Port as each reports them): MySQL 8.4 removed SHOW SLAVE HOSTS.
+func (f Flavor) ReplicaHostsSQL() string {
+	if f.MySQL && f.atLeast(8, 1) {
+		return "SHOW REPLICAS"
+	}
+	return "SHOW SLAVE HOSTS"
+}
+
+// ReplicaColumn finds a column of SHOW REPLICA|SLAVE STATUS by either of its
+// names (newName as MySQL 8.0.22+ spells it: Seconds_Behind_Source,
+// Replica_SQL_Running; the older spelling is derived); -1 when neither is there.
+func ReplicaColumn(cols []string, newName string) int {
+	old := strings.NewReplacer("Source", "Master", "Replica", "Slave").Replace(newName)
+	for i, c := range cols {
+		if strings.EqualFold(c, newName) || strings.EqualFold(c, old) {
+			return i
+		}
+	}
+	return -1
 }
 
 // BoundedStatement prefixes stmt so the server stops it after d, when the

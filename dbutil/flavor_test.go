@@ -62,3 +62,19 @@ func TestNewTLSRefusesBadInput(t *testing.T) {
 		t.Error("per-credential TLS options")
 	}
 }
+
+// MySQL 8.4 and later have no SHOW SLAVE STATUS.
+func TestReplicaStatusSQL(t *testing.T) {
+	for v, want := range map[string]string{
+		"9.7.4": "SHOW REPLICA STATUS", "8.4.3": "SHOW REPLICA STATUS", "8.0.36": "SHOW SLAVE STATUS",
+		"10.11.19-MariaDB-0+deb12u1-log": "SHOW REPLICA STATUS", "10.4.30-MariaDB": "SHOW SLAVE STATUS",
+	} {
+		if got := ParseFlavor(v, "").ReplicaStatusSQL(); got != want {
+			t.Errorf("%s: %s, want %s", v, got, want)
+		}
+	}
+	cols := []string{"Slave_IO_Running", "Seconds_Behind_Master"}
+	if ReplicaColumn(cols, "Seconds_Behind_Source") != 1 || ReplicaColumn(cols, "Replica_IO_Running") != 0 || ReplicaColumn(cols, "Nope") != -1 {
+		t.Error("ReplicaColumn does not find the old spelling")
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/internal/testenv"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/router"
 	"github.com/shardctl/shardctl/sandbox"
@@ -21,8 +22,9 @@ import (
 // highest rows deleted, an insert rolled back). After the cutover the next
 // insert on the moved keys' new owner gets an id the source never issued.
 func TestAutoIncrementCarried(t *testing.T) {
+	st := testenv.NewSubtests(t)
 	for i, op := range corpusOps[:3] {
-		t.Run(op.name, func(t *testing.T) {
+		st.Run(op.name, func(t *testing.T) {
 			c := newCluster(t, fmt.Sprintf("e2e_autoinc%d", i), op.servers, op.sizes)
 			c.addTickets()
 			// The source's moving keys: the load's "moving" group.
@@ -110,16 +112,20 @@ func TestAutoIncrementCarriedBack(t *testing.T) {
 // addTickets gives every shard an AUTO_INCREMENT table sharded on emp_no.
 // Its ids are the employees' numbers at first, so a merge's shards do not
 // collide, and each shard's counter starts far above them, a lower shard's
-// above a higher one's: a merge into the lower neighbour copies only ids
-// below the target's counter (the check "merge counters apart" refuses the
-// other arrangement).
+// above a higher one's.
 func (c *cluster) addTickets() {
+	c.addTicketsCounter("1000000000000000 - (SELECT MIN(emp_no) FROM employees) * 1000")
+}
+
+// addTicketsCounter is addTickets with each shard's counter set to the SQL
+// expression counter (evaluated in the shard's schema).
+func (c *cluster) addTicketsCounter(counter string) {
 	t := c.t
 	for _, sh := range c.shards {
 		db := c.env.DB(t, c.serverIndex(sh.Server), "")
 		execScript(t, db, sh.Schema, `CREATE TABLE tickets (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, emp_no INT NOT NULL, note VARCHAR(20) NOT NULL, KEY (emp_no));
 			INSERT INTO tickets (id, emp_no, note) SELECT emp_no, emp_no, 'seed' FROM employees;
-			SET @raise = CONCAT('ALTER TABLE tickets AUTO_INCREMENT = ', 1000000000000000 - (SELECT MIN(emp_no) FROM employees) * 1000);
+			SET @raise = CONCAT('ALTER TABLE tickets AUTO_INCREMENT = ', `+counter+`);
 			PREPARE raise FROM @raise;
 			EXECUTE raise;
 			DEALLOCATE PREPARE raise`)
@@ -201,4 +207,119 @@ func (o owner) issue(t *testing.T, emp string) int64 {
 		t.Fatalf("ids issued: %d then %d", next, last)
 	}
 	return last
+}
+
+// Two shards made from one database have equal counters: a merge raises the
+// target's counter itself (shown in --dry-run), so under the ledger load,
+// killed after the copy and resumed, with both shards issuing ids while it
+// is down, it finishes with nothing edited by hand and both shards' new rows
+// kept. Both shards live on server 1 with the shard map, so its general log
+// orders every statement: none between the fence and the cutover's switch
+// reads information_schema.
+func TestMergeEqualCounters(t *testing.T) {
+	c := newCluster(t, "e2e_mergectr", []int{1, 1}, []int{200, 200})
+	c.addTicketsCounter("10000000")
+	dry := c.mustRun("merge", "--shard", "2", "--into", "1", "--dry-run")
+	if !strings.Contains(dry.stdout, "tickets`"+" AUTO_INCREMENT = 20000000;") {
+		t.Fatalf("--dry-run does not show the target's counter raised to 20000000:\n%s", dry.stdout)
+	}
+	moving, staying := fmt.Sprint(c.shards[1].Lower+1), fmt.Sprint(c.shards[0].Lower+1)
+	src, dst := ownerOf(t, c, moving), ownerOf(t, c, staying)
+	lp := c.startLoad(100, c.keys("moving", 2, 200), c.keys("staying", 1, 200))
+	if r := c.run([]string{"SHARDCTL_FAULT=after:copy"}, "merge", "--shard", "2", "--into", "1", "--yes", "--chunk-rows", "100", "--max-blackout", "5s"); !r.killed {
+		t.Fatalf("not killed after the copy: exit %d\n%s", r.code, r.stderr)
+	}
+	// Both shards issue ids while the merge is down; its tail copies the
+	// merged shard's.
+	fromSrc, fromDst := src.insert(t, moving), dst.insert(t, staying)
+	if fromSrc == fromDst || fromDst < 20000000 {
+		t.Fatalf("ids issued: %d on the merged shard, %d on the target (want the target's from 20000000 on)", fromSrc, fromDst)
+	}
+	p, _ := c.onlyPlan()
+	log := generalLog(t, c.db(1))
+	if r := c.run(nil, "plan", "resume", p.ID); r.code != 0 {
+		t.Fatalf("plan resume: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	blackout := log.stop(t)
+	lp.stop(t)
+	c.checkLedger(lp)
+
+	merged := ownerOf(t, c, moving)
+	for id, emp := range map[int64]string{fromSrc: moving, fromDst: staying} {
+		if got := testenv.Dump(t, merged.db, "SELECT emp_no FROM "+dbutil.Table(merged.schema, "tickets")+" WHERE id = ?", id); len(got) != 1 || got[0] != `"`+emp+`"` {
+			t.Fatalf("ticket %d after the merge: %v, want emp_no %s", id, got, emp)
+		}
+	}
+	if next := merged.insert(t, moving); next <= fromDst {
+		t.Fatalf("the next insert after the merge got id %d; the target had issued %d", next, fromDst)
+	}
+
+	// The blackout on the general log: from the fence row set on the merged
+	// shard to the cutover's change of the shard map's ranges.
+	from := -1
+	for i, q := range blackout {
+		if strings.Contains(q, dbutil.FenceTable) && strings.Contains(q, "SET fenced = 1") {
+			from = i
+		}
+		if from >= 0 && strings.HasPrefix(q, "DELETE FROM `e2e_mergectr`.`ranges`") {
+			for _, q := range blackout[from:i] {
+				if strings.Contains(strings.ToLower(q), "information_schema") {
+					t.Errorf("in the blackout: %s", q)
+				}
+			}
+			t.Logf("%d statements in the blackout", i-from)
+			return
+		}
+	}
+	t.Fatalf("no fence and cutover found on the general log (%d statements)", len(blackout))
+}
+
+// loggedStatements is server 1's general log, switched on for a while.
+type loggedStatements struct {
+	db     *sql.DB
+	output string
+}
+
+// generalLog starts logging every statement of the server to the table mysql.general_log.
+func generalLog(t *testing.T, db *sql.DB) *loggedStatements {
+	t.Helper()
+	l := &loggedStatements{db: db}
+	if err := db.QueryRow("SELECT @@GLOBAL.log_output").Scan(&l.output); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Exec(t, db, "SET GLOBAL general_log = 0")
+	testenv.Exec(t, db, "TRUNCATE TABLE mysql.general_log")
+	testenv.Exec(t, db, "SET GLOBAL log_output = 'TABLE'")
+	testenv.Exec(t, db, "SET GLOBAL general_log = 1")
+	t.Cleanup(func() { l.off() })
+	return l
+}
+
+func (l *loggedStatements) off() {
+	l.db.Exec("SET GLOBAL general_log = 0")
+	l.db.Exec("SET GLOBAL log_output = ?", l.output)
+}
+
+// stop switches the log off and returns the statements it holds, in order.
+func (l *loggedStatements) stop(t *testing.T) []string {
+	t.Helper()
+	l.off()
+	rows, err := l.db.Query("SELECT argument FROM mysql.general_log WHERE command_type IN ('Query', 'Execute')")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var q []byte
+		if err := rows.Scan(&q); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, string(q))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	l.db.Exec("TRUNCATE TABLE mysql.general_log") // tidying only: the next generalLog truncates it first
+	return out
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -115,8 +116,27 @@ func TestBadInputCatalogue(t *testing.T) {
 	}
 	os.MkdirAll(c.planDir, 0o700)
 	os.WriteFile(filepath.Join(c.planDir, "move-20200101T000000000Z.json"), good, 0o600)
+	// Issue 31: a move of shard 1 to server 3 killed after its copy (state
+	// running, no process): it owns shard 1, its mappings and its target copy.
+	pc := newCluster(t, "e2e_catp", []int{1, 2}, []int{60, 60})
+	if r := pc.run([]string{"SHARDCTL_FAULT=after:copy"}, "move", "--shard", "1", "--to", s3, "--yes"); !r.killed {
+		t.Fatalf("the move was not killed after its copy: exit %d %s", r.code, r.stderr)
+	}
+	pid := planID(planFiles(t, pc.planDir)[0])
 	wrongPW := []string{"SHARDCTL_PASSWORD=Wr0ngSecret-cat"}
 	wrongShardPW := []string{"SHARDCTL_SHARD_PASSWORD=Wr0ngSecret-cat"}
+	// Issue 31: a device and a directory where --metrics-file would be
+	// replaced, and a plan directory that is a file (config file, SHARDCTL_*).
+	dev := filepath.Join(c.dir, "full")
+	if err := syscall.Mknod(dev, syscall.S_IFCHR|0o666, int(1<<8|7)); err != nil { // /dev/full's numbers
+		t.Fatal(err)
+	}
+	notDir := filepath.Join(c.dir, "not-a-dir")
+	os.WriteFile(notDir, nil, 0o600)
+	badPlanDir := filepath.Join(c.dir, "bad-plan-dir.yaml")
+	if cfg, err := os.ReadFile(c.config); err == nil {
+		os.WriteFile(badPlanDir, []byte(strings.ReplaceAll(string(cfg), "plan-dir: "+c.planDir, "plan-dir: "+notDir)), 0o600)
+	}
 	n := func(v int64) string { return fmt.Sprint(v) }
 	md5 := "0123456789abcdef0123456789abcdef"
 
@@ -166,7 +186,7 @@ func TestBadInputCatalogue(t *testing.T) {
 		{args: []string{"move", "--shard", "1", "--to", s3, "--plan-out", planOut}, code: 2, hint: "choose another name"},
 		// split
 		{args: []string{"split", "--shard", "1", "--at", "abc", "--to", s3}, code: 2, hint: "integer"},
-		{args: []string{"split", "--shard", "1", "--at", "5", "--at-hash", md5, "--to", s3}, code: 2, hint: "not both"},
+		{args: []string{"split", "--shard", "1", "--at", "5", "--at-hash", md5, "--to", s3}, code: 2, hint: "give one of --at"},
 		{args: []string{"split", "--shard", "1", "--at-hash", md5, "--to", s3}, code: 2, hint: "give --at"},
 		{args: []string{"split", "--shard", "1", "--at", n(w + 10), "--to", s3}, code: 2, hint: "inside shard 1's range"},
 		{args: []string{"split", "--shard", "1", "--at", "0", "--to", s3}, code: 2, hint: "above its lower bound"},
@@ -261,10 +281,32 @@ func TestBadInputCatalogue(t *testing.T) {
 		{args: []string{"rebalance", "--max-server-share", "0.5", "--exact"}, code: 2, hint: "over --max-server-share 50%"},
 		{args: []string{"rebalance", "--max-server-share", "0.5", "--exact", "--apply"}, code: 2, hint: "nothing could be done"},
 		{args: []string{"rebalance", "--drain", s1, "--drain", c.env.Addr(2).String(), "--apply"}, code: 2, hint: "every server is drained"},
+		// issue 31: a plan directory shardctl cannot write in
+		{args: []string{"move", "--shard", "1", "--to", s3, "--yes"}, env: []string{"SHARDCTL_PLAN_DIR=" + notDir}, code: 2, hint: "SHARDCTL_PLAN_DIR"},
+		{args: []string{"--config", badPlanDir, "move", "--shard", "1", "--to", s3, "--yes"}, code: 2, hint: "plan-dir: in the config file"},
+		// issue 31: a name in characters the servers spell long on disk; the server's and the shard map's own schemas
+		{args: []string{"split", "--shard", "1", "--at", "5", "--to", s3, "--schema", strings.Repeat("中", 52), "--yes"}, code: 2, hint: "give a shorter name"},
+		{args: []string{"split", "--shard", "1", "--at", "5", "--to", s3, "--schema", "mysql", "--yes"}, code: 2, hint: "system schema", not: "drop it"},
+		{args: []string{"split", "--shard", "1", "--at", "5", "--to", s3, "--schema", "information_schema", "--yes"}, code: 2, hint: "system schema", not: "drop it"},
+		{args: []string{"split", "--shard", "1", "--at", "5", "--to", s3, "--schema", "performance_schema", "--yes"}, code: 2, hint: "system schema", not: "drop it"},
+		{args: []string{"split", "--shard", "1", "--at", "5", "--to", s3, "--schema", "sys", "--dry-run"}, code: 2, hint: "system schema", not: "drop it"},
+		{args: []string{"split", "--shard", "1", "--at", "5", "--to", s1, "--schema", c.name, "--yes"}, code: 2, hint: "is the sharding database", not: "drop it"},
+		// issue 31 (last: without the rule the move runs)
+		{args: []string{"move", "--shard", "1", "--to", s3, "--yes", "--metrics-file", dev}, code: 2, hint: "is a device"},
+		{args: []string{"move", "--shard", "1", "--to", s3, "--yes", "--metrics-file", c.dir}, code: 2, hint: "is a directory"},
+		{args: []string{"status", "--metrics-file", dev}, code: 2, hint: "give the path of a regular file"},
 		// issue 21: an alias of a live shard's server
 		{args: []string{"shardmap", "add-shard", "--server", "localhost:" + fmt.Sprint(c.env.Addr(1).Port), "--schema", c.shards[0].Schema}, code: 2, hint: "under another address"},
 	}
-	before := catState(t, c, h)
+	cases = append(cases,
+		// issue 31: hand edits of what an unfinished plan owns
+		badCase{args: []string{"shardmap", "add-shard", "--server", s3, "--schema", pc.shards[0].Schema}, c: pc, code: 2, hint: "plan abort " + pid},
+		badCase{args: []string{"shardmap", "set-status", "--shard", "1", "offline"}, c: pc, code: 2, hint: "plan resume " + pid},
+		badCase{args: []string{"shardmap", "add-range", "--function", "employees", "--lower", "-100", "--shard", "1"}, c: pc, code: 2, hint: "plan abort " + pid},
+		badCase{args: []string{"shardmap", "add-range", "--function", "employees", "--lower", "5", "--shard", "2"}, c: pc, code: 2, hint: "which plan " + pid + " owns"},
+		badCase{args: []string{"shardmap", "add-column", "titles", "emp_no", "--function", "employees"}, c: pc, code: 2, hint: "plan abort " + pid},
+	)
+	before := catState(t, c, h, pc)
 	status := c.mustRun("status", "-o", "json").stdout
 	start := time.Now()
 	for _, bc := range cases {
@@ -310,7 +352,7 @@ func TestBadInputCatalogue(t *testing.T) {
 				}
 			}
 		}
-		if after := catState(t, c, h); after != before {
+		if after := catState(t, c, h, pc); after != before {
 			t.Errorf("%s changed the state:\n%s", name, lineDiff(before, after))
 			before = after
 		}

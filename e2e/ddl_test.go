@@ -10,21 +10,29 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/internal/testenv"
 	"github.com/shardctl/shardctl/plans"
 )
 
 // startHeldMove starts a move with --on-ddl MODE that holds before its
 // cutover (postpone file) and returns once its verify step is done, so the
-// binlog tail is running; the returned channel gets its exit code.
+// binlog tail is running; the returned channel gets its exit code, and
+// stderr holds its messages once the code is in.
 func startHeldMove(t *testing.T, c *cluster, mode string, env ...string) (postpone string, done chan int, pid int) {
+	postpone, done, pid, _ = startHeldMoveOut(t, c, mode, env...)
+	return postpone, done, pid
+}
+
+// startHeldMoveOut is startHeldMove with the move's stderr.
+func startHeldMoveOut(t *testing.T, c *cluster, mode string, env ...string) (postpone string, done chan int, pid int, stderr *strings.Builder) {
 	t.Helper()
 	postpone = filepath.Join(c.dir, "postpone")
 	if err := os.WriteFile(postpone, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	move := c.command(env, "move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "--on-ddl", mode, "--postpone-cutover-file", postpone)
-	var errb strings.Builder
-	move.Stderr = &errb
+	errb := &strings.Builder{}
+	move.Stderr = errb
 	if err := move.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +46,7 @@ func startHeldMove(t *testing.T, c *cluster, mode string, env ...string) (postpo
 		done <- move.ProcessState.ExitCode()
 	}()
 	waitPlanStep(t, c.planDir, plans.StepVerify)
-	return postpone, done, move.Process.Pid
+	return postpone, done, move.Process.Pid, errb
 }
 
 // Schema changes on the source while a move's tail runs under the ledger
@@ -118,7 +126,7 @@ func TestDDLDuringMoveIsCarried(t *testing.T) {
 func TestDDLThatCannotBeCarriedStops(t *testing.T) {
 	c := newCluster(t, "e2e_ddlrefuse", []int{2}, []int{300})
 	lp := c.startLoad(100, c.keys("moving", 1, 300))
-	_, done, _ := startHeldMove(t, c, "apply")
+	_, done, _, stderr := startHeldMoveOut(t, c, "apply")
 	s := c.shards[0].Schema
 	q := "RENAME TABLE " + dbutil.Table(s, "titles") + " TO " + dbutil.Table(s, "titles_old")
 	if _, err := c.db(2).Exec(q); err != nil {
@@ -135,6 +143,10 @@ func TestDDLThatCannotBeCarriedStops(t *testing.T) {
 	p, err := plans.Load(planFiles(t, c.planDir)[0])
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Issue 31: the way out is an abort; a resume would stop at the statement again.
+	if out := stderr.String(); !strings.Contains(out, "shardctl plan abort "+p.ID) || strings.Contains(out, "continue it with") {
+		t.Fatalf("the stop does not advise the abort alone:\n%s", out)
 	}
 	st := p.Step(plans.StepFence)
 	if st == nil || !strings.Contains(st.Error, "does not carry a RENAME of a table") || !strings.Contains(st.Error, "titles_old") {
@@ -192,8 +204,9 @@ func TestDDLIgnoredWhenTheOperatorChangesTheTarget(t *testing.T) {
 // target, resumes at the statement: it runs (or meets what it did), and the
 // move finishes with the target in the new shape.
 func TestDDLCarriedAcrossACrashAtTheStatement(t *testing.T) {
+	st := testenv.NewSubtests(t)
 	for _, point := range []string{"ddl:recorded", "ddl:ran"} {
-		t.Run(point, func(t *testing.T) {
+		st.Run(point, func(t *testing.T) {
 			c := newCluster(t, "e2e_ddlcrash", []int{2}, []int{300})
 			lp := c.startLoad(100, c.keys("moving", 1, 300))
 			postpone, done, _ := startHeldMove(t, c, "apply", "SHARDCTL_FAULT="+point)

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -84,30 +83,6 @@ func openAt(t *testing.T, a dbutil.Addr) *sql.DB {
 	return db
 }
 
-// startReplication makes rdb an asynchronous GTID replica of primary.
-func startReplication(t *testing.T, rdb *sql.DB, primary dbutil.Addr) {
-	t.Helper()
-	var stmts []string
-	if testenv.MySQL() {
-		stmts = []string{
-			fmt.Sprintf("CHANGE REPLICATION SOURCE TO SOURCE_HOST = '%s', SOURCE_PORT = %d, SOURCE_USER = '%s', SOURCE_PASSWORD = '%s', SOURCE_AUTO_POSITION = 1, GET_SOURCE_PUBLIC_KEY = 1",
-				primary.Host, primary.Port, sandbox.ToolUser, sandbox.ToolPassword),
-			"START REPLICA",
-		}
-	} else {
-		stmts = []string{
-			fmt.Sprintf("CHANGE MASTER TO MASTER_HOST = '%s', MASTER_PORT = %d, MASTER_USER = '%s', MASTER_PASSWORD = '%s', MASTER_USE_GTID = slave_pos",
-				primary.Host, primary.Port, sandbox.ToolUser, sandbox.ToolPassword),
-			"START SLAVE",
-		}
-	}
-	for _, s := range stmts {
-		if _, err := rdb.Exec(s); err != nil {
-			t.Fatalf("set up replication: %v", err)
-		}
-	}
-}
-
 // waitReplicated waits until the replica holds every GTID the primary has.
 func waitReplicated(t *testing.T, pdb, rdb *sql.DB) {
 	t.Helper()
@@ -115,7 +90,7 @@ func waitReplicated(t *testing.T, pdb, rdb *sql.DB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := f.GTIDExecutedSQL()
+	q := "SELECT @@global.gtid_executed"
 	if !f.MySQL {
 		q = "SELECT @@global.gtid_binlog_pos" // the replica writes the primary's GTIDs with log_slave_updates
 	}
@@ -174,10 +149,10 @@ func primaryReplica(t *testing.T) (fo sandbox.Config, primary, replica dbutil.Ad
 	t.Helper()
 	fo, srv := upSandbox(t, 2, testenv.Flavor(), 10)
 	primary, replica = srv[0].Addr(), srv[1].Addr()
-	pdb = openAt(t, primary)
-	rdb = openAt(t, replica)
-	startReplication(t, rdb, primary)
-	return fo, primary, replica, pdb, rdb
+	if err := fo.Replicate(ctx, 2, primary); err != nil {
+		t.Fatalf("set up replication: %v", err)
+	}
+	return fo, primary, replica, openAt(t, primary), openAt(t, replica)
 }
 
 // TestFailoverRefusedWhenReplicaLacksApplied: the replica stopped

@@ -132,6 +132,7 @@ func parseProm(t *testing.T, text string) map[string]*dto.MetricFamily {
 	return fams
 }
 
+// gauge is the value of the first series of name that has labels (a gauge or a counter).
 func gauge(fams map[string]*dto.MetricFamily, name string, labels map[string]string) (float64, bool) {
 	f := fams[name]
 	if f == nil {
@@ -143,6 +144,9 @@ next:
 			if v, ok := labels[l.GetName()]; ok && v != l.GetValue() {
 				continue next
 			}
+		}
+		if c := m.GetCounter(); c != nil {
+			return c.GetValue(), true
 		}
 		return m.GetGauge().GetValue(), true
 	}
@@ -210,7 +214,7 @@ func TestHooksAndMetricsOfARun(t *testing.T) {
 	if v, ok := gauge(fams, "shardctl_step", map[string]string{"plan": p.ID, "step": "fence"}); !ok || v != 1 {
 		t.Errorf("HTTP: step fence = %v (%v)", v, ok)
 	}
-	if v, _ := gauge(fams, "shardctl_rows_copied", lbl); v <= 0 {
+	if v, _ := gauge(fams, "shardctl_rows_copied_total", lbl); v <= 0 {
 		t.Errorf("HTTP: rows copied %v", v)
 	}
 	os.Remove(hold)
@@ -246,7 +250,7 @@ func TestHooksAndMetricsOfARun(t *testing.T) {
 		t.Fatal(err)
 	}
 	fams = parseProm(t, string(text))
-	if v, _ := gauge(fams, "shardctl_rows_copied", lbl); v != float64(sum.Result.RowsCopied) || v == 0 {
+	if v, _ := gauge(fams, "shardctl_rows_copied_total", lbl); v != float64(sum.Result.RowsCopied) || v == 0 {
 		t.Errorf("file: rows copied %v, the run reported %d", v, sum.Result.RowsCopied)
 	}
 	if v, _ := gauge(fams, "shardctl_blackout_seconds", lbl); v <= 0 || v != sum.Result.BlackoutMS/1000 {
@@ -255,8 +259,12 @@ func TestHooksAndMetricsOfARun(t *testing.T) {
 	if v, _ := gauge(fams, "shardctl_plan_state", map[string]string{"plan": p.ID, "state": "done"}); v != 1 {
 		t.Errorf("file: state done = %v", v)
 	}
-	if _, ok := gauge(fams, "shardctl_events_applied", lbl); !ok {
-		t.Error("file: no events_applied")
+	if _, ok := gauge(fams, "shardctl_events_applied_total", lbl); !ok {
+		t.Error("file: no events_applied_total")
+	}
+	if h := fams["shardctl_blackout_duration_seconds"]; h == nil || len(h.Metric) != 1 || h.Metric[0].GetHistogram().GetSampleCount() != 1 ||
+		h.Metric[0].GetHistogram().GetSampleSum() != sum.Result.BlackoutMS/1000 {
+		t.Errorf("file: the blackout histogram does not hold the run's blackout (%v ms): %v", sum.Result.BlackoutMS, h)
 	}
 
 	// A failing plan-start hook refuses the run (nothing changes) and on-failure runs.

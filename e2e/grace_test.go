@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/internal/testenv"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/router"
 	"github.com/shardctl/shardctl/sandbox"
@@ -26,8 +27,9 @@ import (
 // through the switch and the cleanup, and every delete it was told succeeded
 // must have happened.
 func TestStaleRouterWritesNeverVanish(t *testing.T) {
+	st := testenv.NewSubtests(t)
 	for _, op := range []string{"move", "split"} {
-		t.Run(op, func(t *testing.T) { staleRouterDeletes(t, op) })
+		st.Run(op, func(t *testing.T) { staleRouterDeletes(t, op) })
 	}
 }
 

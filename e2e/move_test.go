@@ -129,6 +129,7 @@ var crashPoints = func() []string {
 // and cleanup, then 'plan resume'. The ledger, the fleet-wide checksums and
 // the ownership of every row must pass.
 func TestCrashMatrix(t *testing.T) {
+	st := testenv.NewSubtests(t)
 	const seeded = 3000
 	cases := []crashCase{
 		{name: "move", servers: []int{1, 1}, sizes: []int{seeded, 500},
@@ -152,7 +153,7 @@ func TestCrashMatrix(t *testing.T) {
 	}
 	for ci, cc := range cases {
 		for pi, point := range crashPoints {
-			t.Run(cc.name+"/"+strings.ReplaceAll(point, ":", "_"), func(t *testing.T) {
+			st.Run(cc.name+"/"+strings.ReplaceAll(point, ":", "_"), func(t *testing.T) {
 				c := newCluster(t, fmt.Sprintf("e2e_crash%d_%d", ci, pi), cc.servers, cc.sizes)
 				groups := cc.groups(c)
 				before := c.fleetSums(groups)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/fence"
+	"github.com/shardctl/shardctl/internal/testenv"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/sandbox"
 	"github.com/shardctl/shardctl/shardmap"
@@ -20,11 +21,12 @@ import (
 // sharding database's server crashes and comes back. The move either continues or stops with
 // exit 3; a resume finishes it, and the load's ledger is clean.
 func TestServerRestartsDuringTail(t *testing.T) {
+	st := testenv.NewSubtests(t)
 	for _, tc := range []struct {
 		name   string
 		server int // the sandbox server that restarts
 	}{{"source", 2}, {"target", 3}, {"sharding database", 1}} {
-		t.Run(tc.name, func(t *testing.T) {
+		st.Run(tc.name, func(t *testing.T) {
 			c := newCluster(t, "e2e_restart", []int{2}, []int{300})
 			postpone := filepath.Join(c.dir, "postpone")
 			if err := os.WriteFile(postpone, nil, 0o644); err != nil {
@@ -96,6 +98,7 @@ func restart(t *testing.T, cfg sandbox.Config, i int) {
 // attempt must back off (the fence lifted, the shard back online) before a
 // later one cuts over.
 func TestServerRestartsDuringSteps(t *testing.T) {
+	st := testenv.NewSubtests(t)
 	servers := []struct {
 		name   string
 		server int
@@ -109,7 +112,7 @@ func TestServerRestartsDuringSteps(t *testing.T) {
 		{"cleanup", "during:cleanup", []string{"--prune-chunk-rows", "50"}},
 	} {
 		for _, sv := range servers {
-			t.Run(ph.name+"/"+sv.name, func(t *testing.T) {
+			st.Run(ph.name+"/"+sv.name, func(t *testing.T) {
 				started := time.Now()
 				c := newCluster(t, "e2e_restart", []int{2}, []int{300})
 				hold := filepath.Join(c.dir, "hold")

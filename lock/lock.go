@@ -21,6 +21,19 @@ import (
 // ErrBusy is returned when another operation holds one of the locks.
 var ErrBusy = errors.New("locked by another operation")
 
+// BusyError is ErrBusy naming the lock and its holder (Holder's text).
+type BusyError struct{ Name, Holder string }
+
+func (e *BusyError) Error() string {
+	return fmt.Sprintf("%v: %s is held by %s; wait for it to finish, or if it died, resume or abort its plan", ErrBusy, e.Name, e.Holder)
+}
+
+// Is makes a BusyError an ErrBusy.
+func (e *BusyError) Is(target error) bool { return target == ErrBusy }
+
+// HeldFor reports whether the holder is a process working on plan id.
+func (e *BusyError) HeldFor(id string) bool { return strings.HasPrefix(e.Holder, id+" (") }
+
 // Lock is a set of held named locks.
 type Lock struct {
 	conn   *sql.Conn
@@ -71,7 +84,7 @@ func Acquire(ctx context.Context, db *sql.DB, schema string, names []string, hol
 		if got.Int64 != 1 {
 			who := l.holderOf(ctx, db, n)
 			l.release(context.Background(), names[:i])
-			return nil, fmt.Errorf("%w: %s is held by %s; wait for it to finish, or if it died, resume or abort its plan", ErrBusy, n, who)
+			return nil, &BusyError{Name: n, Holder: who}
 		}
 		if _, err := conn.ExecContext(ctx, "REPLACE INTO "+dbutil.Table(schema, "locks")+" (name, holder, connection_id, acquired_at) VALUES (?, ?, CONNECTION_ID(), NOW(3))", n, holder); err != nil {
 			l.release(context.Background(), names[:i+1])
@@ -136,9 +149,6 @@ func (l *Lock) keepalive() {
 	}
 }
 
-// Lost is closed when the locks can no longer be confirmed.
-func (l *Lock) Lost() <-chan struct{} { return l.lost }
-
 // Bind returns a context that ends with cause lost when the locks are lost,
 // so work done under them stops; cancel releases it.
 func (l *Lock) Bind(ctx context.Context, lost error) (context.Context, context.CancelCauseFunc) {
@@ -152,9 +162,6 @@ func (l *Lock) Bind(ctx context.Context, lost error) (context.Context, context.C
 	}()
 	return ctx, cancel
 }
-
-// Names lists the held locks.
-func (l *Lock) Names() []string { return l.names }
 
 // Release gives the locks back.
 func (l *Lock) Release() {
@@ -170,6 +177,3 @@ func (l *Lock) release(ctx context.Context, names []string) {
 	}
 	l.conn.Close()
 }
-
-// String lists the lock names.
-func (l *Lock) String() string { return strings.Join(l.names, ", ") }

@@ -2,6 +2,7 @@ package lock_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -39,14 +40,21 @@ func TestLockRefusesSecondHolderAndFreesOnRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Killing the holder's connection (as kill -9 of the process would) frees the lock and Lost fires.
+	// Killing the holder's connection (as kill -9 of the process would)
+	// frees the lock and ends the context bound to it.
+	errLost := errors.New("lost")
+	bound, cancel := b.Bind(ctx, errLost)
+	defer cancel(nil)
 	var id int64
 	db.QueryRow("SELECT connection_id FROM lock_map.locks WHERE name = ?", lock.Name("lock_map", 4)).Scan(&id)
 	exec(t, db, "KILL ?", id)
 	select {
-	case <-b.Lost():
+	case <-bound.Done():
+		if !errors.Is(context.Cause(bound), errLost) {
+			t.Fatalf("bound context ended with %v, want the loss", context.Cause(bound))
+		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("Lost not signalled after the lock connection died")
+		t.Fatal("the loss not signalled after the lock connection died")
 	}
 	c, err := lock.Acquire(ctx, db, "lock_map", []string{lock.Name("lock_map", 4)}, "plan-C")
 	if err != nil {

@@ -26,18 +26,27 @@ var labels = []string{"plan", "operation", "shard"}
 
 // Sink is one process's registry and its outputs.
 type Sink struct {
-	reg                                   *prometheus.Registry
-	rows, events, lag, blackout, finished *prometheus.GaugeVec
-	step, state                           *prometheus.GaugeVec
+	reg                              *prometheus.Registry
+	rows, events                     *prometheus.CounterVec // counts: only ever go up
+	lag, blackout, finished          *prometheus.GaugeVec
+	step, state                      *prometheus.GaugeVec
+	blackouts                        *prometheus.HistogramVec // every finished cutover's blackout
+	throttled, replicaLag, replicaUp *prometheus.GaugeVec
 
 	file string
 	log  *slog.Logger
 	ln   net.Listener
 	srv  *http.Server
 	mu   sync.Mutex // one textfile write at a time
+	cmu  sync.Mutex
+	seen map[string]*counted // by plan ID
 	stop chan struct{}
 	wg   sync.WaitGroup
 }
+
+// BlackoutBuckets are the blackout histogram's upper bounds in seconds: 1 ms
+// to 10 s, about three per decade, dense around the default 1 s budget.
+var BlackoutBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 
 // Interval is how often the textfile is rewritten during a run.
 const Interval = 2 * time.Second
@@ -50,20 +59,34 @@ func New(file, addr string, log *slog.Logger) (*Sink, error) {
 	gv := func(name, help string, extra ...string) *prometheus.GaugeVec {
 		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "shardctl", Name: name, Help: help}, append(append([]string(nil), labels...), extra...))
 	}
-	s := &Sink{
-		reg:      prometheus.NewRegistry(),
-		rows:     gv("rows_copied", "Rows copied to the target by the copy step."),
-		events:   gv("events_applied", "Binlog row changes applied to the target."),
-		lag:      gv("lag_seconds", "How long the target last needed to catch up to a fresh source position."),
-		blackout: gv("blackout_seconds", "Write blackout of the cutover."),
-		finished: gv("last_update_timestamp_seconds", "When this plan's series last changed (Unix time)."),
-		step:     gv("step", "1 for the step running now, 0 for the others.", "step"),
-		state:    gv("plan_state", "1 for the plan's current state (new, running, stopped, done, aborted).", "state"),
-		file:     file,
-		log:      log,
-		stop:     make(chan struct{}),
+	cv := func(name, help string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "shardctl", Name: name, Help: help}, labels)
 	}
-	s.reg.MustRegister(s.rows, s.events, s.lag, s.blackout, s.finished, s.step, s.state)
+	s := &Sink{
+		reg:    prometheus.NewRegistry(),
+		rows:   cv("rows_copied_total", "Rows copied to the target by the copy step."),
+		events: cv("events_applied_total", "Binlog row changes applied to the target."),
+		// Labelled by operation only, so one run of many plans (rebalance
+		// --apply) is one distribution, not a histogram per plan.
+		blackouts: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "shardctl", Name: "blackout_duration_seconds",
+			Help:    "Write blackout of each finished cutover.",
+			Buckets: BlackoutBuckets,
+		}, []string{"operation"}),
+		lag:        gv("lag_seconds", "How long the target last needed to catch up to a fresh source position."),
+		blackout:   gv("blackout_seconds", "Write blackout of the cutover."),
+		finished:   gv("last_update_timestamp_seconds", "When this plan's series last changed (Unix time)."),
+		step:       gv("step", "1 for the step running now, 0 for the others.", "step"),
+		state:      gv("plan_state", "1 for the plan's current state (new, running, stopped, done, aborted).", "state"),
+		throttled:  gv("throttled", "1 while the running step waits on the throttler (a replica that lags or cannot be read, Threads_running, the control file's pause).", "step"),
+		replicaLag: gv("replica_lag_seconds", "A watched replica's lag at its last reading.", "replica"),
+		replicaUp:  gv("replica_lag_readable", "1 when a watched replica's lag could be read at its last reading, 0 when not (the work pauses).", "replica"),
+		file:       file,
+		log:        log,
+		seen:       map[string]*counted{},
+		stop:       make(chan struct{}),
+	}
+	s.reg.MustRegister(s.rows, s.events, s.lag, s.blackout, s.finished, s.step, s.state, s.blackouts, s.throttled, s.replicaLag, s.replicaUp)
 	if addr != "" {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
@@ -147,15 +170,32 @@ func (s *Sink) Close() error {
 	return s.Flush()
 }
 
-// Observer feeds one plan's run into the sink (a pipeline.Observer and LagObserver).
+// Observer feeds one plan's run into the sink (a pipeline.Observer, LagObserver and ThrottleObserver).
 type Observer struct {
 	s  *Sink
 	lv []string
+	c  *counted
+}
+
+// counted is what the counters of one plan hold: the pipeline reports
+// running totals, a counter takes increments. Kept by the sink, so a plan
+// observed twice in one process is not counted twice.
+type counted struct {
+	mu           sync.Mutex
+	rows, events int64
+	observed     bool // the blackout is in the histogram
 }
 
 // Plan starts the series of plan p.
 func (s *Sink) Plan(p *plans.Plan) *Observer {
-	o := &Observer{s: s, lv: []string{p.ID, p.Operation, strconv.Itoa(p.Source.ShardID)}}
+	s.cmu.Lock()
+	c := s.seen[p.ID]
+	if c == nil {
+		c = &counted{}
+		s.seen[p.ID] = c
+	}
+	s.cmu.Unlock()
+	o := &Observer{s: s, lv: []string{p.ID, p.Operation, strconv.Itoa(p.Source.ShardID)}, c: c}
 	o.Finish(p)
 	o.setState(plans.StateRunning)
 	return o
@@ -202,24 +242,62 @@ func (o *Observer) Step(name, state string) {
 func (o *Observer) Progress(step string, done, _ int64, _ string) {
 	switch step {
 	case plans.StepCopy:
-		o.s.rows.WithLabelValues(o.lv...).Set(float64(done))
+		o.count(o.s.rows, &o.c.rows, done)
 	case plans.StepCatchup:
-		o.s.events.WithLabelValues(o.lv...).Set(float64(done))
+		o.count(o.s.events, &o.c.events, done)
 	default:
 		return
 	}
 	o.touch()
 }
 
+// count raises counter c of this plan from the running total *at to total
+// (nothing when total is not above it: a counter never goes down). The
+// series exists from the first call, at 0 if need be.
+func (o *Observer) count(c *prometheus.CounterVec, at *int64, total int64) {
+	o.c.mu.Lock()
+	d := max(0, total-*at)
+	*at += d
+	o.c.mu.Unlock()
+	c.WithLabelValues(o.lv...).Add(float64(d))
+}
+
 // Lag records the last catch-up time.
 func (o *Observer) Lag(d time.Duration) { o.s.lag.WithLabelValues(o.lv...).Set(d.Seconds()) }
+
+// Throttled records whether the running step waits on the throttler.
+func (o *Observer) Throttled(step, reason string) {
+	v := 0.0
+	if reason != "" {
+		v = 1
+	}
+	o.s.throttled.WithLabelValues(o.with(step)...).Set(v)
+	o.touch()
+}
+
+// ReplicaLag records one lag reading of a watched replica.
+func (o *Observer) ReplicaLag(replica string, lag time.Duration, ok bool) {
+	up := 0.0
+	if ok {
+		up = 1
+		o.s.replicaLag.WithLabelValues(o.with(replica)...).Set(lag.Seconds())
+	}
+	o.s.replicaUp.WithLabelValues(o.with(replica)...).Set(up)
+}
 
 // Finish records the plan's result and state (after a run, or before one).
 func (o *Observer) Finish(p *plans.Plan) {
 	r := p.Result
-	o.s.rows.WithLabelValues(o.lv...).Set(float64(r.RowsCopied))
-	o.s.events.WithLabelValues(o.lv...).Set(float64(r.EventsApplied))
+	o.count(o.s.rows, &o.c.rows, r.RowsCopied)
+	o.count(o.s.events, &o.c.events, r.EventsApplied)
 	o.s.blackout.WithLabelValues(o.lv...).Set(r.BlackoutMS / 1000)
+	o.c.mu.Lock()
+	first := p.State == plans.StateDone && r.BlackoutMS > 0 && !o.c.observed
+	o.c.observed = o.c.observed || first
+	o.c.mu.Unlock()
+	if first {
+		o.s.blackouts.WithLabelValues(p.Operation).Observe(r.BlackoutMS / 1000)
+	}
 	o.setState(p.State)
 	if p.State != plans.StateRunning {
 		for _, st := range plans.Steps {

@@ -8,10 +8,46 @@ import (
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/fence"
 	"github.com/shardctl/shardctl/lock"
+	"github.com/shardctl/shardctl/operation"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/schemaobj"
 	"github.com/shardctl/shardctl/shardmap"
 )
+
+// undoAdvice is the operation that undoes a plan that has cut over: a move
+// moves back, keys moved (into a neighbour or a new shard) move back, a
+// split's new shard merges into the one it left, a merge splits again at
+// the boundary it removed. A plan still cleaning up finishes first: until
+// then the old copy is in the way of the way back.
+func undoAdvice(p *plans.Plan) string {
+	var back string
+	op := operation.Of(p.Operation)
+	switch {
+	case op.WholeSchema:
+		back = fmt.Sprintf("move the shard back: shardctl move --shard %d --to %s", p.Source.ShardID, p.Source.Addr())
+	case p.Args["keys"] != "":
+		back = fmt.Sprintf("move the %s back: shardctl move --shard %d (--keys or --range of those keys) --into %d", p.Args["keys"], p.Target.ShardID, p.Source.ShardID)
+	case op.IntoExisting:
+		// The boundary the merge removed: a range's lower bound, or the ring
+		// point whose arc went to the neighbour (a split there gives it back).
+		at := ""
+		for _, c := range p.Cutover {
+			switch {
+			case c.Op == shardmap.OpMergeRange && c.Ref.Lower != nil:
+				at = " --at " + c.Ref.Lower.String()
+			case c.Op == shardmap.OpRemoveMapping && c.Ref.Hash != "":
+				at = " --at-hash " + c.Ref.Hash
+			}
+		}
+		back = fmt.Sprintf("split shard %d again at the boundary the merge removed: shardctl split --shard %d%s --to %s", p.Target.ShardID, p.Target.ShardID, at, p.Source.Addr())
+	default:
+		back = fmt.Sprintf("merge the new shard back into the one it was split from: shardctl merge --shard %d --into %d", p.Target.ShardID, p.Source.ShardID)
+	}
+	if p.State != plans.StateDone {
+		return fmt.Sprintf("let it finish first ('shardctl plan resume %s' runs its cleanup), then %s", p.ID, back)
+	}
+	return back
+}
 
 // Abort undoes a plan that has not cut over: lifts the fence, puts the
 // mappings back online as they were, and removes what was copied to the
@@ -23,8 +59,8 @@ func Abort(ctx context.Context, env Env, p *plans.Plan) error {
 			ErrCutOver, p.ID, p.ID, p.ID)
 	}
 	if p.CutOver() {
-		return fmt.Errorf("%w: plan %s has cut over, the shard map points at %s; to undo it, move the shard back (shardctl move --shard %d --to %s)",
-			ErrCutOver, p.ID, p.Target.Addr(), p.Source.ShardID, p.Source.Addr())
+		return fmt.Errorf("%w: plan %s has cut over, the shard map points at %s/%s; to undo it, %s",
+			ErrCutOver, p.ID, p.Target.Addr(), p.Target.Schema, undoAdvice(p))
 	}
 	if p.State == plans.StateAborted {
 		return nil
@@ -41,6 +77,9 @@ func Abort(ctx context.Context, env Env, p *plans.Plan) error {
 	defer r.close()
 	if err := r.open(ctx); err != nil {
 		return err
+	}
+	if err := resolveRegistered(ctx, env.Store, p); err != nil {
+		return fmt.Errorf("abort: the new shard's location: %w", err)
 	}
 	if stale, err := abortIfStale(ctx, r); stale || err != nil {
 		return err

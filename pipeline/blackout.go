@@ -9,12 +9,15 @@ package pipeline
 //	        fenced and its mappings go offline; the other side catches up;
 //	        finishSwitch points the shard map at it.
 //
-// Both run runner.blackout: wait while postponed, check readiness (lag,
+// Both run runner.runBlackout: wait while postponed, check readiness (lag,
 // long transactions), arm the fence, then per attempt: mappings offline
 // beside the fence row -> final position -> final catch-up -> the
 // direction's recheck; an attempt that overruns the budget is lifted
 // (lift: fence removed, mappings online, the recorded end forgotten) and the
 // next follows after a doubling back-off. A blackout value says what differs.
+// The loop holds these rules; the work each step does on the servers, the
+// shard map and the plan file is behind blackoutWork, so the rules are
+// tested without a server (blackout_test.go).
 
 import (
 	"context"
@@ -47,7 +50,7 @@ type blackout struct {
 	trying, postponed, backedOff string // attempt results' prefixes
 
 	wait     func(ctx context.Context) error                  // holds while postponed
-	counters func(ctx context.Context) error                  // the first raise of AUTO_INCREMENT counters, outside the blackout
+	counters func(ctx context.Context) error                  // the raise of AUTO_INCREMENT counters, outside the blackout
 	caughtUp func(ctx context.Context) (time.Duration, error) // how long the other side takes to reach a fresh position
 	tail     func() *binlog.Tailer                            // the tail that applies the fenced side's changes
 	offline  func(ctx context.Context) error                  // the fenced side's mappings offline
@@ -72,16 +75,54 @@ type blackout struct {
 // fitted; or the error that stopped it. Unless a final position is held
 // (a resume finishes behind the fence), no fence is left armed.
 func (r *runner) runBlackout(ctx context.Context, b *blackout) (last error, err error) {
+	return r.blackoutLoop(ctx, b, &liveWork{r: r, b: b})
+}
+
+// blackoutWork is the work of a blackout's attempts, on the servers, the
+// shard map and the plan file. The attempt loop (blackoutLoop, attempts,
+// attempt, lift) holds the rules around it: how many attempts, the
+// back-off between them, postponement, the budget, what a failed attempt
+// undoes and in which order. liveWork does the work; the tests' recorder
+// (blackout_test.go) records the calls and answers as scripted, so the
+// rules are tested without a server.
+type blackoutWork interface {
+	pause(ctx context.Context, d time.Duration) error // the back-off between attempts
+	killBlockers(ctx context.Context)                 // --kill-blockers, before a later attempt
+	wait(ctx context.Context) error                   // holds while postponed
+	longTransaction(ctx context.Context, budget time.Duration) (why string, err error)
+	counters(ctx context.Context) error           // the first raise of AUTO_INCREMENT counters, outside the blackout
+	blockers(ctx context.Context) []plans.Blocker // the sessions holding the fenced tables
+	// arm arms the fence ahead of readiness; why is set when arming gave
+	// up within the budget (nothing is armed then). disarm closes what
+	// arm opened, after the attempt.
+	arm(ctx context.Context, budget time.Duration) (why string, err error)
+	disarm()
+	caughtUp(ctx context.Context) (time.Duration, error) // how long the other side takes to reach a fresh position
+	offline(ctx context.Context) error                   // the fenced side's mappings offline
+	fence(ctx context.Context, left time.Duration) error // the fence row: no write goes through
+	finalPosition(ctx context.Context) (binlog.Position, error)
+	mark(final binlog.Position, held bool) // see blackout.mark; called with r.mu held
+	held() bool                            // see blackout.held; called with r.mu held
+	save() error                           // the plan, with what mark recorded
+	finalCatchup(ctx context.Context, final binlog.Position, d time.Duration) error
+	recheck(ctx context.Context, d time.Duration) (ran bool, err error)
+	done(ctx context.Context, start time.Time, idx int) error
+	removeFence(ctx context.Context) error // the fence, armed or set
+	online(ctx context.Context) error      // the fenced side's mappings back online
+}
+
+// blackoutLoop is runBlackout with the work w.
+func (r *runner) blackoutLoop(ctx context.Context, b *blackout, w blackoutWork) (last error, err error) {
 	budget := r.p.Options.MaxBlackoutMS.D()
-	last, err = r.attempts(ctx, b, budget)
+	last, err = r.attempts(ctx, b, w, budget)
 	if last == nil && err == nil {
 		return nil, nil
 	}
 	r.mu.Lock()
-	held := b.held()
+	held := w.held()
 	r.mu.Unlock()
 	if !held {
-		if rerr := fence.Remove(context.WithoutCancel(ctx), b.db, b.schema, names(b.fence), r.p.Options.LockWaitMS.D()); rerr != nil {
+		if rerr := w.removeFence(context.WithoutCancel(ctx)); rerr != nil {
 			r.env.Log.Warn(b.label+"removing the armed fence triggers", "side", b.side, "err", rerr)
 		}
 	}
@@ -92,74 +133,70 @@ func (r *runner) runBlackout(ctx context.Context, b *blackout) (last error, err 
 // postponement waited out and readiness checked before each, the fence
 // armed ahead of readiness so the attempt follows a good reading at once
 // and fencing is one UPDATE (fence/armed.go).
-func (r *runner) attempts(ctx context.Context, b *blackout, budget time.Duration) (last error, err error) {
+func (r *runner) attempts(ctx context.Context, b *blackout, w blackoutWork, budget time.Duration) (last error, err error) {
 	backoff := max(r.p.Options.BackoffMS, 1).D()
-	fenced := names(b.fence)
-	blockers := func(ctx context.Context) []plans.Blocker { return r.reportBlockers(ctx, b.db, b.schema, fenced) }
-	kill := r.killBefore(b.db, b.schema, fenced)
 	postponed := 0
 	for i := 0; i < max(1, r.p.Options.FenceAttempts); i++ {
 		if i > 0 {
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-time.After(backoff):
+			if err := w.pause(ctx, backoff); err != nil {
+				return nil, err
 			}
 			backoff = min(2*backoff, 30*time.Second)
-			if kill != nil { // --kill-blockers
-				kill(ctx)
-			}
+			w.killBlockers(ctx)
 		}
-		if err := b.wait(ctx); err != nil {
+		if err := w.wait(ctx); err != nil {
 			return nil, err
 		}
 		// InnoDB cannot tell which tables an idle transaction touched: a long
 		// transaction postpones at most three attempts in a row, then the fence
 		// itself finds out (arming it waits for metadata locks within the budget).
-		why, err := longTransaction(ctx, b.db, budget, b.side)
+		why, err := w.longTransaction(ctx, budget)
 		if err != nil {
 			return nil, err
 		}
 		if why != "" {
 			if postponed++; postponed <= 3 {
-				r.recordAttempt(plans.Attempt{Started: time.Now().UTC(), Result: b.postponed + why, Blockers: blockers(ctx)})
+				r.recordAttempt(plans.Attempt{Started: time.Now().UTC(), Result: b.postponed + why, Blockers: w.blockers(ctx)})
 				last = errors.New(why)
 				continue
 			}
 		}
-		// A first raise of the counters, outside the blackout: behind the
-		// fence only ids lost since then still need an ALTER. Best effort:
-		// the raise behind the fence is the one that counts.
-		if err := b.counters(ctx); err != nil {
+		// The raise of the counters, outside the blackout: behind the fence
+		// only ids lost since then still need an ALTER. Best effort (the
+		// carry behind the fence reads both sides again), but a merge whose
+		// ids have met stops.
+		if err := w.counters(ctx); errors.Is(err, errIdsMet) {
+			return nil, err
+		} else if err != nil {
 			r.env.Log.Warn(b.label+"raising the AUTO_INCREMENT counters ahead of the blackout", "err", err)
 		}
-		s, why, err := armFence(ctx, b.db, b.schema, b.arm, budget)
+		why, err = w.arm(ctx, budget)
 		if err != nil {
 			return nil, fmt.Errorf("%sarm the fence on the %s: %w", b.label, b.side, err)
 		}
-		if s == nil {
+		if why != "" {
 			// Arming the fence gave up within the budget: an attempt that
 			// backed off, though nothing was offline.
 			postponed = 0
-			r.recordAttempt(plans.Attempt{Started: time.Now().UTC(), Result: b.backedOff + why, Blockers: blockers(ctx)})
+			r.recordAttempt(plans.Attempt{Started: time.Now().UTC(), Result: b.backedOff + why, Blockers: w.blockers(ctx)})
 			last = errors.New(why)
 			continue
 		}
 		fault.Hit(b.faultArmed)
-		why, note, err := r.ready(ctx, b, budget)
+		why, note, err := r.ready(ctx, b, w, budget)
 		if err != nil {
-			s.Close()
+			w.disarm()
 			return nil, err
 		}
 		if why != "" {
-			s.Close()
+			w.disarm()
 			r.recordAttempt(plans.Attempt{Started: time.Now().UTC(), Result: b.postponed + why})
 			last = errors.New(why)
 			continue
 		}
 		postponed = 0
-		err = r.attempt(ctx, b, budget, note, s)
-		s.Close()
+		err = r.attempt(ctx, b, w, budget, note)
+		w.disarm()
 		if err == nil {
 			return nil, nil
 		}
@@ -171,38 +208,19 @@ func (r *runner) attempts(ctx context.Context, b *blackout, budget time.Duration
 	return last, nil
 }
 
-// armFence opens a fence session per table of ts on db and arms their
-// fence in schema (fence/armed.go), ahead of an attempt's readiness check.
-// why is set when arming gave up within the budget (a transaction held a
-// table): the attempt backs off, with nothing fenced or offline.
-func armFence(ctx context.Context, db *sql.DB, schema string, ts []fence.Table, budget time.Duration) (s *fence.Sessions, why string, err error) {
-	s, err = fence.OpenSessions(ctx, db, len(ts), budget)
-	if err != nil {
-		return nil, "", fmt.Errorf("open fence sessions on %s: %w", schema, err)
-	}
-	if err := s.Arm(ctx, schema, ts, budget); err != nil {
-		s.Close()
-		if isFenceTimeout(err) {
-			return nil, fmt.Sprintf("arming the fence: a transaction held a table beyond the %s budget (%v)", budget, err), nil
-		}
-		return nil, "", err
-	}
-	return s, "", nil
-}
-
-// attempt is one attempt within the budget; note (how readiness ended)
-// goes into the attempt's result.
-func (r *runner) attempt(ctx context.Context, b *blackout, budget time.Duration, note string, sessions *fence.Sessions) error {
+// attempt is one attempt within the budget, the fence armed; note (how
+// readiness ended) goes into the attempt's result.
+func (r *runner) attempt(ctx context.Context, b *blackout, w blackoutWork, budget time.Duration, note string) error {
 	idx, start, phase, left := r.startAttempt(b.trying+note, budget)
 	var final binlog.Position
 	var ended chan error // the saving of the final position
-	undo := func(reason error) error { return r.lift(ctx, b, idx, start, final, &ended, reason) }
-	fenceRow := func() error { return sessions.Fence(ctx, b.schema, left()) }
-	if err := offlineAndFence(ctx, b.offline, fenceRow, phase, undo, b.side); err != nil {
+	undo := func(reason error) error { return r.lift(ctx, b, w, idx, start, final, &ended, reason) }
+	fenceRow := func() error { return w.fence(ctx, left()) }
+	if err := offlineAndFence(ctx, w.offline, fenceRow, phase, undo, b.side); err != nil {
 		return err
 	}
 	fault.Hit(b.faultFenced)
-	final, err := binlog.MasterStatus(ctx, b.db)
+	final, err := w.finalPosition(ctx)
 	if err != nil {
 		return undo(err)
 	}
@@ -210,42 +228,35 @@ func (r *runner) attempt(ctx context.Context, b *blackout, budget time.Duration,
 	// crash from then on resumes behind the fence still in place; an
 	// attempt that backs off forgets it again before lifting the fence.
 	r.mu.Lock()
-	b.mark(final, true)
+	w.mark(final, true)
 	r.mu.Unlock()
 	ended = make(chan error, 1)
 	if b.saveFirst {
-		err := r.save(true)
+		err := w.save()
 		ended <- err
 		if err != nil {
 			return undo(err)
 		}
 	} else {
-		go func() { ended <- r.save(true) }()
+		go func() { ended <- w.save() }()
 	}
 	fault.Hit(b.faultFinal)
-	t := b.tail()
-	at, t0 := t.Stats(), time.Now()
-	if err := finalCatchup(ctx, t, final, left()); err != nil {
+	if err := w.finalCatchup(ctx, final, left()); err != nil {
 		return undo(err)
 	}
 	phase("final")
-	// What the final catch-up had to do, for the benchmark's analysis.
-	st := t.Stats()
-	r.env.Log.Info(b.label+"final catch-up", "from", at.Applied, "to", final, "rows", st.RowsApplied-at.RowsApplied, "events", st.Events-at.Events, "took", time.Since(t0))
-	if b.recheck != nil {
-		ran, err := b.recheck(ctx, left())
-		if errors.Is(err, ErrMismatch) {
-			if uerr := undo(err); !errors.Is(uerr, errBackedOff) {
-				return uerr
-			}
-			return err
+	ran, err := w.recheck(ctx, left())
+	if errors.Is(err, ErrMismatch) {
+		if uerr := undo(err); !errors.Is(uerr, errBackedOff) {
+			return uerr
 		}
-		if err != nil {
-			return undo(err)
-		}
-		if ran {
-			phase("recheck")
-		}
+		return err
+	}
+	if err != nil {
+		return undo(err)
+	}
+	if ran {
+		phase("recheck")
 	}
 	if err := <-ended; err != nil {
 		ended = nil // not saved: the plan on disk has no final position
@@ -255,11 +266,7 @@ func (r *runner) attempt(ctx context.Context, b *blackout, budget time.Duration,
 	if time.Since(start) > budget {
 		return undo(fmt.Errorf("the attempt took %s, over the %s budget", time.Since(start).Round(time.Millisecond), budget))
 	}
-	if b.done != nil {
-		return b.done(ctx, start, idx)
-	}
-	// The tail keeps running into the cutover: stopping it is not part of the blackout.
-	return nil
+	return w.done(ctx, start, idx)
 }
 
 // lift undoes attempt idx: the final position is forgotten (and, if it
@@ -267,17 +274,17 @@ func (r *runner) attempt(ctx context.Context, b *blackout, budget time.Duration,
 // not finish behind a fence that is gone; then the fence goes and the
 // fenced side's mappings are online again, whether the offline change went
 // in or not. The attempt's record names the blockers of a lock wait.
-func (r *runner) lift(ctx context.Context, b *blackout, idx int, start time.Time, final binlog.Position, ended *chan error, reason error) error {
+func (r *runner) lift(ctx context.Context, b *blackout, w blackoutWork, idx int, start time.Time, final binlog.Position, ended *chan error, reason error) error {
 	r.mu.Lock()
-	b.mark(binlog.Position{}, false)
+	w.mark(binlog.Position{}, false)
 	r.mu.Unlock()
 	if *ended != nil {
 		if err := <-*ended; err == nil {
-			if err := r.save(true); err != nil {
+			if err := w.save(); err != nil {
 				// The plan on disk holds the final position: keep the fence
 				// (and what the loop's end reads) so a resume finishes behind it.
 				r.mu.Lock()
-				b.mark(final, true)
+				w.mark(final, true)
 				r.mu.Unlock()
 				return fmt.Errorf("%v; and the plan could not be saved, so the fence stays (resume finishes the switch): %w", reason, err)
 			}
@@ -285,14 +292,14 @@ func (r *runner) lift(ctx context.Context, b *blackout, idx int, start time.Time
 		*ended = nil
 	}
 	bg := context.WithoutCancel(ctx)
-	err := fence.Remove(bg, b.db, b.schema, names(b.fence), r.p.Options.LockWaitMS.D())
-	if oerr := b.online(bg); oerr != nil {
+	err := w.removeFence(bg)
+	if oerr := w.online(bg); oerr != nil {
 		err = errors.Join(err, oerr)
 	}
 	took := msSince(start)
 	var held []plans.Blocker
 	if isFenceTimeout(reason) { // named after the fence is lifted: not part of the blackout
-		held = r.reportBlockers(bg, b.db, b.schema, names(b.fence))
+		held = w.blockers(bg)
 	}
 	r.mu.Lock()
 	r.p.Attempts[idx].Result = b.backedOff + reason.Error()
@@ -300,7 +307,7 @@ func (r *runner) lift(ctx context.Context, b *blackout, idx int, start time.Time
 	r.p.Attempts[idx].Blockers = held
 	r.mu.Unlock()
 	r.noteAttempt(idx)
-	_ = r.save(true)
+	_ = w.save()
 	if err != nil {
 		return fmt.Errorf("%v; and undoing the attempt failed: %w", reason, err)
 	}
@@ -335,10 +342,10 @@ func sumPhases(ps map[string]float64) float64 {
 // a fresh position quickly enough to fence (readiness). why is set when it
 // never did within the patience and not even under the old half-budget rule
 // (the attempt is postponed); note says when the old rule let it through.
-func (r *runner) ready(ctx context.Context, b *blackout, budget time.Duration) (why, note string, err error) {
+func (r *runner) ready(ctx context.Context, b *blackout, w blackoutWork, budget time.Duration) (why, note string, err error) {
 	start := time.Now()
 	for {
-		took, err := b.caughtUp(ctx)
+		took, err := w.caughtUp(ctx)
 		if err != nil {
 			return "", "", err
 		}

@@ -1,8 +1,19 @@
 package pipeline
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/shardctl/shardctl/binlog"
+	"github.com/shardctl/shardctl/fence"
+	"github.com/shardctl/shardctl/plans"
 )
 
 // Readiness fences at once when the other side is close, re-checks (no
@@ -42,5 +53,301 @@ func TestReadiness(t *testing.T) {
 func TestSumPhases(t *testing.T) {
 	if s := sumPhases(map[string]float64{"fence": 10.5, "offline": 0, "final": 4.5}); s != 15 {
 		t.Fatalf("sum %v", s)
+	}
+}
+
+// recorder is blackoutWork that touches no server: it records the calls,
+// keeps the state a server would (armed, fenced, offline, a held final
+// position) and answers as scripted, so the attempt loop's rules are
+// tested on their own.
+type recorder struct {
+	mu     sync.Mutex
+	calls  []string
+	pauses []time.Duration // every back-off waited
+	left   []time.Duration // the budget left handed to the fence and the final catch-up
+
+	armed, fenced, offlined bool
+	final                   binlog.Position // what mark holds
+	attempt                 int             // fence calls so far
+
+	longTx    func(n int) string      // why the n-th check (from 1) finds a long transaction
+	fenceErr  func(attempt int) error // the fence row's error in attempt n (from 1)
+	catchup   func(attempt int) error // the final catch-up's
+	slow      time.Duration           // how long the final catch-up takes
+	recheckEr func(attempt int) error // the recheck's
+	saveErr   func(n int) error       // the n-th save's
+	longTxN   int
+	saves     int
+}
+
+func (w *recorder) log(format string, a ...any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.calls = append(w.calls, fmt.Sprintf(format, a...))
+}
+
+func (w *recorder) pause(_ context.Context, d time.Duration) error {
+	w.mu.Lock()
+	w.pauses = append(w.pauses, d)
+	w.mu.Unlock()
+	w.log("pause")
+	return nil
+}
+func (w *recorder) killBlockers(context.Context) { w.log("kill") }
+func (w *recorder) wait(context.Context) error   { w.log("wait"); return nil }
+func (w *recorder) longTransaction(context.Context, time.Duration) (string, error) {
+	w.longTxN++
+	if w.longTx != nil {
+		if why := w.longTx(w.longTxN); why != "" {
+			w.log("long transaction")
+			return why, nil
+		}
+	}
+	return "", nil
+}
+func (w *recorder) counters(context.Context) error                  { w.log("counters"); return nil }
+func (w *recorder) blockers(context.Context) []plans.Blocker        { return nil }
+func (w *recorder) caughtUp(context.Context) (time.Duration, error) { return 0, nil }
+func (w *recorder) arm(context.Context, time.Duration) (string, error) {
+	w.log("arm")
+	w.armed = true
+	return "", nil
+}
+func (w *recorder) disarm() { w.log("disarm") }
+func (w *recorder) offline(context.Context) error {
+	w.mu.Lock()
+	w.offlined = true
+	w.mu.Unlock()
+	w.log("offline")
+	return nil
+}
+func (w *recorder) fence(_ context.Context, left time.Duration) error {
+	w.mu.Lock()
+	w.attempt++
+	n := w.attempt
+	w.left = append(w.left, left)
+	w.mu.Unlock()
+	if w.fenceErr != nil {
+		if err := w.fenceErr(n); err != nil {
+			w.log("fence failed")
+			return err
+		}
+	}
+	w.fenced = true
+	w.log("fence")
+	return nil
+}
+func (w *recorder) finalPosition(context.Context) (binlog.Position, error) {
+	return binlog.Position{File: "binlog.000001", Pos: uint32(1000 * w.attempt)}, nil
+}
+func (w *recorder) mark(final binlog.Position, held bool) {
+	w.final = final
+	if !held {
+		w.final = binlog.Position{}
+	}
+	w.log("mark %v", held)
+}
+func (w *recorder) held() bool { return !w.final.IsZero() }
+func (w *recorder) save() error {
+	w.mu.Lock()
+	w.saves++
+	n := w.saves
+	w.mu.Unlock()
+	if w.saveErr != nil {
+		return w.saveErr(n)
+	}
+	return nil
+}
+func (w *recorder) finalCatchup(_ context.Context, _ binlog.Position, d time.Duration) error {
+	w.mu.Lock()
+	w.left = append(w.left, d)
+	w.mu.Unlock()
+	time.Sleep(w.slow)
+	if w.catchup != nil {
+		if err := w.catchup(w.attempt); err != nil {
+			w.log("final catch-up failed")
+			return err
+		}
+	}
+	w.log("final catch-up")
+	return nil
+}
+func (w *recorder) recheck(context.Context, time.Duration) (bool, error) {
+	if w.recheckEr != nil {
+		if err := w.recheckEr(w.attempt); err != nil {
+			return true, err
+		}
+	}
+	return false, nil
+}
+func (w *recorder) done(context.Context, time.Time, int) error { w.log("done"); return nil }
+func (w *recorder) removeFence(context.Context) error {
+	w.armed, w.fenced = false, false
+	w.log("remove fence")
+	return nil
+}
+func (w *recorder) online(context.Context) error {
+	w.mu.Lock()
+	w.offlined = false
+	w.mu.Unlock()
+	w.log("online")
+	return nil
+}
+
+// count is how many calls were name.
+func (w *recorder) count(name string) int {
+	n := 0
+	for _, c := range w.calls {
+		if c == name {
+			n++
+		}
+	}
+	return n
+}
+
+// testRunner is a runner with no server and no plan file, and the
+// blackout options given.
+func testRunner(attempts int, budget, backoff time.Duration) (*runner, *blackout) {
+	p := plans.New("move", "move shard 1")
+	p.Options.FenceAttempts = attempts
+	p.Options.MaxBlackoutMS = plans.MillisOf(budget)
+	p.Options.BackoffMS = plans.MillisOf(backoff)
+	r := &runner{p: p, env: Env{Log: slog.New(slog.DiscardHandler), Observer: NopObserver{}}}
+	return r, &blackout{side: plans.SideSource, other: "the target", trying: "fencing", postponed: "postponed: ", backedOff: "backed off: "}
+}
+
+// Attempts that back off are each lifted (the final position forgotten,
+// then the fence removed, then the mappings online), the back-off doubles
+// up to 30 s between them, and the loop gives up after FenceAttempts with
+// the last reason, the fence gone and the shard online.
+func TestBlackoutBacksOffDoublingAndGivesUp(t *testing.T) {
+	r, b := testRunner(5, time.Second, 10*time.Second)
+	w := &recorder{fenceErr: func(int) error { return fence.ErrBudget }}
+	last, err := r.blackoutLoop(context.Background(), b, w)
+	if err != nil || last == nil || !strings.Contains(last.Error(), "beyond the budget") {
+		t.Fatalf("got last %v, err %v: want the last reason and no error", last, err)
+	}
+	if want := []time.Duration{10 * time.Second, 20 * time.Second, 30 * time.Second, 30 * time.Second}; fmt.Sprint(w.pauses) != fmt.Sprint(want) {
+		t.Errorf("back-offs %v, want %v (doubling, at most 30 s)", w.pauses, want)
+	}
+	if n := w.count("arm"); n != 5 {
+		t.Errorf("%d attempts armed the fence, want 5 (FenceAttempts)", n)
+	}
+	if n := w.count("online"); n != 5 {
+		t.Errorf("the mappings went back online %d times, want after each of the 5 attempts", n)
+	}
+	if w.fenced || w.armed || w.offlined || w.held() {
+		t.Errorf("after giving up: fenced %v, armed %v, offline %v, final position held %v; want none", w.fenced, w.armed, w.offlined, w.held())
+	}
+	if len(r.p.Attempts) != 5 {
+		t.Fatalf("%d attempts on record, want 5", len(r.p.Attempts))
+	}
+	for i, a := range r.p.Attempts {
+		if !strings.HasPrefix(a.Result, "backed off: ") || a.BlackoutM <= 0 {
+			t.Errorf("attempt %d: result %q, blackout %v ms; want backed off with its blackout", i+1, a.Result, a.BlackoutM)
+		}
+	}
+}
+
+// A failed attempt is lifted in order: the final position is forgotten
+// before the fence goes (a resume must not finish behind a fence that is
+// gone), then the mappings are online; the next attempt, after one
+// back-off, goes through and leaves the fence for the cutover.
+func TestBlackoutLiftsThenRetries(t *testing.T) {
+	r, b := testRunner(3, time.Second, time.Millisecond)
+	w := &recorder{catchup: func(n int) error {
+		if n == 1 {
+			return errors.New("the tail lost the target")
+		}
+		return nil
+	}}
+	last, err := r.blackoutLoop(context.Background(), b, w)
+	if last != nil || err != nil {
+		t.Fatalf("got last %v, err %v; want the second attempt through", last, err)
+	}
+	// (the mappings go offline beside the fence, in either order)
+	want := "wait counters arm fence final catch-up failed mark false remove fence online disarm pause kill wait counters arm fence final catch-up done disarm"
+	got := strings.Join(slices.DeleteFunc(slices.Clone(w.calls), func(c string) bool { return c == "mark true" || c == "offline" }), " ")
+	if got != want {
+		t.Errorf("calls:\n got %s\nwant %s", got, want)
+	}
+	if !w.fenced || !w.offlined || !w.held() {
+		t.Errorf("after the good attempt: fenced %v, offline %v, held %v; want all (the cutover lifts them)", w.fenced, w.offlined, w.held())
+	}
+	if len(w.pauses) != 1 || len(r.p.Attempts) != 2 || !strings.Contains(r.p.Attempts[0].Result, "lost the target") {
+		t.Errorf("pauses %v, attempts %+v", w.pauses, r.p.Attempts)
+	}
+}
+
+// An attempt that overruns the budget is lifted even when every part of it
+// worked, and each wait within it gets at most the budget.
+func TestBlackoutBudget(t *testing.T) {
+	budget := 20 * time.Millisecond
+	r, b := testRunner(2, budget, time.Millisecond)
+	w := &recorder{slow: budget + 5*time.Millisecond}
+	last, err := r.blackoutLoop(context.Background(), b, w)
+	if err != nil || last == nil || !strings.Contains(last.Error(), "over the 20ms budget") {
+		t.Fatalf("got last %v, err %v; want the budget's reason", last, err)
+	}
+	if w.count("done") != 0 || w.count("online") != 2 || w.fenced || w.offlined || w.held() {
+		t.Errorf("over budget: done %d, online %d, fenced %v, offline %v, held %v; want every attempt lifted", w.count("done"), w.count("online"), w.fenced, w.offlined, w.held())
+	}
+	for _, d := range w.left {
+		if d > budget {
+			t.Errorf("a wait got %s, over the %s budget", d, budget)
+		}
+	}
+}
+
+// A long transaction postpones at most three attempts in a row without
+// arming the fence; the fourth goes ahead.
+func TestBlackoutLongTransactionPostponesThree(t *testing.T) {
+	r, b := testRunner(4, time.Second, time.Millisecond)
+	w := &recorder{longTx: func(int) string { return "transaction 7 has been open 5s" }}
+	if last, err := r.blackoutLoop(context.Background(), b, w); last != nil || err != nil {
+		t.Fatalf("got last %v, err %v; want the fourth attempt through", last, err)
+	}
+	if n := w.count("arm"); n != 1 {
+		t.Errorf("armed %d times, want once (after three postponements)", n)
+	}
+	for i, a := range r.p.Attempts[:3] {
+		if !strings.HasPrefix(a.Result, "postponed: transaction 7") {
+			t.Errorf("attempt %d: %q, want postponed", i+1, a.Result)
+		}
+	}
+}
+
+// A recheck that finds a mismatch stops the step: lifted, not retried.
+func TestBlackoutMismatchStops(t *testing.T) {
+	r, b := testRunner(5, time.Second, time.Millisecond)
+	w := &recorder{recheckEr: func(int) error { return fmt.Errorf("%w: 3 rows differ", ErrMismatch) }}
+	last, err := r.blackoutLoop(context.Background(), b, w)
+	if !errors.Is(err, ErrMismatch) || last != nil {
+		t.Fatalf("got last %v, err %v; want the mismatch", last, err)
+	}
+	if w.count("arm") != 1 || w.count("online") != 1 || w.fenced || w.held() {
+		t.Errorf("arms %d, online %d, fenced %v, held %v; want one attempt, lifted", w.count("arm"), w.count("online"), w.fenced, w.held())
+	}
+}
+
+// When the plan on disk holds the final position and saving it forgotten
+// fails, the fence stays (a resume finishes behind it) and the loop stops.
+func TestBlackoutKeepsTheFenceAResumeNeeds(t *testing.T) {
+	r, b := testRunner(5, time.Second, time.Millisecond)
+	w := &recorder{
+		catchup: func(int) error { return errors.New("the tail lost the target") },
+		saveErr: func(n int) error {
+			if n > 1 {
+				return errors.New("disk full")
+			}
+			return nil
+		},
+	}
+	last, err := r.blackoutLoop(context.Background(), b, w)
+	if err == nil || !strings.Contains(err.Error(), "the fence stays") || last != nil {
+		t.Fatalf("got last %v, err %v; want the fence kept", last, err)
+	}
+	if !w.fenced || !w.held() || w.count("remove fence") != 0 || w.count("arm") != 1 {
+		t.Errorf("fenced %v, held %v, removals %d, arms %d; want the fence and the final position kept, one attempt", w.fenced, w.held(), w.count("remove fence"), w.count("arm"))
 	}
 }

@@ -32,17 +32,25 @@ func sameSchema(ctx context.Context, src, dst *sql.DB, p *plans.Plan) (bool, err
 	if p.Source.Schema != p.Target.Schema {
 		return false, nil
 	}
+	same, err := sameServer(ctx, src, dst)
+	if err != nil {
+		return false, probeError("the server identities", "source and target", p.Source.Addr()+" / "+p.Target.Addr(), err)
+	}
+	return same, nil
+}
+
+// sameServer reports whether two connections reach one server (under
+// whatever addresses they were given).
+func sameServer(ctx context.Context, a, b *sql.DB) (bool, error) {
 	id := func(db *sql.DB) (string, error) {
 		var sid, port, host string
 		err := db.QueryRowContext(ctx, "SELECT @@server_id, @@port, @@hostname").Scan(&sid, &port, &host)
 		return sid + "/" + port + "/" + host, err
 	}
-	x, err := id(src)
-	if err == nil {
-		var y string
-		if y, err = id(dst); err == nil {
-			return x == y, nil
-		}
+	x, err := id(a)
+	if err != nil {
+		return false, err
 	}
-	return false, probeError("the server identities", "source and target", p.Source.Addr()+" / "+p.Target.Addr(), err)
+	y, err := id(b)
+	return x == y, err
 }

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/planstore"
@@ -19,6 +20,9 @@ func init() {
 		Until: plans.StepCreate,
 		Run: func(ctx context.Context, c *CheckEnv) error {
 			p := c.Plan
+			if err := reservedTarget(ctx, c); err != nil {
+				return err
+			}
 			if id := liveAtTarget(c.Map, p); id > 0 {
 				return fmt.Errorf("%w: shard %d lives at the target %s/%s (it is in the shard map with mappings): choose another target server or schema; never drop it", ErrRefused, id, p.Target.Addr(), p.Target.Schema)
 			}
@@ -28,6 +32,33 @@ func init() {
 			return targetSchemaNew(ctx, c)
 		},
 	})
+}
+
+// systemSchemas belong to the server; names compare case-insensitively, as
+// information_schema's does (and "MySQL" beside "mysql" only confuses).
+var systemSchemas = []string{"mysql", "information_schema", "performance_schema", "sys"}
+
+// reservedTarget refuses a target schema that is the server's own or the
+// sharding database's: it can never hold a shard, and the operator must not
+// be told to drop it.
+func reservedTarget(ctx context.Context, c *CheckEnv) error {
+	t := c.Plan.Target
+	for _, s := range systemSchemas {
+		if strings.EqualFold(t.Schema, s) {
+			return fmt.Errorf("%w: the target schema %s on %s is the server's own system schema, never a shard's: choose another target schema (--schema)", ErrRefused, t.Schema, t.Addr())
+		}
+	}
+	if c.Store == nil || c.Dst == nil || t.Schema != c.Store.Schema {
+		return nil
+	}
+	same, err := sameServer(ctx, c.Store.DB, c.Dst)
+	if err != nil {
+		return probeError("the server identities", "sharding database and target", t.Addr(), err)
+	}
+	if same {
+		return fmt.Errorf("%w: the target schema %s on %s is the sharding database (the shard map), never a shard's: choose another target schema (--schema)", ErrRefused, t.Schema, t.Addr())
+	}
+	return nil
 }
 
 // otherPlansCopy refuses a target schema that is another unfinished plan's

@@ -33,8 +33,9 @@ func init() {
 }
 
 // WindowProblems is the preflight check of what the reverse direction needs:
-// only move has a window so far, and the target must write a ROW/FULL binlog
-// that shardctl's account may read.
+// a move, split or merge (the operations whose switch can run backwards),
+// and a target that writes a ROW/FULL binlog shardctl's account may read,
+// since the window's tail reads it back into the source.
 func WindowProblems(ctx context.Context, dst *sql.DB, p *plans.Plan) ([]string, error) {
 	if p.Window == nil && p.Options.ReverseWindowS <= 0 {
 		return nil, nil

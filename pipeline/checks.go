@@ -10,6 +10,7 @@ import (
 	"github.com/shardctl/shardctl/operation"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/shardmap"
+	"github.com/shardctl/shardctl/throttle"
 )
 
 // Every refusal before a step is a check (block/spirit's check registry):
@@ -125,11 +126,16 @@ func (r *runner) planChecks(ctx context.Context) error {
 		return err
 	}
 	// The replicas a run watches must answer now, not only when the run starts.
-	thr, err := NewThrottler(ctx, r.src, r.p.Options, r.env.Creds)
+	cfg := throttleConfig(r.p.Options)
+	cfg.Target = r.dst
+	watched, err := throttle.Probe(ctx, r.src, cfg, r.env.Creds)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrRefused, err)
 	}
-	thr.Close()
+	r.p.Watched = nil
+	for _, w := range watched {
+		r.p.Watched = append(r.p.Watched, plans.WatchedReplica{Addr: w.Addr, Side: w.Side})
+	}
 	recordAgainst(m, r.p)
 	return nil
 }

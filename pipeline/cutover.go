@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/binlog"
+	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/fence"
 	"github.com/shardctl/shardctl/internal/fault"
 	"github.com/shardctl/shardctl/plans"
@@ -54,6 +55,13 @@ func onlineAgain(cs []shardmap.Change) []shardmap.Change {
 // transactions: vitess #9525) is checked before each, and the step waits
 // while the postpone file exists.
 func (r *runner) fence(ctx context.Context) error {
+	// Before any blackout: the switch would collide with a location
+	// registered by hand where it puts the shard (the full map is read
+	// here, not inside the blackout; the cutover looks again only if the
+	// switch fails on a duplicate key).
+	if err := r.switchCollision(ctx); err != nil {
+		return r.unfence(ctx, err) // a run killed mid-attempt may have left its fence armed
+	}
 	ts := fenceTables(r.p)
 	arm := ts
 	if fault.On("during:fence:half") && len(ts) > 1 {
@@ -67,6 +75,9 @@ func (r *runner) fence(ctx context.Context) error {
 		trying: attemptFencing, postponed: "postponed: ", backedOff: "backed off: ",
 		wait: r.waitPostpone,
 		counters: func(ctx context.Context) error {
+			if err := r.idsApart(ctx); err != nil {
+				return err
+			}
 			return r.carryCounters(ctx, r.src, r.p.Source.Schema, r.dst, r.p.Target.Schema, r.p.Copy, true)
 		},
 		caughtUp: func(ctx context.Context) (time.Duration, error) {
@@ -140,6 +151,13 @@ func (r *runner) cutover(ctx context.Context) error {
 	}
 	start := time.Now()
 	if err := r.env.Store.Apply(ctx, "cut over", r.p.Cutover); err != nil {
+		// A location registered by hand since the fence step's check: the
+		// shard must not stay offline behind its fence until someone finds it.
+		if dbutil.ErrNumber(err) == errDuplicateKey {
+			if cerr := r.switchCollision(ctx); cerr != nil {
+				return r.unfence(ctx, cerr)
+			}
+		}
 		return err
 	}
 	// The blackout ends here: routers write to the target from this commit on.
@@ -165,6 +183,69 @@ func (r *runner) cutover(ctx context.Context) error {
 		return fmt.Errorf("cut over done; schema objects: %w", err)
 	}
 	return nil
+}
+
+const errDuplicateKey = 1062
+
+// switchCollision re-reads the shard map and refuses (ErrMapCollision) a
+// cutover that moves the shard's location onto a location another shard id
+// holds: the unique key on locations would refuse the switch, and two ids
+// for one copy of the rows would route writes past the plan.
+func (r *runner) switchCollision(ctx context.Context) error {
+	m, err := r.env.Store.Load(ctx)
+	if err != nil {
+		return fmt.Errorf("re-read the shard map before the switch: %w", err)
+	}
+	for _, c := range r.p.Cutover {
+		if c.Op != shardmap.OpMoveLocation {
+			continue
+		}
+		own, err := m.Location(c.ShardID)
+		if err != nil {
+			continue // the switch names the missing shard itself
+		}
+		to := plans.Endpoint{Host: c.Host, Port: c.Port, Schema: own.Schema}
+		for _, l := range m.Locations {
+			if l.ShardID != c.ShardID && sameEndpoint(l, to) {
+				return fmt.Errorf("%w: the switch would put shard %d at %s/%s, where the shard map already has shard %d's location (registered by hand during this plan, with 'shardctl shardmap add-shard' or SQL, shard map version %d); remove it with 'shardctl shardmap remove-shard --shard %d'",
+					ErrMapCollision, c.ShardID, to.Addr(), to.Schema, l.ShardID, m.Version, l.ShardID)
+			}
+		}
+	}
+	return nil
+}
+
+// unfence lifts the fence the fence step left holding (or a killed run's
+// attempt left armed) when the cutover cannot switch (why): the final
+// position is forgotten and the fence step made pending, saved before the
+// fence goes (a resume must never switch behind a fence that is gone); then
+// the fence goes and the mappings are online again, so the shard serves
+// from its source until the plan resumes.
+func (r *runner) unfence(ctx context.Context, why error) error {
+	r.mu.Lock()
+	if n := len(r.p.Attempts); n > 0 && !r.p.Checkpoints.Final.IsZero() {
+		r.p.Attempts[n-1].Result = "backed off: " + why.Error() // the attempt that held the fence
+	}
+	r.p.Checkpoints.Final = plans.Position{}
+	if s := r.p.Step(plans.StepFence); s != nil {
+		s.State = plans.Pending
+	}
+	if w := r.p.Window; w != nil {
+		w.Tail, w.Serving = plans.Position{}, plans.SideSource
+	}
+	r.mu.Unlock()
+	if err := r.save(true); err != nil {
+		return fmt.Errorf("%w; the plan could not be saved, so shard %d stays offline and fenced: 'shardctl plan abort %s' lifts the fence (%v)", why, r.p.Source.ShardID, r.p.ID, err)
+	}
+	bg := context.WithoutCancel(ctx)
+	err := fence.Remove(bg, r.src, r.p.Source.Schema, fenceNames(r.p), r.p.Options.LockWaitMS.D())
+	if oerr := r.env.Store.Apply(bg, "put the mappings back online", onlineAgain(r.p.Offline)); oerr != nil {
+		err = errors.Join(err, oerr)
+	}
+	if err != nil {
+		return fmt.Errorf("%w; lifting the fence failed, shard %d may stay offline and fenced until 'shardctl plan abort %s' or a resume: %v", why, r.p.Source.ShardID, r.p.ID, err)
+	}
+	return fmt.Errorf("%w; the fence is lifted and shard %d is online at its source %s/%s again", why, r.p.Source.ShardID, r.p.Source.Addr(), r.p.Source.Schema)
 }
 
 // windowAtCutover records, behind the forward fence and before the shard map

@@ -19,6 +19,11 @@ var (
 	ErrBudget   = errors.New("no cutover fitted the blackout budget")
 )
 
+// ErrMapCollision marks a cutover that would put the shard at a location
+// the shard map already holds under another shard id (registered by hand
+// during the plan): deterministic, the operator removes that location.
+var ErrMapCollision = errors.New("the shard map holds another shard at the cutover's location")
+
 // StepError is a step's failure: where it happened, and whether a resume can
 // succeed as things are (Transient: a lost connection, a server restarting, a
 // lock wait timeout or deadlock, an interruption, the blackout budget, a lost
@@ -58,7 +63,7 @@ func Transient(err error) bool {
 		errors.Is(err, driver.ErrBadConn), errors.Is(err, mysql.ErrInvalidConn),
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return true
-	case errors.Is(err, binlog.ErrDDL), errors.Is(err, ErrCrossing):
+	case errors.Is(err, binlog.ErrDDL), errors.Is(err, ErrCrossing), errors.Is(err, ErrMapCollision):
 		return false
 	}
 	switch dbutil.ErrNumber(err) {
@@ -86,7 +91,15 @@ func hint(err error, planID string) string {
 	resume := fmt.Sprintf("then 'shardctl plan resume %s' continues (or 'shardctl plan abort %s' before cutover)", planID, planID)
 	switch n := dbutil.ErrNumber(err); {
 	case errors.Is(err, binlog.ErrDDL):
-		return fmt.Sprintf("a schema change ran on the source during the operation, and the copy cannot follow it: abort the plan ('shardctl plan abort %s') and start a new one", planID)
+		// A resumed tail reads the rows before the statement with the table's
+		// new definition: it stops at the statement again, whatever --on-ddl says.
+		next := "and start a new one"
+		if errors.Is(err, binlog.ErrDDLCarriable) {
+			next = "and start a new one; with --on-ddl apply a plan carries a change like this one to its copy while it runs (docs/ddl.md)"
+		}
+		return fmt.Sprintf("a schema change ran on the source during the operation, and this plan's copy cannot follow it (a resume stops at it again): abort the plan ('shardctl plan abort %s') %s", planID, next)
+	case errors.Is(err, ErrMapCollision):
+		return fmt.Sprintf("once that location is removed, 'shardctl plan resume %s' fences again and cuts over (or 'shardctl plan abort %s' undoes the plan)", planID, planID)
 	case errors.Is(err, ErrCrossing):
 		return "fix those rows (give each child its parent's shard key, or re-point it): the check runs again when you resume; " + resume
 	case n == 1451 || n == 1452 || n == 1216 || n == 1217:

@@ -71,3 +71,19 @@ func (t tee) Lag(d time.Duration) {
 		}
 	}
 }
+
+func (t tee) Throttled(step, reason string) {
+	for _, o := range t {
+		if l, ok := o.(ThrottleObserver); ok {
+			l.Throttled(step, reason)
+		}
+	}
+}
+
+func (t tee) ReplicaLag(replica string, lag time.Duration, ok bool) {
+	for _, o := range t {
+		if l, is := o.(ThrottleObserver); is {
+			l.ReplicaLag(replica, lag, ok)
+		}
+	}
+}

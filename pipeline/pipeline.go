@@ -76,12 +76,13 @@ type runner struct {
 	src, dst *sql.DB
 	release  []func() // closes src and dst (pools a planning run shares stay open)
 
-	mu       sync.Mutex // guards p while copy/tail goroutines update checkpoints
-	saving   sync.Mutex // one save at a time (held while writing, without mu)
-	lastSave time.Time
-	tail     *binlog.Tailer
-	thr      *Throttler
-	counted  []string // tables with an AUTO_INCREMENT counter, as the last raise ahead of a blackout found (nil: unknown; autoinc.go)
+	mu           sync.Mutex // guards p while copy/tail goroutines update checkpoints
+	saving       sync.Mutex // one save at a time (held while writing, without mu)
+	lastSave     time.Time
+	tail         *binlog.Tailer
+	thr          *Throttler
+	floors       map[string]map[string]uint64 // per receiving schema, what its AUTO_INCREMENT counters are at least since the last carry (autoinc.go)
+	throttleKind string                       // the last throttle reason told, without its figures (throttle.go)
 }
 
 // Run executes the plan's remaining steps. It holds the plan's locks for the
@@ -102,6 +103,10 @@ func Run(ctx context.Context, env Env, p *plans.Plan) error {
 		return fmt.Errorf("%w: plan %s was aborted; make a new plan", ErrRefused, p.ID)
 	}
 	l, err := lock.Acquire(ctx, env.Store.DB, env.Store.Schema, p.Locks, lock.Holder(p.ID))
+	if be := (*lock.BusyError)(nil); errors.As(err, &be) && be.HeldFor(p.ID) {
+		return fmt.Errorf("%w: another process is working on plan %s now (%s holds %s): nothing needs doing here; follow it with 'shardctl plan watch %s'",
+			lock.ErrBusy, p.ID, be.Holder, be.Name, p.ID)
+	}
 	if err != nil {
 		return err
 	}
@@ -114,7 +119,7 @@ func Run(ctx context.Context, env Env, p *plans.Plan) error {
 	if err := r.open(ctx); err != nil {
 		return r.fail(plans.StepPreflight, err)
 	}
-	if r.thr, err = NewThrottler(ctx, r.src, p.Options, env.Creds); err != nil {
+	if r.thr, err = r.openThrottler(ctx); err != nil {
 		return r.fail(plans.StepPreflight, err)
 	}
 	if err := r.runChecks(ctx); err != nil {
@@ -136,7 +141,7 @@ func Run(ctx context.Context, env Env, p *plans.Plan) error {
 			continue
 		}
 		rec := p.Step(name)
-		rec.State, rec.Started, rec.Error = plans.Running, time.Now().UTC(), ""
+		rec.State, rec.Started, rec.Error, rec.Throttled = plans.Running, time.Now().UTC(), "", ""
 		rec.Attempts++
 		// The cutover starts inside the blackout, right after the fence step's
 		// end was saved: its start rides on the next save (a crash before then
@@ -165,7 +170,7 @@ func Run(ctx context.Context, env Env, p *plans.Plan) error {
 			rec.State = plans.Done
 			env.Observer.Step(name, "done")
 		}
-		rec.Ended = time.Now().UTC()
+		rec.Ended, rec.Throttled = time.Now().UTC(), ""
 		if p.Result.StepSeconds == nil {
 			p.Result.StepSeconds = map[string]float64{}
 		}
@@ -228,7 +233,7 @@ func (r *runner) fail(step string, err error) error {
 	err = classify(r.p.Operation, r.shardName(), step, r.p.ID, err)
 	r.mu.Lock()
 	if rec := r.p.Step(step); rec != nil {
-		rec.State, rec.Error, rec.Ended = plans.Failed, err.Error(), time.Now().UTC()
+		rec.State, rec.Error, rec.Ended, rec.Throttled = plans.Failed, err.Error(), time.Now().UTC(), ""
 	}
 	r.p.State = plans.StateStopped
 	r.mu.Unlock()
@@ -352,7 +357,7 @@ func (r *runner) ensureTail(ctx context.Context) error {
 		}
 	}
 	if purged {
-		return fmt.Errorf("%w: the source no longer has binlog %s, so changes since the copy cannot be replayed; this plan cannot cut over: abort it ('shardctl plan abort %s') and start a new one", ErrPurged, from.File, r.p.ID)
+		return fmt.Errorf("%w: the source no longer has binlog %s, so changes since the copy cannot be replayed; this plan cannot cut over: abort it ('shardctl plan abort %s') and start a new one, with a binlog retention on the source (binlog_expire_logs_seconds) longer than the copy takes", ErrPurged, from.File, r.p.ID)
 	}
 	fks, err := tables.ForeignKeys(ctx, r.src, r.p.Source.Schema)
 	if err != nil {
@@ -417,7 +422,9 @@ func (r *runner) endTail(t *binlog.Tailer, keep func(binlog.Position)) error {
 
 // tailServerID is a replica id for a binlog tail, random so tails of
 // parallel runs do not collide with each other or with real replicas.
-func tailServerID() uint32 { return uint32(1_000_000 + rand.Intn(1_000_000_000)) }
+func tailServerID() uint32 {
+	return uint32(dbutil.TailServerIDMin + rand.Intn(dbutil.TailServerIDSpan))
+}
 
 // waitCaughtUp waits until the target applied everything up to the source's current position.
 func (r *runner) waitCaughtUp(ctx context.Context, limit time.Duration) (time.Duration, error) {

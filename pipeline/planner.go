@@ -25,6 +25,9 @@ func Finish(ctx context.Context, env Env, p *plans.Plan) error {
 	if err := r.planChecks(ctx); err != nil {
 		return err
 	}
+	if err := planCounters(ctx, r.src, r.dst, p); err != nil {
+		return err
+	}
 	setupWindow(p)
 	if err := readObjects(ctx, r.src, r.dst, p); err != nil {
 		return err

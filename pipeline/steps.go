@@ -22,12 +22,28 @@ import (
 
 // preflight records that the checks passed: every refusal before a step is
 // a registered check (checks.go), and runChecks ran them all, under the
-// plan's locks, just before the steps.
-func (r *runner) preflight(context.Context) error { return nil }
+// plan's locks, just before the steps. It warns when the source may purge
+// its binary log before the copy ends (a purged start position stops the
+// plan for good, pipeline.go).
+func (r *runner) preflight(ctx context.Context) error {
+	retention, variable, err := binlogRetention(ctx, r.src)
+	if err != nil {
+		r.env.Log.Warn("could not read the source's binlog retention", "source", r.p.Source.Addr(), "err", err)
+		return nil
+	}
+	var rows int64
+	for _, t := range r.p.Copy {
+		rows += t.EstRows
+	}
+	if why := retentionRisk(rows, r.p.Options.MaxRate, retention, variable); why != "" {
+		r.env.Log.Warn("binlog retention: "+why, "source", r.p.Source.Addr())
+	}
+	return nil
+}
 
 // create records the binlog position the tail will start from (first, so no
 // change made during the copy is missed), applies the plan's Prepare changes,
-// and creates the target tables.
+// creates the target tables and raises a merge target's counters.
 func (r *runner) create(ctx context.Context) error {
 	if r.p.Checkpoints.Start.IsZero() {
 		pos, err := binlog.MasterStatus(ctx, r.src)
@@ -50,6 +66,9 @@ func (r *runner) create(ctx context.Context) error {
 	if err := r.copier().CreateTables(ctx, r.p.Copy); err != nil {
 		return err
 	}
+	if err := r.raiseMergeCounters(ctx); err != nil { // before the first row is copied
+		return err
+	}
 	return r.createObjects(ctx)
 }
 
@@ -63,6 +82,7 @@ func (r *runner) prepare(ctx context.Context) error {
 	if err := r.env.Store.Apply(ctx, "prepare", r.p.Prepare); err != nil {
 		return err
 	}
+	fault.Hit("prepare:registered") // tests: a crash before the new shard's id is saved
 	for _, c := range r.p.Prepare {
 		if c.Op != shardmap.OpAddLocation || c.ShardID != shardmap.NewShard {
 			continue
@@ -81,6 +101,30 @@ func (r *runner) prepare(ctx context.Context) error {
 	return nil
 }
 
+// resolveRegistered gives a plan that registered its new shard's location
+// but stopped before it saved the id (a crash, a failure right after) that
+// id, found by the location's address, so its abort removes the location.
+func resolveRegistered(ctx context.Context, store *shardmap.Store, p *plans.Plan) error {
+	if p.Step(plans.StepCreate).Attempts == 0 {
+		return nil // nothing registered yet: a location at that address is not the plan's
+	}
+	for _, c := range p.Prepare {
+		if c.Op != shardmap.OpAddLocation || c.ShardID != shardmap.NewShard {
+			continue
+		}
+		m, err := store.Load(ctx)
+		if err != nil {
+			return err
+		}
+		for _, l := range m.Locations {
+			if l.Host == c.Host && l.Port == c.Port && l.Schema == c.Schema {
+				resolveNewShard(p, l.ShardID)
+			}
+		}
+	}
+	return nil
+}
+
 func resolveNewShard(p *plans.Plan, id int) {
 	if p.Target.ShardID == shardmap.NewShard {
 		p.Target.ShardID = id
@@ -92,6 +136,44 @@ func resolveNewShard(p *plans.Plan, id int) {
 			}
 		}
 	}
+}
+
+// pruneScope counts, before a table's first delete, the rows the cleanup
+// has to delete (the source is fenced: the count stays true), and on a
+// resume makes the table's deleted rows that count minus what is left, so
+// rows deleted after the last saved mark are counted too.
+func (r *runner) pruneScope(ctx context.Context, pr *prune.Pruner) error {
+	changed := false
+	for _, t := range r.p.Cleanup {
+		r.mu.Lock()
+		m := r.p.Checkpoints.Prune[t.Name]
+		scope, counted := r.p.Checkpoints.PruneScope[t.Name]
+		r.mu.Unlock()
+		fresh := m.Rows == 0 && m.After == nil
+		if m.Done || !counted && !fresh {
+			continue // done, or begun by a version that did not count
+		}
+		n, err := pr.Count(ctx, t)
+		if err != nil {
+			return err
+		}
+		r.mu.Lock()
+		if !counted {
+			if r.p.Checkpoints.PruneScope == nil {
+				r.p.Checkpoints.PruneScope = map[string]int64{}
+			}
+			r.p.Checkpoints.PruneScope[t.Name] = n
+		} else {
+			m.Rows = max(scope-n, m.Rows)
+			r.p.Checkpoints.Prune[t.Name] = m
+		}
+		r.mu.Unlock()
+		changed = true
+	}
+	if !changed {
+		return nil
+	}
+	return r.save(true)
 }
 
 // checkpoint records a watermark (update runs under the plan's lock), saves
@@ -269,16 +351,22 @@ func (r *runner) cleanup(ctx context.Context) error {
 	pause := r.p.Options.PruneSleepMS.D()
 	pr := &prune.Pruner{DB: r.src, Schema: r.p.Source.Schema, ChunkRows: r.p.Options.PruneChunkRows,
 		Throttle: func(ctx context.Context) error { return r.thr.Pause(ctx, r.p.Options.PruneChunkRows, pause) }}
-	var deleted int64
+	var deleted, chunks int64
 	saves := 0
 	pr.Progress = func(_ string, n int64) {
 		deleted += n
+		if chunks++; chunks == 3 {
+			fault.Hit("cleanup:deleted") // tests: a crash with a chunk deleted and not yet recorded
+		}
 		r.env.Observer.Progress(plans.StepCleanup, deleted, deleted, r.thr.Reason())
 	}
 	// The source's own triggers must not fire on cleanup's deletes (an
 	// AFTER DELETE trigger would write rows no application delete caused).
 	if err := schemaobj.Replace(ctx, r.src, r.p.Source.Schema, r.p.Source.Schema, r.p.SourceTriggers, true); err != nil {
 		return fmt.Errorf("guard the source's triggers: %w", err)
+	}
+	if err := r.pruneScope(ctx, pr); err != nil {
+		return err
 	}
 	err := PruneTables(ctx, r.env.Store, r.p.Source, pr, r.p.Cleanup, func(table string) watermark.Mark {
 		r.mu.Lock()

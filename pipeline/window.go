@@ -1,6 +1,6 @@
 package pipeline
 
-// The reverse-replication window (issue 12): after a cutover the side that
+// The reverse-replication window: after a cutover the side that
 // no longer serves keeps its copy, fenced against the application, and a
 // tail from the serving side's binlog keeps it in sync. A switch ('plan
 // revert') runs the cutover's blackout in the other direction: mappings

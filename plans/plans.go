@@ -18,7 +18,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shardctl/shardctl/keyspace"
 	"github.com/shardctl/shardctl/schemaobj/objdef"
 	"github.com/shardctl/shardctl/shardmap/mapdef"
 	"github.com/shardctl/shardctl/tables/tabledef"
@@ -138,99 +137,6 @@ func (m Millis) D() time.Duration { return time.Duration(m) * time.Millisecond }
 // MillisOf is d in whole milliseconds (rounded down).
 func MillisOf(d time.Duration) Millis { return Millis(d / time.Millisecond) }
 
-// FenceTable is a source table whose moving rows are fenced at cutover.
-type FenceTable struct {
-	Name   string          `json:"name"`
-	Filter keyspace.Filter `json:"filter"`
-}
-
-// Against is what a plan was made against: the shard map version and the
-// keys its shards owned then (per partition function).
-type Against struct {
-	Version int64   `json:"version"`
-	Owned   []Owned `json:"owned"`
-}
-
-// Owned is the keys one shard owned under one partition function.
-type Owned struct {
-	ShardID int             `json:"shard_id"`
-	FuncID  int             `json:"func_id"`
-	Keys    keyspace.Filter `json:"keys"`
-}
-
-// StepRecord is one step's state and times.
-type StepRecord struct {
-	Name     string    `json:"name"`
-	State    string    `json:"state"`
-	Started  time.Time `json:"started,omitempty"`
-	Ended    time.Time `json:"ended,omitempty"`
-	Error    string    `json:"error,omitempty"`
-	Attempts int       `json:"attempts,omitempty"`
-}
-
-// KeyCheck is what a split found when it read the rows of a foreign key
-// that does not carry the shard key: how many child rows it read, and how
-// many would end on the other side of the split point from their parent.
-type KeyCheck struct {
-	Key      string    `json:"key"`  // child.name (cols) -> parent (cols)
-	When     string    `json:"when"` // planning, or the step that checked again
-	At       time.Time `json:"at"`
-	Rows     int64     `json:"rows"`               // child rows read
-	Leaving  int64     `json:"leaving,omitempty"`  // children that move while their parent stays
-	Orphaned int64     `json:"orphaned,omitempty"` // children that stay while their parent moves
-	// Joined counts the chunks the server joined (the rest were matched by
-	// key range in shardctl: pipeline/fkdata.go).
-	Joined int64 `json:"joined_chunks,omitempty"`
-}
-
-// CollisionScan is a merge's scan of its keys for rows both shards hold:
-// the binlog positions of both servers just before it read a row (a scan
-// at apply or resume is skipped while both servers are still there: nothing
-// was written since), and the keys it scanned or skipped.
-type CollisionScan struct {
-	At      time.Time `json:"at"`
-	Source  string    `json:"source_position,omitempty"`
-	Target  string    `json:"target_position,omitempty"`
-	Scanned []string  `json:"scanned,omitempty"`
-	Skipped []string  `json:"skipped,omitempty"` // keys carrying the shard column, with no row of the target in the merged range: none can collide
-	// Here is set by the process that scanned: a run that follows its own
-	// planning (merge --yes) does not scan again moments later.
-	Here bool `json:"-"`
-}
-
-// Attempt is one cutover attempt: the fence and how long writes were blocked.
-type Attempt struct {
-	Started   time.Time          `json:"started"`
-	BlackoutM float64            `json:"blackout_ms"`
-	Phases    map[string]float64 `json:"phases_ms,omitempty"` // where the blackout went: offline, fence, final, cutover
-	Result    string             `json:"result"`
-	// Blockers are the sessions that held locks on fenced tables when the
-	// attempt could not take its own within the budget (blockers.go).
-	Blockers []Blocker `json:"blockers,omitempty"`
-}
-
-// Checkpoints are the durable progress marks a resume starts from.
-type Checkpoints struct {
-	Start   Position                  `json:"start,omitempty"`   // binlog position recorded before the copy
-	Applied Position                  `json:"applied,omitempty"` // last position the target committed
-	Final   Position                  `json:"final,omitempty"`   // source position read after the fence held
-	Copy    map[string]watermark.Mark `json:"copy,omitempty"`
-	// Deferred are verify chunks that kept changing under writes; they are
-	// compared again behind the fence, where the source is still.
-	Deferred []watermark.Range `json:"deferred_verify,omitempty"`
-	Prune    PruneMarks        `json:"prune,omitempty"`
-}
-
-// Result sums up a finished (or stopped) run for people and scripts.
-type Result struct {
-	RowsCopied    int64              `json:"rows_copied"`
-	EventsApplied int64              `json:"events_applied"`
-	RowsVerified  int64              `json:"rows_verified"`
-	RowsDeleted   int64              `json:"rows_deleted"`
-	BlackoutMS    float64            `json:"blackout_ms"`
-	StepSeconds   map[string]float64 `json:"step_seconds,omitempty"`
-}
-
 // Plan is one move, split or merge.
 type Plan struct {
 	FormatVersion int               `json:"format_version"`
@@ -285,6 +191,15 @@ type Plan struct {
 	MovingKeys []KeyRows `json:"moving_keys,omitempty"`
 	// Collisions is a merge's last scan for rows both shards hold.
 	Collisions *CollisionScan `json:"collision_scan,omitempty"`
+	// Counters are the copied tables with an AUTO_INCREMENT column, read
+	// at planning, so nothing behind the fence asks information_schema
+	// which tables have one (nil: a plan made before they were recorded;
+	// empty: none); a merge's also say where the target's are raised.
+	Counters []Counter `json:"counters"`
+
+	// Watched are the replicas whose lag the run throttles on, as planning
+	// found them: under the source or under the target.
+	Watched []WatchedReplica `json:"watched_replicas,omitempty"`
 
 	Steps       []StepRecord `json:"steps"`
 	Checkpoints Checkpoints  `json:"checkpoints"`
@@ -292,24 +207,6 @@ type Plan struct {
 	Result      Result       `json:"result"`
 	Window      *Window      `json:"window,omitempty"` // reverse-replication window after cutover (window.go)
 	DDL         []DDL        `json:"ddl_carried,omitempty"`
-}
-
-// KeyRows is one moving key (or range) and its rows at planning.
-type KeyRows struct {
-	Key  string `json:"key"`
-	Rows int64  `json:"rows"`
-}
-
-// DDL is a schema change of a copied table that the tail carried past
-// (--on-ddl apply or ignore).
-type DDL struct {
-	At        time.Time `json:"at"`
-	Position  Position  `json:"position"` // the source's binlog boundary before it
-	Table     string    `json:"table"`
-	Statement string    `json:"statement"`     // as the source ran it
-	Ran       string    `json:"ran,omitempty"` // as run on the target (apply)
-	Mode      string    `json:"mode"`
-	Note      string    `json:"note,omitempty"`
 }
 
 // New starts a plan with every step pending.

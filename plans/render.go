@@ -28,6 +28,12 @@ func Print(w io.Writer, p *Plan) {
 		tgt = fmt.Sprintf("shard %d, %s", p.Target.ShardID, tgt)
 	}
 	fmt.Fprintf(w, "target: %s\n", tgt)
+	for _, r := range p.Watched {
+		if p.Options.MaxLagMS <= 0 {
+			break // named, but no lag is watched
+		}
+		fmt.Fprintf(w, "replica watched (--max-lag %s): %s, a replica of the %s\n", p.Options.MaxLagMS.D(), r.Addr, r.Side)
+	}
 
 	if len(p.MovingKeys) > 0 {
 		fmt.Fprintln(w, "\nkeys that move (rows over the sharded tables, counted at planning):")
@@ -92,6 +98,8 @@ func Print(w io.Writer, p *Plan) {
 		}
 		fmt.Fprintln(w)
 	}
+
+	printCounters(w, p)
 
 	fmt.Fprintln(w, "\nsteps:")
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -200,4 +208,25 @@ func objectFate(p *Plan, o objdef.Object) string {
 		return "created disabled in " + into + " at create (disabled on the source too)"
 	}
 	return "created in " + into + " at create, as it is (left alone if the target has one of that name)"
+}
+
+// printCounters lists a merge's raises of the target's AUTO_INCREMENT
+// counters, the ALTERs create runs on the target before the copy.
+func printCounters(w io.Writer, p *Plan) {
+	head := false
+	for _, c := range p.Counters {
+		if c.RaiseTo == 0 {
+			continue
+		}
+		if !head {
+			fmt.Fprintln(w, "\nAUTO_INCREMENT counters raised on the target before the copy (docs/split-merge.md):")
+			head = true
+		}
+		done := ""
+		if c.Raised {
+			done = " (done)"
+		}
+		fmt.Fprintf(w, "  ALTER TABLE %s AUTO_INCREMENT = %d;  -- %s: merged shard's counter %d, target's %d; room for %d more ids of the merged shard until the cutover%s\n",
+			ident.Table(p.Target.Schema, c.Table), c.RaiseTo, c.Column, c.Source, c.Target, c.Margin, done)
+	}
 }

@@ -81,7 +81,7 @@ const Unbounded = math.MaxFloat64
 // Setting is one operation setting: its flag (name, help), how the flag
 // maps to Options (Kind, Field), the values it allows (Lo..Hi, and 0 when
 // Off names what 0 means; durations in nanoseconds; Choices; Addr: each
-// value is HOST:PORT), and whether 'plan apply' and 'plan resume' may
+// value is HOST:PORT, or AddrWord when set), and whether 'plan apply' and 'plan resume' may
 // change it in a plan (OnRun).
 type Setting struct {
 	Flag, Usage string
@@ -91,8 +91,13 @@ type Setting struct {
 	Off         string
 	Choices     []string
 	Addr        bool
+	AddrWord    string // a word Addr takes besides HOST:PORT
 	OnRun       bool
 }
+
+// ReplicasAuto, as --replica, watches every replica the source and the
+// target list (throttle.Discover).
+const ReplicasAuto = "auto"
 
 // Settings are every operation setting, in the order of the help text.
 var Settings = []Setting{
@@ -118,8 +123,8 @@ var Settings = []Setting{
 		Usage: "throttle copy, apply and cleanup while the source's Threads_running is above this (0: off)"},
 	{Flag: "max-lag", Kind: KindMillis, Field: func(o *Options) any { return &o.MaxLagMS }, Lo: float64(time.Millisecond), Hi: float64(24 * time.Hour), Off: "off", OnRun: true,
 		Usage: "throttle while a --replica lags more than this (0: off)"},
-	{Flag: "replica", Kind: KindStrings, Field: func(o *Options) any { return &o.Replicas }, Addr: true, OnRun: true,
-		Usage: "a replica HOST:PORT whose lag --max-lag watches (repeat for several)"},
+	{Flag: "replica", Kind: KindStrings, Field: func(o *Options) any { return &o.Replicas }, Addr: true, AddrWord: ReplicasAuto, OnRun: true,
+		Usage: "a replica HOST:PORT of the source or the target whose lag --max-lag watches (repeat for several), or 'auto': every replica the source and the target list"},
 	{Flag: "chunk-time", Kind: KindMillis, Field: func(o *Options) any { return &o.ChunkTimeMS }, Lo: float64(time.Millisecond), Hi: float64(time.Hour), Off: "fixed --chunk-rows",
 		Usage: "copy: shrink chunks whose read takes longer than this (0: fixed --chunk-rows)"},
 	{Flag: "postpone-cutover-file", Kind: KindString, Field: func(o *Options) any { return &o.PostponeFile },

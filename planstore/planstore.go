@@ -313,3 +313,23 @@ func Unfinished(ctx context.Context, dir string, s *Store) ([]*plans.Plan, error
 	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
 	return out, nil
 }
+
+// All returns every stored plan that reads back, by id (doctor compares
+// each with its plan file).
+func (s *Store) All(ctx context.Context) (map[string]*plans.Plan, error) {
+	out := map[string]*plans.Plan{}
+	var doc []byte
+	err := dbutil.ScanEach(ctx, s.DB, "SELECT document FROM "+s.table(), nil, []any{&doc}, func() error {
+		if p, err := plans.Unmarshal(doc); err == nil {
+			out[p.ID] = p
+		}
+		return nil
+	})
+	if dbutil.ErrNumber(err) == errNoTable {
+		return out, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read plans from %s.plans: %w", s.Schema, err)
+	}
+	return out, nil
+}

@@ -18,3 +18,24 @@ func TestBufferPoolReachesTheServer(t *testing.T) {
 		}
 	}
 }
+
+// Replicas are numbered after the servers, each server's together, and
+// their ports count toward the port range.
+func TestReplicaNumbering(t *testing.T) {
+	c := Config{Dir: "/x", Servers: 3, Replicas: 2, BasePort: 13306}
+	if c.ReplicaIndex(1, 1) != 4 || c.ReplicaIndex(3, 2) != 9 || c.total() != 9 {
+		t.Fatalf("replica indexes %d %d, total %d", c.ReplicaIndex(1, 1), c.ReplicaIndex(3, 2), c.total())
+	}
+	for idx, want := range map[int]int{1: 0, 3: 0, 4: 1, 5: 1, 6: 2, 9: 3} {
+		if got := c.SourceOf(idx); got != want {
+			t.Errorf("SourceOf(%d) = %d, want %d", idx, got, want)
+		}
+	}
+	c.BasePort = 65530
+	if c.Validate() == nil {
+		t.Error("a sandbox whose replicas run past port 65535 was accepted")
+	}
+	if (Config{Dir: "/x", Servers: 1, Replicas: MaxReplicas + 1, BasePort: 13306}).Validate() == nil {
+		t.Error("too many replicas accepted")
+	}
+}

@@ -13,14 +13,18 @@ exec </dev/null
 die() { echo "mysql-root: $*" >&2; exit 1; }
 say() { echo "mysql-root: $*" >&2; }
 
-[ -f "$MARK" ] && [ -x "$DIR/usr/sbin/mysqld" ] && exit 0
+ready() {
+  if [ -f "$MARK" ] && [ -x "$DIR/usr/sbin/mysqld" ]; then say "$DIR is ready"; exit 0; fi
+}
+
+ready
 [ "$(id -u)" -eq 0 ] || die "building $DIR needs root (run it with sudo)"
 
 mkdir -p "$(dirname "$DIR")"
 # One build at a time: test binaries that start at once wait for the first.
 exec 9>"$DIR.lock"
 timeout 1500 flock 9 || die "another build of $DIR holds $DIR.lock for over 25 minutes"
-[ -f "$MARK" ] && [ -x "$DIR/usr/sbin/mysqld" ] && exit 0
+ready
 
 start=$(date +%s)
 apt_opts=(-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold -o Acquire::Retries=3 -o Acquire::http::Timeout=30)

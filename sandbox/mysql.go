@@ -49,10 +49,7 @@ func EnsureMySQLRoot(ctx context.Context) error {
 	if MySQLRootReady() != nil {
 		ctx, cancel := context.WithTimeout(ctx, 25*time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, "bash", "-s", root)
-		cmd.Stdin = strings.NewReader(string(mysqlRootScript))
-		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		out, err := cmd.CombinedOutput()
+		out, err := rootScript(ctx, root).CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("build the MySQL root %s: %v: %s", root, err, lastLines(out, 10))
 		}
@@ -63,6 +60,16 @@ func EnsureMySQLRoot(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// rootScript runs the embedded mysql-root.sh on root. The script is bash's
+// argument, not its stdin: the script closes its stdin (exec </dev/null) so
+// that nothing it runs waits on a terminal, and bash reading the script from
+// stdin would stop right there.
+func rootScript(ctx context.Context, root string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, "bash", "-c", string(mysqlRootScript), "mysql-root.sh", root)
+	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+	return cmd
 }
 
 // inRoot is a host path inside the root as the chroot'ed server sees it.
@@ -213,8 +220,8 @@ func (c Config) upMySQL(ctx context.Context) ([]Server, error) {
 		return nil, fmt.Errorf("sandbox dir: %w", err)
 	}
 	c.saveFlavor()
-	errs := make(chan error, c.Servers)
-	for i := 1; i <= c.Servers; i++ {
+	errs := make(chan error, c.total())
+	for i := 1; i <= c.total(); i++ {
 		go func() {
 			err := c.ensureLink(i)
 			if err != nil {
@@ -235,7 +242,7 @@ func (c Config) upMySQL(ctx context.Context) ([]Server, error) {
 		}()
 	}
 	var first error
-	for i := 0; i < c.Servers; i++ {
+	for i := 0; i < c.total(); i++ {
 		if err := <-errs; err != nil && first == nil {
 			first = err
 		}
@@ -243,7 +250,7 @@ func (c Config) upMySQL(ctx context.Context) ([]Server, error) {
 	if first != nil {
 		return nil, first
 	}
-	return Status(ctx, c)
+	return c.upReplicas(ctx)
 }
 
 // SavedFlavor is the flavor Up last started in dir (mariadb when none).

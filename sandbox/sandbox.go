@@ -36,6 +36,9 @@ type Config struct {
 	Dir      string // parent directory; server i lives in Dir/s<i>
 	Servers  int    // how many servers
 	BasePort int    // server i listens on BasePort+i-1
+	// Replicas gives each server that many GTID replicas, themselves sandbox
+	// servers numbered after the servers (ReplicaIndex), on the ports that follow.
+	Replicas int
 	// ExtraArgs are appended to every server's mariadbd arguments (a later
 	// option wins), for example --skip-log-bin for a test of a server without a binlog.
 	ExtraArgs []string
@@ -80,10 +83,29 @@ type Server struct {
 	PID     int    `json:"pid"`
 	Running bool   `json:"running"`
 	Answers bool   `json:"answers"`
+	// ReplicaOf is the index of the server this one replicates from (0: none).
+	ReplicaOf int `json:"replica_of,omitempty"`
 }
 
 // Addr returns the server's loopback address.
 func (s Server) Addr() dbutil.Addr { return dbutil.Addr{Host: "127.0.0.1", Port: s.Port} }
+
+// total is how many processes the sandbox runs: the servers and their replicas.
+func (c Config) total() int { return c.Servers * (1 + c.Replicas) }
+
+// ReplicaIndex is the index of replica k (1-based) of server i.
+func (c Config) ReplicaIndex(i, k int) int { return c.Servers + (i-1)*c.Replicas + k }
+
+// SourceOf is the server that sandbox server idx replicates from (0: none).
+func (c Config) SourceOf(idx int) int {
+	if idx <= c.Servers || c.Replicas == 0 {
+		return 0
+	}
+	return (idx-c.Servers-1)/c.Replicas + 1
+}
+
+// MaxReplicas bounds Config.Replicas.
+const MaxReplicas = 4
 
 func (c Config) serverDir(i int) string { return filepath.Join(c.Dir, fmt.Sprintf("s%d", i)) }
 func (c Config) port(i int) int         { return c.BasePort + i - 1 }
@@ -96,7 +118,10 @@ func (c Config) Validate() error {
 	if c.Servers < 1 || c.Servers > 16 {
 		return fmt.Errorf("sandbox servers %d: give 1 to 16", c.Servers)
 	}
-	if c.BasePort < 1024 || c.BasePort+c.Servers-1 > 65535 {
+	if c.Replicas < 0 || c.Replicas > MaxReplicas {
+		return fmt.Errorf("sandbox replicas %d: give 0 to %d per server", c.Replicas, MaxReplicas)
+	}
+	if c.BasePort < 1024 || c.BasePort+c.total()-1 > 65535 {
 		return fmt.Errorf("sandbox base port %d: give a port from 1024 up", c.BasePort)
 	}
 	if c.Flavor != "" && c.Flavor != FlavorMariaDB && c.Flavor != FlavorMySQL {
@@ -150,12 +175,12 @@ func Up(ctx context.Context, c Config) ([]Server, error) {
 		return nil, fmt.Errorf("sandbox dir: %w", err)
 	}
 	c.saveFlavor()
-	for i := 1; i <= c.Servers; i++ {
+	for i := 1; i <= c.total(); i++ {
 		if err := c.startOne(ctx, mariadbd, i); err != nil {
 			return nil, fmt.Errorf("sandbox server %d (port %d): %w", i, c.port(i), err)
 		}
 	}
-	return Status(ctx, c)
+	return c.upReplicas(ctx)
 }
 
 func (c Config) startOne(ctx context.Context, mariadbd string, i int) error {
@@ -210,6 +235,9 @@ func (c Config) serverArgs(i int, dir, pidFile, binlog string) []string {
 		"--port=" + strconv.Itoa(c.port(i)),
 		"--bind-address=127.0.0.1",
 		"--skip-name-resolve",
+		// A replica names itself to its source (SHOW REPLICAS lists it), so --replica auto finds it.
+		"--report-host=127.0.0.1",
+		"--report-port=" + strconv.Itoa(c.port(i)),
 		"--server-id=" + strconv.Itoa(c.ServerIDBase+i),
 		"--log-bin=" + dir + "/binlog/" + binlog,
 		"--binlog-row-image=FULL",
@@ -429,7 +457,7 @@ func alive(pid int) bool {
 }
 
 func (c Config) status(ctx context.Context, i int) Server {
-	s := Server{Index: i, Port: c.port(i), DataDir: filepath.Join(c.serverDir(i), "data")}
+	s := Server{Index: i, Port: c.port(i), DataDir: filepath.Join(c.serverDir(i), "data"), ReplicaOf: c.SourceOf(i)}
 	s.PID = c.pid(i)
 	s.Running = alive(s.PID)
 	if s.Running {
@@ -443,8 +471,8 @@ func Status(ctx context.Context, c Config) ([]Server, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	out := make([]Server, 0, c.Servers)
-	for i := 1; i <= c.Servers; i++ {
+	out := make([]Server, 0, c.total())
+	for i := 1; i <= c.total(); i++ {
 		out = append(out, c.status(ctx, i))
 	}
 	return out, nil
@@ -456,7 +484,7 @@ func Down(ctx context.Context, c Config, purge bool) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	for i := 1; i <= c.Servers; i++ {
+	for i := 1; i <= c.total(); i++ {
 		pid := c.pid(i)
 		if alive(pid) {
 			_ = syscall.Kill(pid, syscall.SIGTERM)
@@ -483,6 +511,7 @@ func Down(ctx context.Context, c Config, purge bool) error {
 	}
 	if purge {
 		_ = os.Remove(filepath.Join(c.Dir, "flavor"))
+		_ = os.Remove(filepath.Join(c.Dir, "replicas"))
 		_ = os.Remove(c.Dir)
 	}
 	return nil

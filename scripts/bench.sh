@@ -25,6 +25,9 @@
 # SCALE_REDO_MB resizes their redo log for it (MariaDB), SCALE_OPS="move split merge" picks its commands (SCALE_OPS=plan: planning alone),
 # SCALE_ROWS_A and SCALE_ROWS_B its two sizes;
 # BENCH_MAX_BLACKOUT=250ms passes --max-blackout to the cutover moves;
+# BENCH_CUTOVERS sets their number; BENCH_BLACKOUT_TABLES (default 1000) is how many
+# tables another schema holds beside the moving shard on its servers (0: none);
+# BENCH_SHARDCTL runs another shardctl binary (an older build, for before/after figures);
 # SHARDCTL_BENCH_DIR moves the sandbox, BENCH_PORT_BASE its ports (default 23406);
 # BENCH_FLAVOR=mysql runs every row on Oracle MySQL sandbox servers instead of
 # MariaDB (the tools, the MariaDB client included, are the same);
@@ -99,7 +102,9 @@ ensure_bench_tools
 [ -x /usr/bin/time ] || { log "installing time (for /usr/bin/time -v)"; apt_install time; }
 command -v jq >/dev/null 2>&1 || { log "installing jq"; apt_install jq; }
 build
-S="$PWD/bin/shardctl"
+S="${BENCH_SHARDCTL:-$PWD/bin/shardctl}"
+CUTOVERS=${BENCH_CUTOVERS:-$CUTOVERS}
+BLACKOUT_TABLES=${BENCH_BLACKOUT_TABLES:-1000}
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/shardctl-bench-work.XXXXXX")
 RES="$WORK/results"
@@ -647,7 +652,7 @@ measure_catchup() {
 # ---------------------------------------------------------------- 3. blackout
 
 measure_blackout() {
-  local i to lo hi ms worst
+  local i to lo hi ms worst s
   use_map bench_blackout
   sc "$WORK/blackout-init.json" shardmap init
   progress "blackout: sandbox seed 4 shards x $EMPLOYEES employees"
@@ -656,6 +661,19 @@ measure_blackout() {
   [ "$(jq -r '.[] | select(.shard_id == 1) | .server' "$WORK/seed.json")" = "$(addr 1)" ] || fail "shard 1 is not on server 1" "$WORK/seed.json"
   [ "$(jq -r '.[] | select(.shard_id == 4) | .server' "$WORK/seed.json")" = "$(addr 1)" ] || fail "shard 4 is not on server 1" "$WORK/seed.json"
   [ "$(jq -r '.[] | select(.shard_id == 2) | .server' "$WORK/seed.json")" = "$(addr 2)" ] || fail "shard 2 is not on server 2" "$WORK/seed.json"
+  # The moving shard has a table with an AUTO_INCREMENT counter (the cutover
+  # carries it), and its servers hold $BLACKOUT_TABLES tables in another
+  # schema: what the blackout reads must not grow with them.
+  M 1 "$(jq -r '.[] | select(.shard_id == 1) | .schema' "$WORK/seed.json")" -e \
+    "CREATE TABLE tickets (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, emp_no INT NOT NULL); INSERT INTO tickets (emp_no) SELECT emp_no FROM employees"
+  if [ "$BLACKOUT_TABLES" -gt 0 ]; then
+    progress "blackout: $BLACKOUT_TABLES tables in schema bench_others on servers 1 and 2"
+    for s in 1 2; do
+      { echo "CREATE DATABASE bench_others;"
+        seq "$BLACKOUT_TABLES" | awk '{ printf "CREATE TABLE bench_others.t%d (id INT NOT NULL AUTO_INCREMENT PRIMARY KEY, v INT NOT NULL);\n", $1 }'
+      } | M "$s"
+    done
+  fi
   hi=$((2 * EMPLOYEES + 1))
   # moving: shard 1, which goes back and forth between servers 1 and 2;
   # other: shard 4, which stays on server 1 (the source of every other cutover,
@@ -703,6 +721,7 @@ measure_blackout() {
     put ledger_check "FAILED: $(jq -c .Problems "$WORK/ledger-check.json" 2>/dev/null | cut -c1-200)"
   fi
   gzip -f "$WORK/ledger.jsonl"
+  [ "$BLACKOUT_TABLES" -eq 0 ] || { M 1 -e "DROP DATABASE bench_others"; M 2 -e "DROP DATABASE bench_others"; }
   progress "blackout: worst $(get blackout_worst_ms) ms, median $(get blackout_median_ms) ms; other shards $(get other_errors) errors; ledger $(get ledger_check)"
 }
 
@@ -1282,7 +1301,7 @@ table() {
     r=$(div "$GHOST_LOCK_MS" "$(get blackout_worst_ms)")
     m=$(met "$(get blackout_worst_ms)" "<=" 200)
     [ "$(met "$(get blackout_median_ms)" "<=" 100)" = yes ] || m=$(met "$(get blackout_median_ms)" "<=" 100)
-    row "write blackout on the moving keys, worst of $CUTOVERS cutovers (\`result.blackout_ms\`$([ -z "${BENCH_MAX_BLACKOUT:-}" ] || echo ", \`move --max-blackout $BENCH_MAX_BLACKOUT\`")), \`shardctl load --concurrency $LOAD_CONC --rate 0\`" \
+    row "write blackout on the moving keys, worst of $CUTOVERS cutovers (\`result.blackout_ms\`$([ -z "${BENCH_MAX_BLACKOUT:-}" ] || echo ", \`move --max-blackout $BENCH_MAX_BLACKOUT\`")), \`shardctl load --concurrency $LOAD_CONC --rate 0\`, a table with a counter in the shard and $BLACKOUT_TABLES tables beside it on its servers" \
       "$(get blackout_worst_ms) ms (median $(get blackout_median_ms) ms; all: $(get blackout_all))" "gh-ost lock timeout $GHOST_LOCK_MS ms" "${r}×" "≤ 200 ms worst, ≤ 100 ms median" "$m"
     row "same, longest gap between acknowledged writes on the moving keys (client side, router retries included)" \
       "$(get moving_gap_ms) ms ($(get moving_retries) retries, $(get moving_errors) errors)" "gh-ost lock timeout $GHOST_LOCK_MS ms" "$(div "$GHOST_LOCK_MS" "$(get moving_gap_ms)")×" "(info)" "—"

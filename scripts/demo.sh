@@ -64,3 +64,21 @@ log "the shard map and row counts after move, split and merge"
 $S status --exact
 log "plans"
 $S plan list
+
+# Tenants: a second fleet on the same servers whose shard map is a LIST
+# function (each employee a tenant, one list point per emp_no), in its own
+# sharding database. Three tenants move with their rows into an existing
+# shard on another server while the load writes to them, to tenants that stay
+# and to the receiving shard's own tenants.
+export SHARDCTL_SHARDMAP="127.0.0.1:$BASE/tenantmap"
+log "a LIST fleet of tenants (shard map tenantmap, schemas tenant_1..3)"
+$S shardmap init
+$S sandbox seed --base-port $BASE --list --shards 3 --employees "${DEMO_TENANTS:-2000}" --schema-prefix tenant_
+t2=$($S shardmap lookup 1000001 --table employees | sed -E 's/.*-> shard ([0-9]+) .*/\1/')
+if $S shardmap lookup 301 --table employees | grep -q -- "-> shard 1 "; then
+  $S move --shard 1 --keys 301,302,303 --into "$t2" --dry-run
+  under_load tenants "moving=301-304" "staying=304-1500" "other=1000201-1001500" \
+    move --shard 1 --keys 301,302,303 --into "$t2"
+fi
+log "tenants and their shards"
+$S status --exact

@@ -2,10 +2,50 @@
 # The test command: installs what is missing (MariaDB, staticcheck), then runs
 # gofmt, go vet, staticcheck and the whole suite against real MariaDB servers
 # that the tests start themselves, then the server-using packages once more on
-# Oracle MySQL 9.7 (SHARDCTL_TEST_MYSQL=0 leaves that pass out). Usage: scripts/test.sh [go test args...]
+# Oracle MySQL 9.7 (SHARDCTL_TEST_MYSQL=0 leaves that pass out).
+# Usage: scripts/test.sh [--unit | --fast] [go test args...]
+#   (none)  the full suite, what CI runs
+#   --fast  the same without the e2e package (both flavors' servers, no benchmark smoke test)
+#   --unit  gofmt and go test -short of every package but e2e: no server,
+#           every server test skips with its reason (internal/testenv)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
+
+tier=full
+case "${1:-}" in
+--unit | --fast) tier=${1#--}; shift ;;
+esac
+# nonE2E lists every package but the end-to-end tests, which all need servers.
+nonE2E() { go list ./... | grep -v '/e2e$'; }
+
+check_gofmt() {
+  log "gofmt"
+  local bad
+  bad=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+  if [ -n "$bad" ]; then echo "gofmt would change: $bad" >&2; exit 1; fi
+}
+
+if [ "$tier" = unit ]; then
+  ensure_go
+  check_gofmt
+  log "go test -short (no server: the server tests skip)"
+  out=$(mktemp)
+  set +e
+  if [ $# -gt 0 ]; then
+    go test -short -count=1 "$@" 2>&1 | tee "$out"
+  else
+    go test -short -count=1 $(nonE2E) 2>&1 | tee "$out"
+  fi
+  rc=${PIPESTATUS[0]}
+  set -e
+  echo "packages: $(grep -cE "^ok[[:space:]]" "$out" || true) passed, $(grep -cE "^FAIL[[:space:]]" "$out" || true) failed"
+  rm -f "$out"
+  exit "$rc"
+fi
+if [ "$tier" = fast ] && [ $# -eq 0 ]; then
+  set -- $(nonE2E)
+fi
 
 ensure_go
 ensure_mariadb
@@ -20,9 +60,7 @@ if [ "${SHARDCTL_TEST_MYSQL:-1}" != 0 ] && ! ensure_mysql; then
   fi
 fi
 
-log "gofmt"
-bad=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
-if [ -n "$bad" ]; then echo "gofmt would change: $bad" >&2; exit 1; fi
+check_gofmt
 log "go mod tidy -diff (go.mod and go.sum say exactly what the code imports)"
 go mod tidy -diff
 log "go vet"
@@ -132,7 +170,7 @@ passed=$(grep -cE "^ok[[:space:]]" "$work/all" || true)
 failed=$(grep -cE "^FAIL[[:space:]]" "$work/all" || true)
 rm -rf "$work"
 # In CI, the benchmark's small mode runs as a smoke test: figures printed, nothing asserted.
-if [ "$rc" -eq 0 ] && { [ -n "${CI:-}" ] || [ -n "${SHARDCTL_BENCH_SMOKE:-}" ]; }; then
+if [ "$tier" = full ] && [ "$rc" -eq 0 ] && { [ -n "${CI:-}" ] || [ -n "${SHARDCTL_BENCH_SMOKE:-}" ]; }; then
   # Bounded, and reported rather than counted: the figures are for people, and
   # a benchmark run must never hold CI past its time limit.
   log "benchmark smoke test (scripts/bench.sh --small, at most 10 minutes)"

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/keyspace"
@@ -305,4 +306,52 @@ func (m *Map) fillUppers() {
 			}
 		}
 	}
+}
+
+// Summary renders a shard's mappings for a one-line view: ranges and ring
+// points each, LIST points as runs of consecutive keys ("keys 1-4000"), at
+// most a few runs before a count, so a shard of thousands of tenants stays
+// one readable line.
+func Summary(ms []Mapping) string {
+	const maxRuns = 4
+	var parts, runs []string
+	nkeys := 0
+	var lo, hi *keyspace.Key
+	flush := func() {
+		if lo == nil {
+			return
+		}
+		if lo.Compare(*hi) == 0 {
+			runs = append(runs, lo.String())
+		} else {
+			runs = append(runs, lo.String()+"-"+hi.String())
+		}
+		lo, hi = nil, nil
+	}
+	for _, mp := range ms {
+		if mp.Kind != List || mp.Point == nil {
+			parts = append(parts, mp.String())
+			continue
+		}
+		nkeys++
+		k := *mp.Point
+		if hi != nil && k.Type == keyspace.IntKey && hi.Type == keyspace.IntKey && k.Int == hi.Int+1 {
+			hi = &k
+			continue
+		}
+		flush()
+		lo, hi = &k, &k
+	}
+	flush()
+	if nkeys > 0 {
+		s := "keys " + strings.Join(runs, ",")
+		if len(runs) > maxRuns {
+			s = "keys " + strings.Join(runs[:maxRuns], ",") + ",…"
+		}
+		if nkeys > 1 {
+			s += fmt.Sprintf(" (%d keys)", nkeys)
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, " ")
 }

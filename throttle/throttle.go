@@ -2,9 +2,11 @@
 // on a shard server: a rows/s cap, a ceiling on Threads_running, a ceiling on
 // replica lag, and a control file an operator edits while the work goes on.
 //
-// It fails closed: a gauge that cannot read its metric returns an error, and
-// the chunk waiting on it never goes (the error stops the run, which a resume
-// continues), rather than letting work proceed unmeasured.
+// It fails closed: work never proceeds unmeasured. The source's
+// Threads_running that cannot be read returns an error (the source is gone:
+// the run stops, a resume continues). A replica's lag is sampled in the
+// background; a replica that cannot be read, does not replicate, or was not
+// read lately pauses the work, says why, and lets it go on once it is back.
 package throttle
 
 import (
@@ -34,7 +36,17 @@ type Config struct {
 	MaxThreadsRunning int           // the source's Threads_running ceiling
 	MaxLag            time.Duration // replica lag ceiling (with Replicas)
 	Replicas          []string      // HOST:PORT of the replicas whose lag is watched
-	ControlFile       string        // re-read every 2 s: max-rate, max-threads-running, pause
+	Discover          bool          // watch too every replica the source and Target list (Discover)
+	// Target, when set, gets the heartbeat too: a watched replica may
+	// replicate from the source or from the target.
+	Target      *sql.DB
+	ControlFile string // re-read every 2 s: max-rate, max-threads-running, pause
+	// OnChange, when set, is told each time the reason the work waits
+	// changes ("" when it goes on again), from the goroutine that waits.
+	OnChange func(reason string)
+	// OnLag, when set, is told each replica lag sample (ok false: no lag
+	// could be read), from the replica's sampling goroutine.
+	OnLag func(replica string, lag time.Duration, ok bool)
 }
 
 // Throttler paces the chunked work of a run (copy, apply, cleanup): a rows/s
@@ -44,6 +56,8 @@ type Config struct {
 type Throttler struct {
 	src      *sql.DB
 	replicas []*sql.DB
+	lags     []*lagGauge
+	beats    *heartbeat
 	gauges   []Gauge // replica lag, after Threads_running (whose ceiling the control file changes)
 	opts     Config
 	creds    dbutil.Creds
@@ -69,27 +83,92 @@ func New(ctx context.Context, src *sql.DB, opts Config, creds dbutil.Creds) (*Th
 	return t, nil
 }
 
-// open connects to the replicas whose lag is watched.
+// open starts sampling the lag of each watched replica. A replica that does
+// not answer now is no error: its gauge pauses the work until it does
+// (Probe is the check that it answers, for planning).
 func (t *Throttler) open(ctx context.Context) error {
-	for _, r := range t.opts.Replicas {
+	if t.opts.MaxLag <= 0 || len(t.opts.Replicas) == 0 && !t.opts.Discover {
+		return nil
+	}
+	list, err := t.opts.watchList(ctx, t.src)
+	if err != nil {
+		return err
+	}
+	if t.beats, err = startHeartbeat(ctx, t.src, t.opts.Target); err != nil {
+		return err
+	}
+	for _, r := range list {
 		addr, err := dbutil.ParseAddr(r)
 		if err != nil {
 			return err
 		}
-		db, err := dbutil.Open(ctx, addr, t.creds, "")
+		db, err := dbutil.Pool(addr, t.creds, "")
 		if err != nil {
 			return fmt.Errorf("replica %s: %w", r, err)
 		}
 		t.replicas = append(t.replicas, db)
-		if t.opts.MaxLag > 0 {
-			t.gauges = append(t.gauges, lagGauge{db: db, name: r, max: t.opts.MaxLag})
-		}
+		g := newLagGauge(db, r, t.opts.MaxLag, len(t.beats.dbs) > 0, t.opts.OnLag)
+		t.lags = append(t.lags, g)
+		t.gauges = append(t.gauges, g)
 	}
 	return nil
 }
 
-// Close closes the replica connections.
+// Watched is a replica a run watches and the side it replicates from.
+type Watched struct {
+	Addr string
+	Side string // source or target
+}
+
+// Probe checks that every replica cfg watches answers, replicates, and
+// replicates from src or cfg.Target (a plan is refused rather than made to
+// wait on a replica from its start), and says which side each is on.
+func Probe(ctx context.Context, src *sql.DB, cfg Config, creds dbutil.Creds) ([]Watched, error) {
+	if len(cfg.Replicas) == 0 && !cfg.Discover { // named replicas are checked even before a --max-lag is given (resume may add one)
+		return nil, nil
+	}
+	list, err := cfg.watchList(ctx, src)
+	if err != nil {
+		return nil, err
+	}
+	sides := map[int64]string{}
+	for _, s := range cfg.sides(src) {
+		id, err := serverID(ctx, s.db)
+		if err != nil {
+			return nil, fmt.Errorf("the %s: %w", s.name, err)
+		}
+		sides[id] = s.name
+	}
+	var out []Watched
+	for _, r := range list {
+		addr, err := dbutil.ParseAddr(r)
+		if err != nil {
+			return nil, err
+		}
+		db, err := dbutil.Open(ctx, addr, creds, "")
+		if err != nil {
+			return nil, fmt.Errorf("replica %s: %w", r, err)
+		}
+		st, err := ReadReplica(ctx, db)
+		db.Close()
+		if err != nil {
+			return nil, fmt.Errorf("replica %s: %w", r, err)
+		}
+		side, ok := sides[st.SourceID]
+		if !ok {
+			return nil, fmt.Errorf("replica %s replicates from server_id %d, which is neither the source nor the target: give a direct replica of either", r, st.SourceID)
+		}
+		out = append(out, Watched{Addr: r, Side: side})
+	}
+	return out, nil
+}
+
+// Close stops the lag sampling and closes the replica connections.
 func (t *Throttler) Close() {
+	for _, g := range t.lags {
+		g.close()
+	}
+	t.beats.close()
 	for _, db := range t.replicas {
 		db.Close()
 	}
@@ -127,8 +206,12 @@ func (t *Throttler) Wait(ctx context.Context, rows int) error {
 			return err
 		}
 		t.mu.Lock()
+		changed := reason != t.reason
 		t.reason = reason
 		t.mu.Unlock()
+		if changed && t.opts.OnChange != nil {
+			t.opts.OnChange(reason)
+		}
 		if reason == "" {
 			break
 		}
@@ -206,54 +289,6 @@ func (g threadsGauge) Over(ctx context.Context) (string, error) {
 		return fmt.Sprintf("throttled: Threads_running %d > %d", n, g.max), nil
 	}
 	return "", nil
-}
-
-// lagGauge watches one replica's lag; a stopped replication counts as over.
-type lagGauge struct {
-	db   *sql.DB
-	name string
-	max  time.Duration
-}
-
-func (g lagGauge) Over(ctx context.Context) (string, error) {
-	lag, err := replicaLag(ctx, g.db)
-	if err != nil {
-		return "", fmt.Errorf("throttle: lag of replica %s: %w", g.name, err)
-	}
-	if lag < 0 || lag > g.max {
-		return fmt.Sprintf("throttled: replica %s lags %s", g.name, lag), nil
-	}
-	return "", nil
-}
-
-// replicaLag reads Seconds_Behind_Master; -1 when replication is stopped.
-func replicaLag(ctx context.Context, db *sql.DB) (time.Duration, error) {
-	rows, err := db.QueryContext(ctx, "SHOW SLAVE STATUS")
-	if err != nil {
-		return 0, err
-	}
-	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		return 0, err
-	}
-	if !rows.Next() {
-		return 0, fmt.Errorf("not a replica (SHOW SLAVE STATUS is empty)")
-	}
-	vals, ptrs := dbutil.Dest[sql.NullString](len(cols))
-	if err := rows.Scan(ptrs...); err != nil {
-		return 0, err
-	}
-	for i, c := range cols {
-		if c == "Seconds_Behind_Master" {
-			if !vals[i].Valid {
-				return -1, nil
-			}
-			n, _ := strconv.Atoi(vals[i].String)
-			return time.Duration(n) * time.Second, nil
-		}
-	}
-	return 0, fmt.Errorf("no Seconds_Behind_Master column")
 }
 
 // readControl re-reads the control file every 2 s: lines "max-rate = N",

@@ -5,10 +5,15 @@
 // SHARDCTL_FAULT=hold:POINT instead holds the process at the point while the
 // file named by SHARDCTL_FAULT_HOLD exists (at most two minutes), after
 // creating FILE.held: a test restarts a server there, then deletes FILE.
+//
+// Several faults separated by commas apply together (planstore:put,after:copy:
+// a run whose plans-table writes fail, killed after the copy).
 package fault
 
 import (
 	"os"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -22,15 +27,15 @@ const HoldEnv = "SHARDCTL_FAULT_HOLD"
 // Hit kills the process with SIGKILL if point is the configured fault point,
 // or holds it there if the fault is hold:point.
 func Hit(point string) {
-	v := os.Getenv(Env)
-	if v == "" {
+	v := points()
+	if v == nil {
 		return
 	}
-	if v == "hold:"+point {
+	if slices.Contains(v, "hold:"+point) {
 		hold()
 		return
 	}
-	if v == point {
+	if slices.Contains(v, point) {
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {} // SIGKILL cannot be caught; wait for it
 	}
@@ -51,4 +56,13 @@ func hold() {
 
 // On reports whether point is the configured fault point, for faults that
 // fail an operation instead of killing the process.
-func On(point string) bool { return os.Getenv(Env) == point }
+func On(point string) bool { return slices.Contains(points(), point) }
+
+// points lists the configured fault points (nil: none).
+func points() []string {
+	v := os.Getenv(Env)
+	if v == "" {
+		return nil
+	}
+	return strings.Split(v, ",")
+}

@@ -1,7 +1,8 @@
 // Package testenv gives integration tests real MariaDB (or, with
 // SHARDCTL_TEST_FLAVOR=mysql, Oracle MySQL) servers: one sandbox
 // per test binary, on free loopback ports, torn down when the binary exits.
-// When CI is set, a missing server is a failure, never a skip.
+// When CI is set, a missing server is a failure, never a skip; under
+// go test -short (scripts/test.sh --unit) every server test skips, saying so.
 package testenv
 
 import (
@@ -79,17 +80,11 @@ func reportCrashes(c sandbox.Config) {
 // Get returns the package's sandbox, starting it on first use.
 func Get(t testing.TB) *Env {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("needs real servers: skipped under -short (scripts/test.sh --fast or the full suite runs it)")
+	}
 	once.Do(func() {
-		if Flavor() == sandbox.FlavorMySQL {
-			ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
-			err := sandbox.EnsureMySQLRoot(ctx)
-			cancel()
-			if err != nil {
-				envErr = err
-				return
-			}
-		} else if _, err := sandbox.Binary("mariadbd"); err != nil {
-			envErr = err
+		if envErr = serversAvailable(); envErr != nil {
 			return
 		}
 		dir, err := os.MkdirTemp("", "shardctl-test-")
@@ -135,13 +130,74 @@ func Get(t testing.TB) *Env {
 			}
 		}
 	}
-	if envErr != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s sandbox unavailable (CI is set, so this is a failure): %v", Flavor(), envErr)
-		}
-		t.Skipf("%s sandbox unavailable: %v", Flavor(), envErr)
-	}
+	skipUnavailable(t, envErr)
 	return env
+}
+
+// Subtests is a test whose subtests use the sandbox. Without servers
+// (none installed, or -short) the parent skips with the reason before
+// any subtest runs, rather than pass with every subtest skipped; and when
+// CI is set, a parent whose subtests all skipped, whatever the reason,
+// fails: a run that tested nothing must not read as a pass.
+type Subtests struct {
+	t            *testing.T
+	ran, skipped int
+}
+
+// NewSubtests starts the sandbox for t's subtests (or skips t, see Get).
+func NewSubtests(t *testing.T) *Subtests {
+	t.Helper()
+	Get(t)
+	return subtests(t)
+}
+
+// subtests is NewSubtests without the sandbox.
+func subtests(t *testing.T) *Subtests {
+	s := &Subtests{t: t}
+	t.Cleanup(func() {
+		if s.ran > 0 && s.skipped == s.ran && os.Getenv("CI") != "" {
+			t.Errorf("all %d subtests skipped (CI is set, so this is a failure): nothing was tested", s.ran)
+		}
+	})
+	return s
+}
+
+// Run runs subtest f as t.Run does and counts whether it skipped.
+func (s *Subtests) Run(name string, f func(t *testing.T)) bool {
+	s.t.Helper()
+	var skipped bool
+	ok := s.t.Run(name, func(t *testing.T) {
+		defer func() { skipped = t.Skipped() }()
+		f(t)
+	})
+	s.ran++
+	if skipped {
+		s.skipped++
+	}
+	return ok
+}
+
+// serversAvailable checks that servers of the flavor under test can start.
+func serversAvailable() error {
+	if Flavor() == sandbox.FlavorMySQL {
+		ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+		defer cancel()
+		return sandbox.EnsureMySQLRoot(ctx)
+	}
+	_, err := sandbox.Binary("mariadbd")
+	return err
+}
+
+// skipUnavailable skips the test (fails it under CI) when err says the servers cannot start.
+func skipUnavailable(t testing.TB, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("%s sandbox unavailable (CI is set, so this is a failure): %v", Flavor(), err)
+	}
+	t.Skipf("%s sandbox unavailable: %v", Flavor(), err)
 }
 
 // Flavor is the server flavor the tests run on: SHARDCTL_TEST_FLAVOR

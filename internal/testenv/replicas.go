@@ -1,0 +1,92 @@
+package testenv
+
+import (
+	"context"
+	"database/sql"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/sandbox"
+)
+
+// Fleet is a test's own sandbox of one primary with GTID replicas (the
+// package's shared sandbox stays three lone servers).
+type Fleet struct {
+	Config  sandbox.Config
+	Servers []sandbox.Server
+}
+
+var (
+	fleetMu  sync.Mutex
+	fleetIDs = 100 // server_id bases of fleets, apart from the shared sandbox's
+)
+
+// Replicated starts a sandbox of one primary and n replicas of it, of the
+// flavor under test, stopped and removed when the test ends.
+func Replicated(t testing.TB, n int) *Fleet {
+	t.Helper()
+	skipUnavailable(t, serversAvailable())
+	port, err := FreePorts(1 + n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fleetMu.Lock()
+	fleetIDs += 10
+	base := fleetIDs
+	fleetMu.Unlock()
+	cfg := sandbox.Config{Dir: t.TempDir(), Servers: 1, Replicas: n, BasePort: port, Flavor: Flavor(), ServerIDBase: base, DieWithParent: true}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	srv, err := sandbox.Up(ctx, cfg)
+	t.Cleanup(func() { _ = sandbox.Down(context.Background(), cfg, true) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Fleet{Config: cfg, Servers: srv}
+}
+
+// Primary is the fleet's primary.
+func (f *Fleet) Primary() dbutil.Addr { return f.Servers[0].Addr() }
+
+// Replica is replica k's address (1-based).
+func (f *Fleet) Replica(k int) dbutil.Addr { return f.Servers[f.Config.ReplicaIndex(1, k)-1].Addr() }
+
+// Kill kills replica k's process (SIGKILL), as a crash would.
+func (f *Fleet) Kill(t testing.TB, k int) {
+	t.Helper()
+	if err := sandbox.Kill(f.Config, f.Config.ReplicaIndex(1, k)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Restart starts whatever of the fleet is not running; a restarted replica
+// resumes replicating where it stopped.
+func (f *Fleet) Restart(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	srv, err := sandbox.Up(ctx, f.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Servers = srv
+}
+
+// SQLThread stops (false) or starts (true) the SQL thread of the replica db
+// talks to: the replica keeps receiving and falls behind.
+func SQLThread(t testing.TB, db *sql.DB, run bool) {
+	t.Helper()
+	verb := "STOP"
+	if run {
+		verb = "START"
+	}
+	stmt := verb + " SLAVE SQL_THREAD"
+	if MySQL() {
+		stmt = verb + " REPLICA SQL_THREAD"
+	}
+	if _, err := db.Exec(stmt); err != nil {
+		t.Fatalf("%s: %v", stmt, err)
+	}
+}

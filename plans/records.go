@@ -1,0 +1,154 @@
+package plans
+
+// The records a plan carries besides its steps: the fence, what the plan
+// was made against, each step's times, what a split or merge found in the
+// rows, counters, cutover attempts, checkpoints and the result.
+
+import (
+	"time"
+
+	"github.com/shardctl/shardctl/keyspace"
+	"github.com/shardctl/shardctl/watermark"
+)
+
+// FenceTable is a source table whose moving rows are fenced at cutover.
+type FenceTable struct {
+	Name   string          `json:"name"`
+	Filter keyspace.Filter `json:"filter"`
+}
+
+// Against is what a plan was made against: the shard map version and the
+// keys its shards owned then (per partition function).
+type Against struct {
+	Version int64   `json:"version"`
+	Owned   []Owned `json:"owned"`
+}
+
+// Owned is the keys one shard owned under one partition function.
+type Owned struct {
+	ShardID int             `json:"shard_id"`
+	FuncID  int             `json:"func_id"`
+	Keys    keyspace.Filter `json:"keys"`
+}
+
+// StepRecord is one step's state and times.
+type StepRecord struct {
+	Name     string    `json:"name"`
+	State    string    `json:"state"`
+	Started  time.Time `json:"started,omitempty"`
+	Ended    time.Time `json:"ended,omitempty"`
+	Error    string    `json:"error,omitempty"`
+	Attempts int       `json:"attempts,omitempty"`
+	// Throttled says why the running step waits right now (a replica that
+	// lags or cannot be read, the control file's pause), "" while it goes.
+	Throttled string `json:"throttled,omitempty"`
+}
+
+// KeyCheck is what a split found when it read the rows of a foreign key
+// that does not carry the shard key: how many child rows it read, and how
+// many would end on the other side of the split point from their parent.
+type KeyCheck struct {
+	Key      string    `json:"key"`  // child.name (cols) -> parent (cols)
+	When     string    `json:"when"` // planning, or the step that checked again
+	At       time.Time `json:"at"`
+	Rows     int64     `json:"rows"`               // child rows read
+	Leaving  int64     `json:"leaving,omitempty"`  // children that move while their parent stays
+	Orphaned int64     `json:"orphaned,omitempty"` // children that stay while their parent moves
+	// Joined counts the chunks the server joined (the rest were matched by
+	// key range in shardctl: pipeline/fkdata.go).
+	Joined int64 `json:"joined_chunks,omitempty"`
+}
+
+// CollisionScan is a merge's scan of its keys for rows both shards hold:
+// the binlog positions of both servers just before it read a row (a scan
+// at apply or resume is skipped while both servers are still there: nothing
+// was written since), and the keys it scanned or skipped.
+type CollisionScan struct {
+	At      time.Time `json:"at"`
+	Source  string    `json:"source_position,omitempty"`
+	Target  string    `json:"target_position,omitempty"`
+	Scanned []string  `json:"scanned,omitempty"`
+	Skipped []string  `json:"skipped,omitempty"` // keys carrying the shard column, with no row of the target in the merged range: none can collide
+	// Here is set by the process that scanned: a run that follows its own
+	// planning (merge --yes) does not scan again moments later.
+	Here bool `json:"-"`
+}
+
+// Counter is a copied table's AUTO_INCREMENT counter (docs/split-merge.md).
+type Counter struct {
+	Table  string `json:"table"`
+	Column string `json:"column"`
+	Max    uint64 `json:"max"`              // the column type's largest value
+	Source uint64 `json:"source,omitempty"` // the source's counter at planning
+	Target uint64 `json:"target,omitempty"` // a merge target's counter at planning
+	// RaiseTo is where a merge raises the target's counter before the copy:
+	// the merged shard's counter plus Margin, above every id it can issue
+	// until the cutover (0: no raise). Create recomputes it from the live
+	// counters (the same margin) and sets Raised once it is done.
+	RaiseTo uint64 `json:"raise_to,omitempty"`
+	Margin  uint64 `json:"margin,omitempty"`
+	Raised  bool   `json:"raised,omitempty"`
+}
+
+// Attempt is one cutover attempt: the fence and how long writes were blocked.
+type Attempt struct {
+	Started   time.Time          `json:"started"`
+	BlackoutM float64            `json:"blackout_ms"`
+	Phases    map[string]float64 `json:"phases_ms,omitempty"` // where the blackout went: offline, fence, final, cutover
+	Result    string             `json:"result"`
+	// Blockers are the sessions that held locks on fenced tables when the
+	// attempt could not take its own within the budget (blockers.go).
+	Blockers []Blocker `json:"blockers,omitempty"`
+}
+
+// Checkpoints are the durable progress marks a resume starts from.
+type Checkpoints struct {
+	Start   Position                  `json:"start,omitempty"`   // binlog position recorded before the copy
+	Applied Position                  `json:"applied,omitempty"` // last position the target committed
+	Final   Position                  `json:"final,omitempty"`   // source position read after the fence held
+	Copy    map[string]watermark.Mark `json:"copy,omitempty"`
+	// Deferred are verify chunks that kept changing under writes; they are
+	// compared again behind the fence, where the source is still.
+	Deferred []watermark.Range `json:"deferred_verify,omitempty"`
+	Prune    PruneMarks        `json:"prune,omitempty"`
+	// PruneScope is, by table, how many rows the cleanup had to delete,
+	// counted before its first delete: the rows a crash deleted after the
+	// last saved mark are gone from the source, and a resume counts them
+	// as this minus what is left.
+	PruneScope map[string]int64 `json:"prune_scope,omitempty"`
+}
+
+// Result sums up a finished (or stopped) run for people and scripts.
+type Result struct {
+	RowsCopied    int64              `json:"rows_copied"`
+	EventsApplied int64              `json:"events_applied"`
+	RowsVerified  int64              `json:"rows_verified"`
+	RowsDeleted   int64              `json:"rows_deleted"`
+	BlackoutMS    float64            `json:"blackout_ms"`
+	StepSeconds   map[string]float64 `json:"step_seconds,omitempty"`
+}
+
+// KeyRows is one moving key (or range) and its rows at planning.
+type KeyRows struct {
+	Key  string `json:"key"`
+	Rows int64  `json:"rows"`
+}
+
+// DDL is a schema change of a copied table that the tail carried past
+// (--on-ddl apply or ignore).
+type DDL struct {
+	At        time.Time `json:"at"`
+	Position  Position  `json:"position"` // the source's binlog boundary before it
+	Table     string    `json:"table"`
+	Statement string    `json:"statement"`     // as the source ran it
+	Ran       string    `json:"ran,omitempty"` // as run on the target (apply)
+	Mode      string    `json:"mode"`
+	Note      string    `json:"note,omitempty"`
+}
+
+// WatchedReplica is a replica --max-lag watches and the side it replicates
+// from: "source" or "target".
+type WatchedReplica struct {
+	Addr string `json:"addr"`
+	Side string `json:"side"`
+}

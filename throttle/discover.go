@@ -1,0 +1,147 @@
+package throttle
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/shardctl/shardctl/dbutil"
+)
+
+// Discover lists the replicas connected to db as HOST:PORT, from SHOW
+// REPLICAS / SHOW SLAVE HOSTS. A replica that does not report its host
+// (report_host unset) gets the host its binlog dump thread connects from,
+// when all of them come from one host; one whose address cannot be told
+// is an error that names it, never skipped. Entries with a server_id in
+// shardctl's binlog-tail range are its own tails, not servers.
+func Discover(ctx context.Context, db *sql.DB, self string) ([]string, error) {
+	f, err := dbutil.FlavorOf(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	q := f.ReplicaHostsSQL()
+	rows, err := db.QueryContext(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", q, err)
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	type entry struct{ id, host, port string }
+	var found []entry
+	for rows.Next() {
+		vals, ptrs := dbutil.Dest[sql.NullString](len(cols))
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		get := func(name string) string {
+			if i := dbutil.ReplicaColumn(cols, name); i >= 0 {
+				return vals[i].String
+			}
+			return ""
+		}
+		found = append(found, entry{get("Server_Id"), get("Host"), get("Port")})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var out []string
+	dumpHost := ""
+	for _, e := range found {
+		if id, _ := strconv.ParseInt(e.id, 10, 64); id >= dbutil.TailServerIDMin && id < dbutil.TailServerIDMin+dbutil.TailServerIDSpan {
+			continue
+		}
+		host := e.host
+		if host == "" {
+			if dumpHost == "" {
+				if dumpHost, err = dumpThreadHost(ctx, db); err != nil {
+					return nil, fmt.Errorf("replica server_id %s of %s reports no host (set report_host on it, or name it with --replica HOST:PORT): %w", e.id, self, err)
+				}
+			}
+			host = dumpHost
+		}
+		port, _ := strconv.Atoi(e.port)
+		if port == 0 {
+			return nil, fmt.Errorf("replica server_id %s of %s reports no port: set report_port on it, or name it with --replica HOST:PORT", e.id, self)
+		}
+		out = append(out, net.JoinHostPort(host, strconv.Itoa(port)))
+	}
+	return out, nil
+}
+
+// dumpThreadHost is the one host the server's binlog dump threads connect from.
+func dumpThreadHost(ctx context.Context, db *sql.DB) (string, error) {
+	rows, err := db.QueryContext(ctx, "SELECT HOST FROM information_schema.PROCESSLIST WHERE COMMAND LIKE 'Binlog Dump%'")
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	hosts := map[string]bool{}
+	for rows.Next() {
+		var h string
+		if err := rows.Scan(&h); err != nil {
+			return "", err
+		}
+		if i := strings.LastIndexByte(h, ':'); i > 0 {
+			h = h[:i]
+		}
+		hosts[h] = true
+	}
+	if err := rows.Err(); err != nil {
+		return "", err
+	}
+	if len(hosts) != 1 {
+		return "", fmt.Errorf("its binlog dump threads come from %d hosts", len(hosts))
+	}
+	for h := range hosts {
+		return h, nil
+	}
+	return "", nil
+}
+
+// watchList is the replicas cfg watches: those named, and with Discover
+// those the source and the target list.
+func (cfg Config) watchList(ctx context.Context, src *sql.DB) ([]string, error) {
+	if !cfg.Discover {
+		return cfg.Replicas, nil
+	}
+	out := append([]string(nil), cfg.Replicas...)
+	for _, s := range cfg.sides(src) {
+		found, err := Discover(ctx, s.db, "the "+s.name)
+		if err != nil {
+			return nil, fmt.Errorf("--replica auto: %w", err)
+		}
+		for _, r := range found {
+			if !slices.Contains(out, r) {
+				out = append(out, r)
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--replica auto: neither the source nor the target lists a replica (SHOW REPLICAS / SHOW SLAVE HOSTS): drop --max-lag, or name replicas with --replica HOST:PORT")
+	}
+	return out, nil
+}
+
+// side is the source or the target server, as Config sees them.
+type side struct {
+	db   *sql.DB
+	name string // source or target
+}
+
+// sides are src and cfg.Target, those that are set.
+func (cfg Config) sides(src *sql.DB) []side {
+	var out []side
+	for _, s := range []side{{src, "source"}, {cfg.Target, "target"}} {
+		if s.db != nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}
