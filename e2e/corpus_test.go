@@ -77,6 +77,62 @@ var corpusOps = []corpusOp{
 		}},
 }
 
+// listCorpusOps run over a LIST schema (corpus.conf "function list"): the
+// key moves (tenants into a shard on another server, one tenant onto a new
+// shard of its own), a merge of two LIST shards and a whole-shard move, a
+// few kill points rather than every one (TestKeyMoves has the others).
+var listCorpusOps = []corpusOp{
+	// The target's AUTO_INCREMENT counter lies below the source's (the
+	// schema puts a lower shard's above): the plan raises it.
+	{name: "keys-into", servers: []int{1, 2}, sizes: []int{corpusSeeded, corpusSeeded}, fault: "after:copy",
+		args: func(c *cluster) []string {
+			return []string{"move", "--shard", "1", "--keys", "101,111,112", "--into", "2"}
+		},
+		groups: func(c *cluster) []string {
+			return []string{"moving=111-113", "staying=113-300", c.keys("into", 2, corpusSeeded)}
+		}},
+	{name: "keys-isolate", servers: []int{1, 2}, sizes: []int{corpusSeeded, corpusSeeded}, fault: "during:fence:half",
+		args: func(c *cluster) []string {
+			return []string{"move", "--shard", "1", "--keys", "121", "--to", c.env.Addr(3).String()}
+		},
+		groups: func(c *cluster) []string { return []string{"moving=121-122", "below=102-121", "above=122-300"} }},
+	{name: "merge", servers: []int{1, 2}, sizes: []int{corpusSeeded, corpusSeeded / 2}, fault: "after:catchup",
+		args: func(c *cluster) []string { return []string{"merge", "--shard", "2", "--into", "1"} },
+		groups: func(c *cluster) []string {
+			return []string{c.keys("moving", 2, corpusSeeded/2), c.keys("staying", 1, corpusSeeded)}
+		}},
+	{name: "move", servers: []int{1, 2}, sizes: []int{corpusSeeded, 100}, fault: "after:create",
+		args: func(c *cluster) []string { return []string{"move", "--shard", "1", "--to", c.env.Addr(3).String()} },
+		groups: func(c *cluster) []string {
+			return []string{c.keys("moving", 1, corpusSeeded), c.keys("staying", 2, 100)}
+		}},
+}
+
+// corpusConf is a corpus directory's corpus.conf: the seed's function
+// ("function list": one list point per employee, the LIST operations) and
+// the shard key column of its sharded tables ("key", default emp_no).
+type corpusConf struct {
+	list bool
+	key  string
+}
+
+func readCorpusConf(t *testing.T, dir string) corpusConf {
+	conf := corpusConf{key: "emp_no"}
+	for _, line := range strings.Split(readFile(t, filepath.Join(dir, "corpus.conf")), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 0 || strings.HasPrefix(f[0], "#"):
+		case len(f) == 2 && f[0] == "function" && f[1] == "list":
+			conf.list = true
+		case len(f) == 2 && f[0] == "key":
+			conf.key = f[1]
+		default:
+			t.Fatalf("%s/corpus.conf: cannot read %q", dir, line)
+		}
+	}
+	return conf
+}
+
 // TestCorpus runs every operation over every schema of testdata/schemas
 // under the ledger load and the schema's own workload, with a kill -9 and a
 // resume (or an abort), then checks what the corpus README lists. No code
@@ -89,18 +145,24 @@ func TestCorpus(t *testing.T) {
 	}
 	for di, f := range dirs {
 		dir := filepath.Dir(f)
-		for oi, op := range corpusOps {
+		conf := readCorpusConf(t, dir)
+		ops := corpusOps
+		if conf.list {
+			ops = listCorpusOps
+		}
+		for oi, op := range ops {
 			st.Run(filepath.Base(dir)+"/"+op.name, func(t *testing.T) {
-				runCorpus(t, dir, op, fmt.Sprintf("e2e_corpus%d_%d", di, oi))
+				runCorpus(t, dir, conf, op, fmt.Sprintf("e2e_corpus%d_%d", di, oi))
 			})
 		}
 	}
 }
 
-func runCorpus(t *testing.T, dir string, op corpusOp, name string) {
+func runCorpus(t *testing.T, dir string, conf corpusConf, op corpusOp, name string) {
 	start := time.Now()
-	c := newCluster(t, name, op.servers, op.sizes)
-	keys, sharded, objects := c.loadCorpus(dir)
+	c := newClusterSeed(t, name, op.servers, sandbox.SeedConfig{Sizes: op.sizes, List: conf.list})
+	keys, sharded, objects := c.loadCorpus(dir, conf.key)
+	seededKeys := c.fleetKeys(sharded)
 	workload := readFile(t, filepath.Join(dir, "workload.sql"))
 	checks := readFile(t, filepath.Join(dir, "checks.sql"))
 	first := c.shards[0]
@@ -149,13 +211,24 @@ func runCorpus(t *testing.T, dir string, op corpusOp, name string) {
 	// prune guards the shard's triggers too (and puts them back exactly).
 	c.mustRun("prune", "--shard", "1")
 	c.checkCorpus(sharded, objects, first.Schema, checks)
+	// Every key (tenant) each sharded table was seeded with is still in the
+	// fleet, on one shard (the workloads never delete a key's last row).
+	after := c.fleetKeys(sharded)
+	for tb, ks := range seededKeys {
+		for k := range ks {
+			if after[tb][k] != 1 {
+				t.Errorf("%s: key %s is on %d shards after %s, want 1", tb, k, after[tb][k], op.name)
+			}
+		}
+	}
 	t.Logf("%s took %s", op.name, time.Since(start).Round(time.Millisecond))
 }
 
 // loadCorpus runs the corpus schema of dir in every shard schema of c and
-// registers its tables with an emp_no column as sharded on it. It returns the
-// employees' keys, the sharded corpus tables and the schema objects.
-func (c *cluster) loadCorpus(dir string) (keys []int64, sharded []string, objects []schemaobj.Object) {
+// registers its tables with a column key (emp_no, or corpus.conf's) as
+// sharded on it with the employees' function. It returns the employees'
+// keys, the sharded corpus tables and the schema objects.
+func (c *cluster) loadCorpus(dir, key string) (keys []int64, sharded []string, objects []schemaobj.Object) {
 	t := c.t
 	schemaSQL := readFile(t, filepath.Join(dir, "schema.sql"))
 	for _, sh := range c.shards {
@@ -166,9 +239,9 @@ func (c *cluster) loadCorpus(dir string) (keys []int64, sharded []string, object
 	first := c.shards[0]
 	fdb := c.env.DB(t, c.serverIndex(first.Server), "")
 	sharded = column[string](t, fdb, `SELECT c.TABLE_NAME FROM information_schema.COLUMNS c JOIN information_schema.TABLES t USING (TABLE_SCHEMA, TABLE_NAME)
-		WHERE c.TABLE_SCHEMA = ? AND c.COLUMN_NAME = 'emp_no' AND t.TABLE_TYPE = 'BASE TABLE' AND c.TABLE_NAME NOT IN ('`+strings.Join(sandbox.ShardedTables, "','")+`') ORDER BY c.TABLE_NAME`, first.Schema)
+		WHERE c.TABLE_SCHEMA = ? AND c.COLUMN_NAME = ? AND t.TABLE_TYPE = 'BASE TABLE' AND c.TABLE_NAME NOT IN ('`+strings.Join(sandbox.ShardedTables, "','")+`') ORDER BY c.TABLE_NAME`, first.Schema, key)
 	for _, tb := range sharded {
-		if err := c.store.AddColumn(ctx, tb, "emp_no", "employees"); err != nil {
+		if err := c.store.AddColumn(ctx, tb, key, "employees"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -263,6 +336,31 @@ func (c *cluster) checkCorpus(sharded []string, objects []schemaobj.Object, orig
 			}
 		}
 	}
+}
+
+// fleetKeys is, for each sharded table, each key the shards of the map
+// hold rows of, with how many shards hold it.
+func (c *cluster) fleetKeys(sharded []string) map[string]map[string]int {
+	t := c.t
+	m, err := c.store.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[string]int{}
+	for _, tb := range sharded {
+		_, col, _ := m.TableFunction(tb)
+		out[tb] = map[string]int{}
+		for _, l := range m.Locations {
+			if len(m.ShardMappings(l.ShardID)) == 0 {
+				continue // a location nothing routes to (a merged shard's, until removed)
+			}
+			db := c.env.DB(t, c.serverIndex(l.Addr().String()), "")
+			for _, k := range column[string](t, db, "SELECT DISTINCT CAST("+dbutil.QuoteIdent(col.Column)+" AS CHAR) FROM "+dbutil.Table(l.Schema, tb)) {
+				out[tb][k]++
+			}
+		}
+	}
+	return out
 }
 
 func norm(s string) string { return strings.Join(strings.Fields(s), " ") }

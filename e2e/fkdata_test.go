@@ -18,7 +18,7 @@ import (
 // sandbox installs nothing), under the ledger load.
 func TestSplitChecksForeignKeysOnTheRows(t *testing.T) {
 	c := newCluster(t, "e2e_catfk", []int{1, 1}, []int{200, 100})
-	_, sharded, objects := c.loadCorpus("../testdata/schemas/child_by_id")
+	_, sharded, objects := c.loadCorpus("../testdata/schemas/child_by_id", "emp_no")
 	checks := readFile(t, "../testdata/schemas/child_by_id/checks.sql")
 	src := c.shards[0]
 	sdb := c.env.DB(t, c.serverIndex(src.Server), src.Schema)

@@ -71,20 +71,7 @@ func TestPruneLeavesExactlyTheOwnedRows(t *testing.T) {
 	// Plant 40 employees and their salaries that shard 2 owns into shard 1's schema.
 	lo2 := c.shards[1].Lower
 	for _, tb := range []string{"employees", "salaries"} {
-		// The shards are on different servers: copy through the test.
-		rows, err := c.db(2).Query(fmt.Sprintf("SELECT * FROM %s WHERE emp_no BETWEEN ? AND ?", dbutil.Table(c.shards[1].Schema, tb)), lo2+1, lo2+40)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cols, _ := rows.Columns()
-		for rows.Next() {
-			vals, ptrs := dbutil.Dest[any](len(cols))
-			rows.Scan(ptrs...)
-			if _, err := s1.Exec("INSERT INTO "+dbutil.Table(c.shards[0].Schema, tb)+" VALUES ("+dbutil.Placeholders(len(cols))+")", vals...); err != nil {
-				t.Fatal(err)
-			}
-		}
-		rows.Close()
+		copyRows(t, c.db(2), c.shards[1].Schema, s1, c.shards[0].Schema, tb, fmt.Sprintf("emp_no BETWEEN %d AND %d", lo2+1, lo2+40))
 	}
 	owned := c.fleetSums(nil)
 	count := func() int64 {
