@@ -510,3 +510,14 @@ func (o *viewObserver) Progress(step string, done, total int64, detail string) {
 func (o *viewObserver) Attempt(n int, a plans.Attempt) {
 	o.v.update(func(m *viewModel) { m.setAttempt(n, a) })
 }
+
+// Retrying shows, on the failed step, that the run resumes in place and when.
+func (o *viewObserver) Retrying(wait, left time.Duration, err error) {
+	o.v.update(func(m *viewModel) {
+		for _, s := range m.steps {
+			if s.state == plans.Failed {
+				s.reason = fmt.Sprintf("retrying in %s after: %s (retry budget %s left)", wait, reasonOf(err), left.Round(time.Second))
+			}
+		}
+	})
+}

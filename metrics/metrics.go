@@ -29,6 +29,7 @@ type Sink struct {
 	reg                                   *prometheus.Registry
 	rows, events, lag, blackout, finished *prometheus.GaugeVec
 	step, state                           *prometheus.GaugeVec
+	retry                                 *prometheus.GaugeVec
 
 	file string
 	log  *slog.Logger
@@ -59,11 +60,12 @@ func New(file, addr string, log *slog.Logger) (*Sink, error) {
 		finished: gv("last_update_timestamp_seconds", "When this plan's series last changed (Unix time)."),
 		step:     gv("step", "1 for the step running now, 0 for the others.", "step"),
 		state:    gv("plan_state", "1 for the plan's current state (new, running, stopped, done, aborted).", "state"),
+		retry:    gv("retry_wait_seconds", "While a stopped run waits to resume itself in place (--retry-for): the wait; else 0."),
 		file:     file,
 		log:      log,
 		stop:     make(chan struct{}),
 	}
-	s.reg.MustRegister(s.rows, s.events, s.lag, s.blackout, s.finished, s.step, s.state)
+	s.reg.MustRegister(s.rows, s.events, s.lag, s.blackout, s.finished, s.step, s.state, s.retry)
 	if addr != "" {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
@@ -191,6 +193,9 @@ func (o *Observer) Step(name, state string) {
 	}
 	if state == "failed" {
 		o.setState(plans.StateStopped)
+	} else if state == "started" {
+		o.setState(plans.StateRunning) // again, after a retry
+		o.s.retry.WithLabelValues(o.lv...).Set(0)
 	}
 	o.touch()
 	if err := o.s.Flush(); err != nil {
@@ -209,6 +214,16 @@ func (o *Observer) Progress(step string, done, _ int64, _ string) {
 		return
 	}
 	o.touch()
+}
+
+// Retrying records that the stopped run resumes itself after wait; the next
+// step's start clears it.
+func (o *Observer) Retrying(wait, _ time.Duration, _ error) {
+	o.s.retry.WithLabelValues(o.lv...).Set(wait.Seconds())
+	o.touch()
+	if err := o.s.Flush(); err != nil {
+		o.s.log.Warn("write metrics file", "err", err)
+	}
 }
 
 // Lag records the last catch-up time.
