@@ -67,7 +67,7 @@ func repeat(err error, n int) []error {
 
 func TestRetrierResumesUntilARunSucceeds(t *testing.T) {
 	f := &fakeRetrier{errs: repeat(transientErr(), 3)}
-	if err := f.retrier(2*time.Minute).do(context.Background()); err != nil {
+	if err := f.retrier(2 * time.Minute).do(context.Background()); err != nil {
 		t.Fatalf("err %v", err)
 	}
 	if f.runs != 4 || !slices.Equal(f.waits, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}) {
