@@ -53,7 +53,15 @@ func Resumable(err error, p *plans.Plan) bool {
 // before it failed again starts a fresh budget, so two restarts hours apart
 // each get one. Not retried: a run the operator interrupted, and a cutover
 // that ran out of its own attempts (ErrBudget).
+//
+// The on-failure hook runs once, when the run gives up, not at each
+// failure it heals (each resumption runs the plan-start hook, as 'plan
+// resume' does).
 func RunRetrying(ctx context.Context, env Env, p *plans.Plan) error {
+	if p.Options.RetryForMS <= 0 {
+		return Run(ctx, env, p)
+	}
+	env, gaveUp := holdOnFailure(env, p)
 	rt := retrier{
 		budget: p.Options.RetryForMS.D(),
 		run:    func(ctx context.Context) error { return Run(ctx, env, p) },
@@ -79,7 +87,32 @@ func RunRetrying(ctx context.Context, env Env, p *plans.Plan) error {
 		now:   time.Now,
 		sleep: sleep,
 	}
-	return rt.do(ctx)
+	err := rt.do(ctx)
+	gaveUp(err)
+	return err
+}
+
+// holdOnFailure holds back env's on-failure hook: gaveUp runs it for the
+// last failure a run reported when the retries end with err.
+func holdOnFailure(env Env, p *plans.Plan) (Env, func(err error)) {
+	hook := env.Hook
+	if hook == nil {
+		return env, func(error) {}
+	}
+	var step string
+	held := false
+	env.Hook = func(ctx context.Context, point string, q *plans.Plan, s string) error {
+		if point == HookOnFailure {
+			step, held = s, true
+			return nil
+		}
+		return hook(ctx, point, q, s)
+	}
+	return env, func(err error) {
+		if err != nil && held {
+			_ = hook(context.Background(), HookOnFailure, p, step)
+		}
+	}
 }
 
 // retryable reports whether RunRetrying resumes a run that stopped with err.

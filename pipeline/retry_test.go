@@ -153,3 +153,30 @@ func TestResumableNeedsAStoppedPlan(t *testing.T) {
 		t.Error("stopped plan: want resumable; no plan: not")
 	}
 }
+
+func TestOnFailureHookRunsOnceWhenTheRetriesEnd(t *testing.T) {
+	var calls []string
+	env := Env{Hook: func(_ context.Context, point string, _ *plans.Plan, step string) error {
+		calls = append(calls, point+"@"+step)
+		return nil
+	}}
+	p := &plans.Plan{}
+	held, gaveUp := holdOnFailure(env, p)
+	_ = held.Hook(context.Background(), HookOnFailure, p, plans.StepCopy)
+	_ = held.Hook(context.Background(), HookPlanStart, p, plans.StepCopy)
+	_ = held.Hook(context.Background(), HookOnFailure, p, plans.StepFence)
+	if !slices.Equal(calls, []string{HookPlanStart + "@" + plans.StepCopy}) {
+		t.Fatalf("while retrying: %v, want only the plan-start hook", calls)
+	}
+	gaveUp(transientErr())
+	if !slices.Equal(calls, []string{HookPlanStart + "@" + plans.StepCopy, HookOnFailure + "@" + plans.StepFence}) {
+		t.Fatalf("after giving up: %v, want the last failure's on-failure hook", calls)
+	}
+	calls = nil
+	held, gaveUp = holdOnFailure(env, p)
+	_ = held.Hook(context.Background(), HookOnFailure, p, plans.StepCopy)
+	gaveUp(nil)
+	if len(calls) != 0 {
+		t.Fatalf("a healed run ran %v", calls)
+	}
+}
