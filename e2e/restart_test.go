@@ -33,6 +33,8 @@ func TestServerRestartsDuringTail(t *testing.T) {
 			lp := c.startLoad(100, c.keys("moving", 1, 300))
 			move := c.command(nil, "move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "--max-blackout", "5s")
 			move.Args = append(move.Args, "--postpone-cutover-file", postpone)
+			var out bytes.Buffer
+			move.Stdout, move.Stderr = &out, &out
 			done := make(chan int, 1)
 			if err := move.Start(); err != nil {
 				t.Fatal(err)
@@ -59,7 +61,7 @@ func TestServerRestartsDuringTail(t *testing.T) {
 				}
 				c.mustRun("plan", "resume", p.ID)
 			default:
-				t.Fatalf("the move exited %d after the %s restarted; want 0 or 3 (resumable)", code, tc.name)
+				t.Fatalf("the move exited %d after the %s restarted; want 0 or 3 (resumable):\n%s", code, tc.name, out.String())
 			}
 			lp.stop(t)
 			c.checkLedger(lp)

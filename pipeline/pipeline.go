@@ -111,11 +111,13 @@ func Run(ctx context.Context, env Env, p *plans.Plan) error {
 
 	r := &runner{env: env, p: p}
 	defer r.close()
+	// A server that cannot be reached fails the step the run was to
+	// continue with, not a preflight a resumed plan passed long ago.
 	if err := r.open(ctx); err != nil {
-		return r.fail(plans.StepPreflight, err)
+		return r.fail(p.NextStep(), err)
 	}
 	if r.thr, err = NewThrottler(ctx, r.src, p.Options, env.Creds); err != nil {
-		return r.fail(plans.StepPreflight, err)
+		return r.fail(p.NextStep(), err)
 	}
 	if err := r.runChecks(ctx); err != nil {
 		return err // refused before anything changed: the plan file is left as it was
