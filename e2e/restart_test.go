@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -117,7 +118,7 @@ func TestServerRestartsDuringSteps(t *testing.T) {
 				lp := c.startLoad(100, c.keys("moving", 1, 300))
 				// --retry-for 0: the run stops at the failure, as the resume below expects
 				// (TestServerRestartsHealInPlace lets it resume itself).
-				code, out := restartWhileHeld(t, c, ph.point, sv.server, ph.name == "fence", append([]string{"--retry-for", "0"}, ph.args...))
+				code, out := restartWhileHeld(t, c, ph.point, sv.server, ph.name == "fence", "", append([]string{"--retry-for", "0"}, ph.args...))
 				t.Logf("the move ended with exit %d after the %s restarted during the %s", code, sv.name, ph.name)
 				files, _ := filepath.Glob(filepath.Join(c.planDir, "*.json"))
 				if len(files) != 1 {
@@ -177,7 +178,10 @@ func TestServerRestartsDuringSteps(t *testing.T) {
 // point (SHARDCTL_FAULT=hold:POINT), crashes and restarts server while it is
 // held, lets it go, and returns its exit code and output. Held at the fence,
 // it outlasts the move's 2 s blackout budget, so that attempt backs off.
-func restartWhileHeld(t *testing.T, c *cluster, point string, server int, outlast bool, args []string) (int, string) {
+//
+// With waitFor, the hold lasts until the move's output says it (the loss of
+// the lock, which the move notices on its own schedule).
+func restartWhileHeld(t *testing.T, c *cluster, point string, server int, outlast bool, waitFor string, args []string) (int, string) {
 	t.Helper()
 	hold := filepath.Join(c.dir, "hold")
 	if err := os.WriteFile(hold, nil, 0o644); err != nil {
@@ -185,7 +189,7 @@ func restartWhileHeld(t *testing.T, c *cluster, point string, server int, outlas
 	}
 	move := c.command([]string{"SHARDCTL_FAULT=hold:" + point, "SHARDCTL_FAULT_HOLD=" + hold},
 		append([]string{"move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "--max-blackout", "2s"}, args...)...)
-	var out bytes.Buffer
+	var out syncBuffer
 	move.Stdout, move.Stderr = &out, &out
 	if err := move.Start(); err != nil {
 		t.Fatal(err)
@@ -216,6 +220,11 @@ func restartWhileHeld(t *testing.T, c *cluster, point string, server int, outlas
 		// Outlast the 2 s budget whatever the restart took.
 		time.Sleep(time.Until(heldAt.Add(2500 * time.Millisecond)))
 	}
+	for deadline := time.Now().Add(time.Minute); waitFor != "" && !strings.Contains(out.String(), waitFor); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the held move never said %q:\n%s", waitFor, out.String())
+		}
+	}
 	if err := os.Remove(hold); err != nil {
 		t.Fatal(err)
 	}
@@ -235,16 +244,17 @@ func TestServerRestartsHealInPlace(t *testing.T) {
 		args        []string
 		code        int
 		outlast     bool
+		waitFor     string
 	}{
-		{"copy/source", "during:copy", 2, []string{"--chunk-rows", "50"}, 0, false},
-		{"copy/sharding database", "during:copy", 1, []string{"--chunk-rows", "50"}, 0, false},
-		{"fence/sharding database", "fence:installed", 1, nil, 0, false},
-		{"copy/source/retry-for 0", "during:copy", 2, []string{"--chunk-rows", "50", "--retry-for", "0"}, 3, false},
+		{"copy/source", "during:copy", 2, []string{"--chunk-rows", "50"}, 0, false, ""},
+		{"copy/sharding database", "during:copy", 1, []string{"--chunk-rows", "50"}, 0, false, lostLock},
+		{"fence/sharding database", "fence:installed", 1, nil, 0, false, lostLock},
+		{"copy/source/retry-for 0", "during:copy", 2, []string{"--chunk-rows", "50", "--retry-for", "0"}, 3, false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newCluster(t, "e2e_heal", []int{2}, []int{300})
 			lp := c.startLoad(100, c.keys("moving", 1, 300))
-			code, out := restartWhileHeld(t, c, tc.point, tc.server, tc.outlast, tc.args)
+			code, out := restartWhileHeld(t, c, tc.point, tc.server, tc.outlast, tc.waitFor, tc.args)
 			var retries []string
 			for _, l := range strings.Split(out, "\n") {
 				if strings.Contains(l, "retrying in ") {
@@ -272,6 +282,27 @@ func TestServerRestartsHealInPlace(t *testing.T) {
 			c.wantShardAt(1, 3)
 		})
 	}
+}
+
+// lostLock is what a move logs when it notices it lost its lock.
+const lostLock = "lost the operation lock on the sharding database: the run stops safely"
+
+// syncBuffer is a bytes.Buffer a process writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // lastLines returns the last n lines of s.

@@ -108,6 +108,12 @@ func Run(ctx context.Context, env Env, p *plans.Plan) error {
 	defer l.Release()
 	ctx, cancel := l.Bind(ctx, fmt.Errorf("%w; stopped safely, resume the plan", ErrLockLost))
 	defer cancel(nil)
+	go func() { // said at once: the step stops only where it next looks
+		<-ctx.Done()
+		if errors.Is(context.Cause(ctx), ErrLockLost) {
+			env.Log.Warn("lost the operation lock on the sharding database: the run stops safely", "plan", p.ID)
+		}
+	}()
 
 	r := &runner{env: env, p: p}
 	defer r.close()
