@@ -52,7 +52,7 @@ func operationExit(err error, p *plans.Plan) (int, bool) {
 		return ExitFailed, true
 	case isDeterministic(err):
 		return ExitFailed, true // the plan stays resumable once the cause is fixed
-	case p != nil && p.State == plans.StateStopped:
+	case pipeline.Resumable(err, p):
 		return ExitResumable, true
 	}
 	return 0, false

@@ -128,6 +128,8 @@ func TestOneValidationPath(t *testing.T) {
 		{[]string{"rebalance", "--drain", "host:0"}, "--drain \"host:0\""},
 		{[]string{"plan", "resume", "x", "--max-blackout", "0"}, "--max-blackout 0s"},
 		{[]string{"plan", "resume", "x", "--source", "host:port"}, "--source \"host:port\""},
+		{[]string{"plan", "resume", "x", "--retry-for", "500ms"}, "--retry-for 500ms: allowed 0 (no retry) or 1s"},
+		{[]string{"move", "--shard", "1", "--to", "127.0.0.1:3307", "--retry-for", "-1m", "--yes"}, "--retry-for -1m0s"},
 		{[]string{"plan", "apply", "x", "--chunk-rows", "-3"}, "--chunk-rows -3"},
 		{[]string{"prune", "--shard", "1", "--sleep-ms", "-1"}, "--sleep-ms -1"},
 		{[]string{"verify", "--shard", "1", "--chunk-rows", "0"}, "--chunk-rows 0"},

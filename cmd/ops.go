@@ -206,7 +206,7 @@ func (a *app) runPlan(ctx context.Context, env pipeline.Env, p *plans.Plan, path
 		endView(err)
 		return err
 	}
-	err = pipeline.Run(ctx, env, p)
+	err = pipeline.RunRetrying(ctx, env, p)
 	recorded()
 	endView(err)
 	if o, ok := obs.(*observer); ok {

@@ -521,3 +521,17 @@ func (o *viewObserver) ReplicaLag(string, time.Duration, bool) {}
 func (o *viewObserver) Attempt(n int, a plans.Attempt) {
 	o.v.update(func(m *viewModel) { m.setAttempt(n, a) })
 }
+
+// Retrying shows, on the failed step, that the run resumes in place and when.
+func (o *viewObserver) Retrying(wait, left time.Duration, err error) {
+	o.v.update(func(m *viewModel) { m.retrying(wait, left, err) })
+}
+
+// retrying notes on the failed step's line that the run resumes after wait.
+func (m *viewModel) retrying(wait, left time.Duration, err error) {
+	for _, s := range m.steps {
+		if s.state == plans.Failed {
+			s.reason = fmt.Sprintf("retrying in %s after: %s (retry budget %s left)", wait, reasonOf(err), left.Round(time.Second))
+		}
+	}
+}

@@ -59,6 +59,11 @@ func TestViewLines(t *testing.T) {
 	if l := m.lines(viewStyle{width: 200}, t0)[3]; l != "  ✗ copy       failed: table t: boom" {
 		t.Errorf("failed line: %q", l)
 	}
+	// A failure the run heals in place says so, and when.
+	m.retrying(2*time.Second, 72400*time.Millisecond, errors.New("move shard 1 (s1), step copy: read chunk: invalid connection"))
+	if l := m.lines(viewStyle{width: 200}, t0)[3]; l != "  ✗ copy       failed: retrying in 2s after: read chunk: invalid connection (retry budget 1m12s left)" {
+		t.Errorf("retrying line: %q", l)
+	}
 }
 
 // Verify and cleanup report no total: the view expects the rows copied.

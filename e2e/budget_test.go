@@ -239,7 +239,7 @@ func TestMoveUnderFullRateWriters(t *testing.T) {
 // and writable at the source, and a resume cuts over.
 func TestStoppedFenceStepLiftsTheArmedFence(t *testing.T) {
 	c := newCluster(t, "e2e_fencestop", []int{1}, []int{300})
-	r := c.run([]string{"SHARDCTL_FAULT=fail:fence:ready"}, "move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "-o", "json")
+	r := c.run([]string{"SHARDCTL_FAULT=fail:fence:ready"}, "move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "-o", "json", "--retry-for", "0")
 	if r.code == 0 || r.killed {
 		t.Fatalf("the move exited %d (killed %v) with its readiness check failing; want a stopped plan\n%s", r.code, r.killed, r.stderr)
 	}

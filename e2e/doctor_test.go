@@ -178,7 +178,8 @@ func TestDoctorFindsAndEndsHalfFinishedStates(t *testing.T) {
 	if err := os.WriteFile(postpone, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	mv := c.startBG(nil, "move", "--shard", "2", "--to", s3, "--yes", "--postpone-cutover-file", postpone)
+	// --retry-for 0: the thawed move stops on its lost lock rather than take it again.
+	mv := c.startBG(nil, "move", "--shard", "2", "--to", s3, "--yes", "--postpone-cutover-file", postpone, "--retry-for", "0")
 	// Frozen once it waits at the cutover (its lock held, its copy verified).
 	var p2 *plans.Plan
 	for deadline := time.Now().Add(2 * time.Minute); p2 == nil || !p2.Done(plans.StepVerify); time.Sleep(100 * time.Millisecond) {

@@ -309,7 +309,7 @@ func TestIssue21Leftovers(t *testing.T) {
 	c := newCluster(t, "e2e_leftover", []int{1, 1}, []int{200, 100})
 	s2, s3 := c.env.Addr(2).String(), c.env.Addr(3).String()
 
-	r := c.run([]string{"SHARDCTL_FAULT=fail:fence:ready"}, "move", "--shard", "1", "--to", s3, "--yes", "--cutover-attempts", "1", "-o", "json")
+	r := c.run([]string{"SHARDCTL_FAULT=fail:fence:ready"}, "move", "--shard", "1", "--to", s3, "--yes", "--cutover-attempts", "1", "-o", "json", "--retry-for", "0")
 	var doc struct {
 		PlanID   string `json:"plan_id"`
 		State    string `json:"state"`

@@ -35,6 +35,8 @@ func TestServerRestartsDuringTail(t *testing.T) {
 			lp := c.startLoad(100, c.keys("moving", 1, 300))
 			move := c.command(nil, "move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "--max-blackout", "5s")
 			move.Args = append(move.Args, "--postpone-cutover-file", postpone)
+			var out bytes.Buffer
+			move.Stdout, move.Stderr = &out, &out
 			done := make(chan int, 1)
 			if err := move.Start(); err != nil {
 				t.Fatal(err)
@@ -61,7 +63,7 @@ func TestServerRestartsDuringTail(t *testing.T) {
 				}
 				c.mustRun("plan", "resume", p.ID)
 			default:
-				t.Fatalf("the move exited %d after the %s restarted; want 0 or 3 (resumable)", code, tc.name)
+				t.Fatalf("the move exited %d after the %s restarted; want 0 or 3 (resumable):\n%s", code, tc.name, out.String())
 			}
 			lp.stop(t)
 			c.checkLedger(lp)
@@ -115,48 +117,10 @@ func TestServerRestartsDuringSteps(t *testing.T) {
 			st.Run(ph.name+"/"+sv.name, func(t *testing.T) {
 				started := time.Now()
 				c := newCluster(t, "e2e_restart", []int{2}, []int{300})
-				hold := filepath.Join(c.dir, "hold")
-				if err := os.WriteFile(hold, nil, 0o644); err != nil {
-					t.Fatal(err)
-				}
 				lp := c.startLoad(100, c.keys("moving", 1, 300))
-				move := c.command([]string{"SHARDCTL_FAULT=hold:" + ph.point, "SHARDCTL_FAULT_HOLD=" + hold},
-					append([]string{"move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "--max-blackout", "2s"}, ph.args...)...)
-				var out bytes.Buffer
-				move.Stdout, move.Stderr = &out, &out
-				if err := move.Start(); err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = move.Process.Kill() })
-				done := make(chan int, 1)
-				go func() {
-					_ = move.Wait()
-					done <- move.ProcessState.ExitCode()
-				}()
-				held := time.Now().Add(2 * time.Minute)
-				for {
-					if _, err := os.Stat(hold + ".held"); err == nil {
-						break
-					}
-					select {
-					case code := <-done:
-						t.Fatalf("the move exited %d before reaching %s:\n%s", code, ph.point, out.String())
-					case <-time.After(50 * time.Millisecond):
-					}
-					if time.Now().After(held) {
-						t.Fatalf("the move did not reach %s within 2 minutes", ph.point)
-					}
-				}
-				heldAt := time.Now()
-				restart(t, c.env.Config, sv.server)
-				if ph.name == "fence" {
-					// Outlast the 2 s budget whatever the restart took.
-					time.Sleep(time.Until(heldAt.Add(2500 * time.Millisecond)))
-				}
-				if err := os.Remove(hold); err != nil {
-					t.Fatal(err)
-				}
-				code := exitWithin(t, done, 3*time.Minute)
+				// --retry-for 0: the run stops at the failure, as the resume below expects
+				// (TestServerRestartsHealInPlace lets it resume itself).
+				code, out := restartWhileHeld(t, c, ph.point, sv.server, ph.name == "fence", "", append([]string{"--retry-for", "0"}, ph.args...))
 				t.Logf("the move ended with exit %d after the %s restarted during the %s", code, sv.name, ph.name)
 				files, _ := filepath.Glob(filepath.Join(c.planDir, "*.json"))
 				if len(files) != 1 {
@@ -165,7 +129,7 @@ func TestServerRestartsDuringSteps(t *testing.T) {
 				switch code {
 				case 0:
 				case 3:
-					t.Logf("the move's output:\n%s", lastLines(out.String(), 4))
+					t.Logf("the move's output:\n%s", lastLines(out, 4))
 					if ph.name == "fence" {
 						fenceLifted(t, c, 2)
 					}
@@ -175,7 +139,7 @@ func TestServerRestartsDuringSteps(t *testing.T) {
 					}
 					c.mustRun("plan", "resume", p.ID)
 				default:
-					t.Fatalf("the move exited %d after the %s restarted; want 0 or 3 (resumable):\n%s", code, sv.name, out.String())
+					t.Fatalf("the move exited %d after the %s restarted; want 0 or 3 (resumable):\n%s", code, sv.name, out)
 				}
 				lp.stop(t)
 				c.checkLedger(lp)
@@ -211,6 +175,119 @@ func TestServerRestartsDuringSteps(t *testing.T) {
 		}
 	}
 }
+
+// restartWhileHeld runs a move of shard 1 to server 3 (args added) held at
+// point (SHARDCTL_FAULT=hold:POINT), crashes and restarts server while it is
+// held, lets it go, and returns its exit code and output. Held at the fence,
+// it outlasts the move's 2 s blackout budget, so that attempt backs off.
+//
+// With waitFor, the hold lasts until the move's output says it (the loss of
+// the lock, which the move notices on its own schedule).
+func restartWhileHeld(t *testing.T, c *cluster, point string, server int, outlast bool, waitFor string, args []string) (int, string) {
+	t.Helper()
+	hold := filepath.Join(c.dir, "hold")
+	if err := os.WriteFile(hold, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	move := c.command([]string{"SHARDCTL_FAULT=hold:" + point, "SHARDCTL_FAULT_HOLD=" + hold},
+		append([]string{"move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "--max-blackout", "2s"}, args...)...)
+	var out syncBuffer
+	move.Stdout, move.Stderr = &out, &out
+	if err := move.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = move.Process.Kill() })
+	done := make(chan int, 1)
+	go func() {
+		_ = move.Wait()
+		done <- move.ProcessState.ExitCode()
+	}()
+	held := time.Now().Add(2 * time.Minute)
+	for {
+		if _, err := os.Stat(hold + ".held"); err == nil {
+			break
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("the move exited %d before reaching %s:\n%s", code, point, out.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(held) {
+			t.Fatalf("the move did not reach %s within 2 minutes", point)
+		}
+	}
+	heldAt := time.Now()
+	restart(t, c.env.Config, server)
+	if outlast {
+		// Outlast the 2 s budget whatever the restart took.
+		time.Sleep(time.Until(heldAt.Add(2500 * time.Millisecond)))
+	}
+	for deadline := time.Now().Add(time.Minute); waitFor != "" && !strings.Contains(out.String(), waitFor); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the held move never said %q:\n%s", waitFor, out.String())
+		}
+	}
+	if err := os.Remove(hold); err != nil {
+		t.Fatal(err)
+	}
+	code := exitWithin(t, done, 3*time.Minute)
+	return code, out.String()
+}
+
+// TestServerRestartsHealInPlace: with the default --retry-for, a move held
+// in its copy while the source or the sharding database restarts, or at its
+// fence while the target restarts, resumes itself and finishes (exit 0),
+// its log naming the retry, the load's ledger clean. With --retry-for 0 the
+// same source restart stops it with exit 3, as before.
+func TestServerRestartsHealInPlace(t *testing.T) {
+	for _, tc := range []struct {
+		name, point string
+		server      int
+		args        []string
+		code        int
+		outlast     bool
+		waitFor     string
+	}{
+		{"copy/source", "during:copy", 2, []string{"--chunk-rows", "50"}, 0, false, ""},
+		{"copy/sharding database", "during:copy", 1, []string{"--chunk-rows", "50"}, 0, false, lostLock},
+		{"fence/sharding database", "fence:installed", 1, nil, 0, false, lostLock},
+		{"copy/source/retry-for 0", "during:copy", 2, []string{"--chunk-rows", "50", "--retry-for", "0"}, 3, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, "e2e_heal", []int{2}, []int{300})
+			lp := c.startLoad(100, c.keys("moving", 1, 300))
+			code, out := restartWhileHeld(t, c, tc.point, tc.server, tc.outlast, tc.waitFor, tc.args)
+			var retries []string
+			for _, l := range strings.Split(out, "\n") {
+				if strings.Contains(l, "retrying in ") {
+					retries = append(retries, l)
+				}
+			}
+			retried := len(retries) > 0
+			t.Logf("exit %d; retries:\n%s\nthe move's output ends:\n%s", code, strings.Join(retries, "\n"), lastLines(out, 6))
+			if code != tc.code {
+				t.Fatalf("the move exited %d, want %d:\n%s", code, tc.code, out)
+			}
+			if retried != (tc.code == 0) {
+				t.Errorf("the log names a retry: %v, want %v:\n%s", retried, tc.code == 0, out)
+			}
+			if code == 3 {
+				files, _ := filepath.Glob(filepath.Join(c.planDir, "*.json"))
+				p, err := plans.Load(files[0])
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.mustRun("plan", "resume", p.ID)
+			}
+			lp.stop(t)
+			c.checkLedger(lp)
+			c.wantShardAt(1, 3)
+		})
+	}
+}
+
+// lostLock is what a move logs when it notices it lost its lock.
+const lostLock = "lost the operation lock on the sharding database: the run stops safely"
 
 // lastLines returns the last n lines of s.
 func lastLines(s string, n int) string {

@@ -32,6 +32,7 @@ type Sink struct {
 	step, state                      *prometheus.GaugeVec
 	blackouts                        *prometheus.HistogramVec // every finished cutover's blackout
 	throttled, replicaLag, replicaUp *prometheus.GaugeVec
+	retry                            *prometheus.GaugeVec
 
 	file string
 	log  *slog.Logger
@@ -81,12 +82,13 @@ func New(file, addr string, log *slog.Logger) (*Sink, error) {
 		throttled:  gv("throttled", "1 while the running step waits on the throttler (a replica that lags or cannot be read, Threads_running, the control file's pause).", "step"),
 		replicaLag: gv("replica_lag_seconds", "A watched replica's lag at its last reading.", "replica"),
 		replicaUp:  gv("replica_lag_readable", "1 when a watched replica's lag could be read at its last reading, 0 when not (the work pauses).", "replica"),
+		retry:      gv("retry_wait_seconds", "While a stopped run waits to resume itself in place (--retry-for): the wait; else 0."),
 		file:       file,
 		log:        log,
 		seen:       map[string]*counted{},
 		stop:       make(chan struct{}),
 	}
-	s.reg.MustRegister(s.rows, s.events, s.lag, s.blackout, s.finished, s.step, s.state, s.blackouts, s.throttled, s.replicaLag, s.replicaUp)
+	s.reg.MustRegister(s.rows, s.events, s.lag, s.blackout, s.finished, s.step, s.state, s.blackouts, s.throttled, s.replicaLag, s.replicaUp, s.retry)
 	if addr != "" {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
@@ -231,6 +233,9 @@ func (o *Observer) Step(name, state string) {
 	}
 	if state == "failed" {
 		o.setState(plans.StateStopped)
+	} else if state == "started" {
+		o.setState(plans.StateRunning) // again, after a retry
+		o.s.retry.WithLabelValues(o.lv...).Set(0)
 	}
 	o.touch()
 	if err := o.s.Flush(); err != nil {
@@ -260,6 +265,16 @@ func (o *Observer) count(c *prometheus.CounterVec, at *int64, total int64) {
 	*at += d
 	o.c.mu.Unlock()
 	c.WithLabelValues(o.lv...).Add(float64(d))
+}
+
+// Retrying records that the stopped run resumes itself after wait; the next
+// step's start clears it.
+func (o *Observer) Retrying(wait, _ time.Duration, _ error) {
+	o.s.retry.WithLabelValues(o.lv...).Set(wait.Seconds())
+	o.touch()
+	if err := o.s.Flush(); err != nil {
+		o.s.log.Warn("write metrics file", "err", err)
+	}
 }
 
 // Lag records the last catch-up time.

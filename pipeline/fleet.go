@@ -64,6 +64,14 @@ func (t tee) Progress(step string, done, total int64, detail string) {
 	}
 }
 
+func (t tee) Retrying(wait, left time.Duration, err error) {
+	for _, o := range t {
+		if r, ok := o.(RetryObserver); ok {
+			r.Retrying(wait, left, err)
+		}
+	}
+}
+
 func (t tee) Lag(d time.Duration) {
 	for _, o := range t {
 		if l, ok := o.(LagObserver); ok {

@@ -113,14 +113,22 @@ func Run(ctx context.Context, env Env, p *plans.Plan) error {
 	defer l.Release()
 	ctx, cancel := l.Bind(ctx, fmt.Errorf("%w; stopped safely, resume the plan", ErrLockLost))
 	defer cancel(nil)
+	go func() { // said at once: the step stops only where it next looks
+		<-ctx.Done()
+		if errors.Is(context.Cause(ctx), ErrLockLost) {
+			env.Log.Warn("lost the operation lock on the sharding database: the run stops safely", "plan", p.ID)
+		}
+	}()
 
 	r := &runner{env: env, p: p}
 	defer r.close()
+	// A server that cannot be reached fails the step the run was to
+	// continue with, not a preflight a resumed plan passed long ago.
 	if err := r.open(ctx); err != nil {
-		return r.fail(plans.StepPreflight, err)
+		return r.fail(p.NextStep(), err)
 	}
 	if r.thr, err = r.openThrottler(ctx); err != nil {
-		return r.fail(plans.StepPreflight, err)
+		return r.fail(p.NextStep(), err)
 	}
 	if err := r.runChecks(ctx); err != nil {
 		return err // refused before anything changed: the plan file is left as it was

@@ -40,7 +40,16 @@ type Options struct {
 	// still on its cached map fails on the fence and looks again (0, in a
 	// plan made before it: DefaultRouteGrace).
 	RouteGraceMS Millis `json:"route_grace_ms,omitempty"`
+	// RetryForMS is how long a run that stopped for a reason a resume cures
+	// as things are (a server restart, a lost connection or lock) goes on
+	// resuming itself before it stops with exit 3 (0, and in a plan made
+	// before it: never).
+	RetryForMS Millis `json:"retry_for_ms,omitempty"`
 }
+
+// DefaultRetryFor is RetryForMS's default in a new plan: long enough for a
+// server to restart.
+const DefaultRetryFor = 2 * time.Minute
 
 // DefaultRouteGrace is RouteGraceMS's default: twice the router's default
 // cache TTL (router.Options.TTL, 500 ms).
@@ -57,7 +66,7 @@ func (o Options) RouteGrace() time.Duration {
 // DefaultOptions are the settings a plan starts with.
 func DefaultOptions() Options {
 	return Options{ChunkRows: 5000, PruneChunkRows: 1000, Parallel: 4, Verify: true, LockWaitMS: 1000, FenceAttempts: 10, CatchupMS: 500,
-		MaxBlackoutMS: 1000, BackoffMS: 500, RouteGraceMS: MillisOf(DefaultRouteGrace)}
+		MaxBlackoutMS: 1000, BackoffMS: 500, RouteGraceMS: MillisOf(DefaultRouteGrace), RetryForMS: MillisOf(DefaultRetryFor)}
 }
 
 // Kind is how a setting's flag maps to its field in Options.
@@ -138,6 +147,8 @@ var Settings = []Setting{
 		Usage: "before each cutover attempt after the first, kill the sessions that have held a lock on a fenced table longer than this (0: never; the attempt record names them either way)"},
 	{Flag: "route-grace", Kind: KindMillis, Field: func(o *Options) any { return &o.RouteGraceMS }, Lo: float64(100 * time.Millisecond), Hi: float64(time.Hour), OnRun: true,
 		Usage: "after the shard map switches, keep the old copy's rows and fence this long before cleanup touches them: routers still on their cached map fail on the fence and look again (keep it above the routers' cache TTL; the router's default is 500ms)"},
+	{Flag: "retry-for", Kind: KindMillis, Field: func(o *Options) any { return &o.RetryForMS }, Lo: float64(time.Second), Hi: float64(7 * 24 * time.Hour), Off: "no retry", OnRun: true,
+		Usage: "when the run stops for a reason a resume cures as things are (a server restart, a lost connection or lock), resume it in place from its last checkpoint, backing off 1s doubling to 15s, for at most this long before stopping with exit 3 (0: stop at once)"},
 	{Flag: "control-file", Kind: KindString, Field: func(o *Options) any { return &o.ControlFile },
 		Usage: "re-read every 2 s while running: 'max-rate = N', 'max-threads-running = N', 'pause = true'"},
 }

@@ -26,7 +26,7 @@ import (
 const ByRebalance = "rebalance"
 
 // Controller runs the policy over a fleet: it proposes operations and, with
-// Apply, runs each as an ordinary plan through pipeline.Run, as the move,
+// Apply, runs each as an ordinary plan through pipeline.RunRetrying, as the move,
 // split and merge commands do.
 type Controller struct {
 	Store   *shardmap.Store
@@ -350,7 +350,7 @@ func (c *Controller) runJob(ctx context.Context, j job) (Item, bool) {
 	env, recorded, err := c.Instrument(env, p)
 	if err == nil {
 		c.Log.Info("rebalance: running", "plan", p.ID, "summary", p.Summary)
-		err = pipeline.Run(ctx, env, p)
+		err = pipeline.RunRetrying(ctx, env, p)
 		recorded()
 	}
 	it.State = p.State
