@@ -134,8 +134,9 @@ rc=0
 # take about 14 minutes (805 s and 842 s) where one after the other takes
 # about 18, and the whole suite fits the 20-minute budget. Each pass
 # has its own servers on free ports; the MySQL pass's output is printed
-# when both are done, so the log reads one pass at a time. The 20-minute
-# limits are a hang guard, not a budget: side by side, an e2e package took
+# when both are done, so the log reads one pass at a time. The 35-minute
+# limits are a hang guard, not a budget (35, since the tenant, replica,
+# retry and doctor tests joined the e2e package): side by side, an e2e package took
 # 11-14 minutes on this machine.
 log "go test (real MariaDB servers; a missing server fails when CI is set)"
 mysql_pass=""
@@ -149,13 +150,13 @@ if [ "${SHARDCTL_TEST_MYSQL:-1}" != 0 ]; then
     mpkgs=$(go list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' "${@:-./...}" 2>/dev/null \
       | grep ' github.com/shardctl/shardctl/internal/testenv' | awk '{print $1}' || true)
     if [ -n "$mpkgs" ]; then
-      SHARDCTL_TEST_FLAVOR=mysql run_pass mysql 20m $mpkgs &
+      SHARDCTL_TEST_FLAVOR=mysql run_pass mysql 35m $mpkgs &
       mysql_pass=$!
       trap 'kill $mysql_pass 2>/dev/null || true' EXIT
     fi
   fi
 fi
-SHARDCTL_TEST_FLAVOR=mariadb run_pass mariadb 20m "${@:-./...}"
+SHARDCTL_TEST_FLAVOR=mariadb run_pass mariadb 35m "${@:-./...}"
 if [ -n "$mysql_pass" ]; then
   wait "$mysql_pass" || true
   trap - EXIT
