@@ -126,18 +126,7 @@ func TestKeyMoves(t *testing.T) {
 				groups := kc.groups(c)
 				before := c.fleetSums(groups)
 				lp := c.startLoad(200, groups...)
-				r := c.run([]string{"SHARDCTL_FAULT=" + fault}, append(kc.args(c), "--yes", "--chunk-rows", "100", "--prune-chunk-rows", "100")...)
-				if !r.killed {
-					t.Fatalf("fault %s did not kill the process: exit %d\n%s", fault, r.code, r.stderr)
-				}
-				files := planFiles(t, c.planDir)
-				if len(files) != 1 {
-					t.Fatalf("plan files: %v", files)
-				}
-				id := strings.TrimSuffix(files[0][strings.LastIndex(files[0], "/")+1:], ".json")
-				if res := c.run(nil, "plan", "resume", id, "-o", "json"); res.code != 0 {
-					t.Fatalf("resume after %s: exit %d\n%s\n%s", fault, res.code, res.stdout, res.stderr)
-				}
+				c.killThenResume(fault, append(kc.args(c), "--yes", "--chunk-rows", "100", "--prune-chunk-rows", "100"))
 				c.nothingLost(lp, groups, before, "after "+fault)
 				m, err := c.store.Load(ctx)
 				if err != nil {

@@ -158,22 +158,28 @@ func TestCrashMatrix(t *testing.T) {
 				groups := cc.groups(c)
 				before := c.fleetSums(groups)
 				lp := c.startLoad(200, groups...)
-				r := c.run([]string{"SHARDCTL_FAULT=" + point}, append(cc.args(c), "--yes", "--chunk-rows", "1000", "--prune-chunk-rows", "500")...)
-				if !r.killed {
-					t.Fatalf("fault %s did not kill the process: exit %d\n%s", point, r.code, r.stderr)
-				}
-				files := planFiles(t, c.planDir)
-				if len(files) != 1 {
-					t.Fatalf("plan files: %v", files)
-				}
-				id := strings.TrimSuffix(files[0][strings.LastIndex(files[0], "/")+1:], ".json")
-				res := c.run(nil, "plan", "resume", id, "-o", "json")
-				if res.code != 0 {
-					t.Fatalf("resume after %s: exit %d\n%s\n%s", point, res.code, res.stdout, res.stderr)
-				}
+				c.killThenResume(point, append(cc.args(c), "--yes", "--chunk-rows", "1000", "--prune-chunk-rows", "500"))
 				c.nothingLost(lp, groups, before, "after "+point)
 			})
 		}
+	}
+}
+
+// killThenResume runs shardctl with args, killed by the fault point, and
+// then 'plan resume' of the one plan it left, which must finish.
+func (c *cluster) killThenResume(point string, args []string) {
+	c.t.Helper()
+	r := c.run([]string{"SHARDCTL_FAULT=" + point}, args...)
+	if !r.killed {
+		c.t.Fatalf("fault %s did not kill the process: exit %d\n%s", point, r.code, r.stderr)
+	}
+	files := planFiles(c.t, c.planDir)
+	if len(files) != 1 {
+		c.t.Fatalf("plan files: %v", files)
+	}
+	id := strings.TrimSuffix(files[0][strings.LastIndex(files[0], "/")+1:], ".json")
+	if res := c.run(nil, "plan", "resume", id, "-o", "json"); res.code != 0 {
+		c.t.Fatalf("resume after %s: exit %d\n%s\n%s", point, res.code, res.stdout, res.stderr)
 	}
 }
 
