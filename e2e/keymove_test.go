@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/sandbox"
 	"github.com/shardctl/shardctl/shardmap"
 )
@@ -172,4 +174,65 @@ func TestKeyMoveDryRunAndRefusals(t *testing.T) {
 	if files := planFiles(t, c.planDir); len(files) != 0 {
 		t.Errorf("plan files left: %v", files)
 	}
+}
+
+// A key move's reverse window: the tenants go to shard 2, come back to
+// shard 1 with 'plan revert', go again, and 'plan complete' ends it. Each
+// phase's load writes the moving tenants and both shards' own; the keys
+// that do not move stay writable on both sides throughout.
+func TestKeyMoveRevertWindow(t *testing.T) {
+	c := newClusterSeed(t, "e2e_keys_win", []int{1, 2, 3}, sandbox.SeedConfig{Sizes: []int{300, 300, 300}, List: true})
+	other := c.shards[1].Lower
+	phase := func(k int64) *loadProc {
+		// Each phase writes tenants of its own, so an earlier phase's ledger
+		// still holds when it is checked again.
+		return c.startLoad(60, fmt.Sprintf("moving=%d-%d", 301+2*k, 303+2*k), fmt.Sprintf("staying=%d-%d", 100+k*50, 150+k*50), fmt.Sprintf("other=%d-%d", other+100+k*50, other+150+k*50))
+	}
+	wantAt := func(key int64, shard int) {
+		t.Helper()
+		m, err := c.store.Load(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, _ := m.Function("employees")
+		res, err := m.Lookup(f, fmt.Sprint(key))
+		if err != nil || res.Mapping.ShardID != shard || res.Mapping.Status != "online" {
+			t.Fatalf("tenant %d: %+v %v, want shard %d online", key, res.Mapping, err, shard)
+		}
+	}
+	lp1 := phase(0)
+	mv := c.startBG(nil, "move", "--shard", "1", "--keys", "301,302,303,304,305,306", "--into", "2", "--yes", "--reverse-window", "3m", "--max-blackout", "5s", "--chunk-rows", "100")
+	p := c.waitWin("the window", 90*time.Second, mv, inWindow(plans.SideTarget, time.Now()))
+	id := p.ID
+	c.stopCheck(lp1)
+	wantAt(301, 2)
+	wantAt(300, 1)
+
+	lp2 := phase(1)
+	time.Sleep(time.Second)
+	c.mustRun("plan", "revert", id, "--wait", "90s")
+	c.waitWin("the tail to the target", 60*time.Second, mv, inWindow(plans.SideSource, time.Now()))
+	c.stopCheck(lp2, lp1)
+	wantAt(304, 1)
+
+	lp3 := phase(2)
+	time.Sleep(time.Second)
+	c.mustRun("plan", "revert", id, "--wait", "90s")
+	c.waitWin("the tail to the source", 60*time.Second, mv, inWindow(plans.SideTarget, time.Now()))
+	c.stopCheck(lp3, lp1, lp2)
+
+	c.mustRun("plan", "complete", id, "--wait", "90s")
+	if code := mv.wait(t, 60*time.Second); code != 0 {
+		t.Fatalf("the key move ended with exit %d\n%s", code, mv.err.String())
+	}
+	for _, lp := range []*loadProc{lp1, lp2, lp3} {
+		c.checkLedger(lp)
+	}
+	if p, _ = c.onlyPlan(); p.State != plans.StateDone || len(p.Window.Switches) != 2 {
+		t.Fatalf("after complete: state %s, window %+v", p.State, p.Window)
+	}
+	wantAt(301, 2)
+	wantAt(306, 2)
+	wantAt(307, 1)
+	c.ownership()
 }
