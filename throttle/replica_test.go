@@ -45,7 +45,16 @@ func TestReplicaLagPausesAndResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pdb.Close()
-	if got, err := Discover(context.Background(), pdb, "the source"); err != nil || len(got) != 1 || got[0] != replica {
+	// A replica registers with its source once its IO thread has connected,
+	// a moment after it starts: wait for it (bounded) before asking.
+	var got []string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		got, err = Discover(context.Background(), pdb, "the source")
+		if err != nil || len(got) == 1 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil || len(got) != 1 || got[0] != replica {
 		t.Fatalf("Discover = %q, %v; want [%s]", got, err, replica)
 	}
 	cfg := Config{MaxLag: time.Second, Replicas: []string{replica}}
