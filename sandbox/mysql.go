@@ -140,7 +140,7 @@ func (c Config) startMySQL(ctx context.Context, i int) error {
 		// Tests build rows with recursive CTEs (MariaDB has seq_1_to_N tables).
 		"--cte-max-recursion-depth=10000000",
 	)
-	return c.launch(ctx, i, "mysqld", args, in, filepath.Join(home, "mysqld.out"), filepath.Join(home, "error.log"), 120*time.Second)
+	return c.launch(ctx, i, "mysqld", args, in, filepath.Join(home, "mysqld.out"), filepath.Join(home, "error.log"), 300*time.Second) // several test binaries start MySQL sandboxes at once on 2 cores: 2 minutes was seen to run out
 }
 
 var templateMu sync.Mutex

@@ -98,7 +98,7 @@ func Get(t testing.TB) *Env {
 			return
 		}
 		cfg := sandbox.Config{Dir: dir, Servers: servers, BasePort: port, Flavor: Flavor(), DieWithParent: true}
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
 		srv, err := sandbox.Up(ctx, cfg)
 		if err != nil {
