@@ -147,7 +147,7 @@ func (c *cluster) cutOver(op string) bool {
 
 // schemasOn lists the cluster's shard schemas on a server.
 func (c *cluster) schemasOn(db *sql.DB) []string {
-	rows, err := db.Query("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE ?", c.name+"\\_s%")
+	rows, err := db.Query("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE ?", likePrefix(c.name)+"\\_s%")
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -111,7 +111,7 @@ func newClusterAtSeed(t *testing.T, name string, addrs []dbutil.Addr, sc sandbox
 	}
 	for i := 1; i <= 3; i++ {
 		d := env.DB(t, i, "")
-		rows, err := d.Query("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE ?", name+"\\_s%")
+		rows, err := d.Query("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE ?", likePrefix(name)+"\\_s%")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -399,3 +399,8 @@ func (c *cluster) fleetSums(groups []string) map[string]string {
 	}
 	return out
 }
+
+// likePrefix is name for a LIKE pattern, its "_" literal: a test that drops
+// another's schemas (as a pattern, e2e_keys1_1 matches e2e_keys1x1) would break the
+// tests that run in parallel.
+func likePrefix(name string) string { return strings.ReplaceAll(name, "_", "\\_") }

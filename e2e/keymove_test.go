@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"github.com/shardctl/shardctl/internal/testenv"
 	"strings"
 	"testing"
 	"time"
@@ -121,9 +122,11 @@ func TestKeyMoves(t *testing.T) {
 				}
 			}},
 	}
+	// The cases run in parallel: each has its own shard map, schemas and load.
+	st := testenv.NewSubtests(t)
 	for ci, kc := range cases {
 		for fi, fault := range kc.faults {
-			t.Run(kc.name+"/"+strings.ReplaceAll(fault, ":", "_"), func(t *testing.T) {
+			st.RunParallel(kc.name+"/"+strings.ReplaceAll(fault, ":", "_"), func(t *testing.T) {
 				c := newClusterSeed(t, fmt.Sprintf("e2e_keys%d_%d", ci, fi), kc.servers, sandbox.SeedConfig{Sizes: []int{seeded, seeded, seeded}, List: kc.list})
 				groups := kc.groups(c)
 				before := c.fleetSums(groups)

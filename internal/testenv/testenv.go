@@ -141,6 +141,7 @@ func Get(t testing.TB) *Env {
 // fails: a run that tested nothing must not read as a pass.
 type Subtests struct {
 	t            *testing.T
+	mu           sync.Mutex
 	ran, skipped int
 }
 
@@ -154,7 +155,10 @@ func NewSubtests(t *testing.T) *Subtests {
 // subtests is NewSubtests without the sandbox.
 func subtests(t *testing.T) *Subtests {
 	s := &Subtests{t: t}
+	// A parent's cleanup runs after all its subtests, parallel ones included.
 	t.Cleanup(func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
 		if s.ran > 0 && s.skipped == s.ran && os.Getenv("CI") != "" {
 			t.Errorf("all %d subtests skipped (CI is set, so this is a failure): nothing was tested", s.ran)
 		}
@@ -165,16 +169,37 @@ func subtests(t *testing.T) *Subtests {
 // Run runs subtest f as t.Run does and counts whether it skipped.
 func (s *Subtests) Run(name string, f func(t *testing.T)) bool {
 	s.t.Helper()
-	var skipped bool
-	ok := s.t.Run(name, func(t *testing.T) {
-		defer func() { skipped = t.Skipped() }()
-		f(t)
+	return s.t.Run(name, s.counted(f))
+}
+
+// RunParallel runs subtest f in parallel with the parent's other parallel
+// subtests (t.Parallel): for subtests that share nothing but the servers
+// (their own schemas, shard map and plan directory), so the waits of one
+// (route grace, a killed process's resume, the load's phases) overlap
+// another's work. The count is taken when f ends, not when RunParallel
+// returns.
+func (s *Subtests) RunParallel(name string, f func(t *testing.T)) {
+	s.t.Helper()
+	counted := s.counted(f)
+	s.t.Run(name, func(t *testing.T) {
+		t.Parallel()
+		counted(t)
 	})
-	s.ran++
-	if skipped {
-		s.skipped++
+}
+
+// counted wraps f so that its run, and whether it skipped, are counted.
+func (s *Subtests) counted(f func(t *testing.T)) func(t *testing.T) {
+	return func(t *testing.T) {
+		defer func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.ran++
+			if t.Skipped() {
+				s.skipped++
+			}
+		}()
+		f(t)
 	}
-	return ok
 }
 
 // serversAvailable checks that servers of the flavor under test can start.
