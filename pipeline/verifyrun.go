@@ -27,7 +27,7 @@ import (
 // fix, not a failure to retry or a difference to repair.
 func CheckCopy(ctx context.Context, db *sql.DB, at plans.Endpoint, ts []tables.Table) error {
 	have := map[string]bool{}
-	switch ok, err := schemaExists(ctx, db, at.Schema); {
+	switch ok, err := dbutil.SchemaExists(ctx, db, at.Schema); {
 	case err != nil:
 		return fmt.Errorf("verify: look for schema %s on %s: %w", at.Schema, at.Addr(), err)
 	case !ok:

@@ -1,10 +1,11 @@
-package pipeline
+package checks
 
 import (
 	"context"
 	"fmt"
 	"strings"
 
+	"github.com/shardctl/shardctl/pipeline/failure"
 	"github.com/shardctl/shardctl/plans"
 )
 
@@ -19,10 +20,10 @@ func init() {
 			var format, image string
 			var logBin int
 			if err := c.Src.QueryRowContext(ctx, "SELECT @@global.log_bin, @@global.binlog_format, @@global.binlog_row_image").Scan(&logBin, &format, &image); err != nil {
-				return probeError("the binlog settings", "source", p.Source.Addr(), err)
+				return failure.ProbeError("the binlog settings", "source", p.Source.Addr(), err)
 			}
 			if logBin != 1 {
-				return fmt.Errorf("%w: the source %s has no binary log: start it with log_bin, binlog_format=ROW and binlog_row_image=FULL", ErrRefused, p.Source.Addr())
+				return fmt.Errorf("%w: the source %s has no binary log: start it with log_bin, binlog_format=ROW and binlog_row_image=FULL", failure.ErrRefused, p.Source.Addr())
 			}
 			var problems []string
 			if format != "ROW" {
@@ -41,5 +42,5 @@ func refuse(problems []string) error {
 	if len(problems) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: %s", ErrRefused, strings.Join(problems, "; "))
+	return fmt.Errorf("%w: %s", failure.ErrRefused, strings.Join(problems, "; "))
 }

@@ -1,7 +1,10 @@
-package pipeline
+package checks
 
 import (
 	"testing"
+
+	"github.com/shardctl/shardctl/internal/testenv"
+	"github.com/shardctl/shardctl/pipeline/checks/checktest"
 )
 
 // A source that logs row images without every column is refused; with
@@ -11,6 +14,6 @@ func TestCheckBinlogSettings(t *testing.T) {
 	if err := runCheck(t, "binlog settings", c); err != nil {
 		t.Fatalf("a ROW, FULL source: %v", err)
 	}
-	setGlobal(t, c.Src, "binlog_row_image", "MINIMAL")
-	wantRefused(t, runCheck(t, "binlog settings", c), "binlog_row_image=MINIMAL: set it to FULL")
+	testenv.SetGlobal(t, c.Src, "binlog_row_image", "MINIMAL")
+	checktest.WantRefused(t, runCheck(t, "binlog settings", c), "binlog_row_image=MINIMAL: set it to FULL")
 }

@@ -1,4 +1,4 @@
-package pipeline
+package checks
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/shardctl/shardctl/chunk"
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/operation"
+	"github.com/shardctl/shardctl/pipeline/failure"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/tables"
 )
@@ -58,7 +59,7 @@ func collisions(ctx context.Context, sdb, tdb *sql.DB, p *plans.Plan) error {
 			return err
 		}
 		if keys == nil {
-			return fmt.Errorf("%w: shard %d's schema %s has no table %s; the shards' schemas differ", ErrRefused, p.Target.ShardID, p.Target.Schema, t.Name)
+			return fmt.Errorf("%w: shard %d's schema %s has no table %s; the shards' schemas differ", failure.ErrRefused, p.Target.ShardID, p.Target.Schema, t.Name)
 		}
 		names := make([]string, 0, len(keys))
 		for name := range keys {
@@ -92,7 +93,7 @@ func collisions(ctx context.Context, sdb, tdb *sql.DB, p *plans.Plan) error {
 	}
 	if len(found) > 0 {
 		return fmt.Errorf("%w: rows of shard %d collide with rows shard %d already has, sample keys: %s; remove or re-key them first (a leftover range can be cleaned with 'shardctl prune')",
-			ErrRefused, p.Source.ShardID, p.Target.ShardID, strings.Join(found, " | "))
+			failure.ErrRefused, p.Source.ShardID, p.Target.ShardID, strings.Join(found, " | "))
 	}
 	p.Collisions = scan
 	return nil
@@ -111,7 +112,7 @@ func rowsInRange(ctx context.Context, tdb *sql.DB, p *plans.Plan, t tables.Table
 	case err == sql.ErrNoRows:
 		return false, nil
 	case dbutil.IsMissingFunction(err) && len(t.Filter.Arcs) > 0:
-		return false, fmt.Errorf("%w: the target %s cannot compute the hash ranges (%v)%s", ErrRefused, p.Target.Addr(), err, classicHashingHint)
+		return false, fmt.Errorf("%w: the target %s cannot compute the hash ranges (%v)%s", failure.ErrRefused, p.Target.Addr(), err, failure.ClassicHashingHint)
 	case err != nil:
 		return false, fmt.Errorf("merge preflight: look for rows of %s.%s in the merged range: %w", p.Target.Schema, t.Name, err)
 	}
@@ -159,7 +160,7 @@ func overlap(ctx context.Context, sdb, tdb *sql.DB, p *plans.Plan, t tables.Tabl
 	}
 	key, err := chunk.NewKey(p.Source.Schema, t.Name, idx, typed)
 	if err != nil {
-		return nil, fmt.Errorf("%w: merge preflight: %v; the scan for rows both shards hold cannot walk unique key %s", ErrRefused, err, idx)
+		return nil, fmt.Errorf("%w: merge preflight: %v; the scan for rows both shards hold cannot walk unique key %s", failure.ErrRefused, err, idx)
 	}
 	same := make([]string, len(typed))
 	notNull := make([]string, len(typed))
@@ -177,7 +178,7 @@ func overlap(ctx context.Context, sdb, tdb *sql.DB, p *plans.Plan, t tables.Tabl
 	read := func(db *sql.DB, q string, args []any, each func(raw [][]byte) error) error {
 		rows, err := db.QueryContext(ctx, q, args...)
 		if dbutil.IsMissingFunction(err) && len(t.Filter.Arcs) > 0 {
-			return fmt.Errorf("%w: the source %s cannot compute the hash ranges (%v)%s", ErrRefused, p.Source.Addr(), err, classicHashingHint)
+			return fmt.Errorf("%w: the source %s cannot compute the hash ranges (%v)%s", failure.ErrRefused, p.Source.Addr(), err, failure.ClassicHashingHint)
 		}
 		if err != nil {
 			return fmt.Errorf("merge preflight: scan %s.%s by key %s: %w", p.Source.Schema, t.Name, idx, err)

@@ -1,6 +1,10 @@
-package pipeline
+package checks
 
-import "context"
+import (
+	"context"
+
+	"github.com/shardctl/shardctl/pipeline/interlock"
+)
 
 // A plan made before its shards moved or changed keys is refused at apply
 // and resume (abort handles a stale plan itself: see abortStale).
@@ -11,7 +15,7 @@ func init() {
 			if c.Planning {
 				return nil // recorded, not compared, when the plan is made
 			}
-			return checkCurrent(c.Map, c.Plan)
+			return interlock.Current(c.Map, c.Plan)
 		},
 	})
 }

@@ -1,8 +1,11 @@
-package pipeline
+package checks
 
 import (
 	"testing"
 
+	"github.com/shardctl/shardctl/internal/mapfixture"
+	"github.com/shardctl/shardctl/pipeline/checks/checktest"
+	"github.com/shardctl/shardctl/pipeline/interlock"
 	"github.com/shardctl/shardctl/plans"
 )
 
@@ -13,14 +16,14 @@ func TestCheckPlanIsCurrent(t *testing.T) {
 	p := plans.New("move", "")
 	p.Source = plans.Endpoint{ShardID: 1, Host: "a", Port: 1, Schema: "s1"}
 	p.Target = plans.Endpoint{ShardID: 1, Host: "d", Port: 4, Schema: "s1"}
-	recordAgainst(testMap(), p)
-	moved := testMap()
+	interlock.RecordAgainst(mapfixture.TwoRanges(), p)
+	moved := mapfixture.TwoRanges()
 	moved.Locations[0].Host, moved.Locations[0].Port = "d", 4
 	if err := runCheck(t, "plan is current", &CheckEnv{Plan: p, Map: moved, Planning: true}); err != nil {
 		t.Fatalf("while planning: %v", err)
 	}
-	if err := runCheck(t, "plan is current", &CheckEnv{Plan: p, Map: testMap()}); err != nil {
+	if err := runCheck(t, "plan is current", &CheckEnv{Plan: p, Map: mapfixture.TwoRanges()}); err != nil {
 		t.Fatalf("a current plan: %v", err)
 	}
-	wantRefused(t, runCheck(t, "plan is current", &CheckEnv{Plan: p, Map: moved}), "now lives at d:4/s1")
+	checktest.WantRefused(t, runCheck(t, "plan is current", &CheckEnv{Plan: p, Map: moved}), "now lives at d:4/s1")
 }

@@ -1,4 +1,4 @@
-package pipeline
+package checks
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/shardctl/shardctl/fence"
+	"github.com/shardctl/shardctl/pipeline/failure"
 	"github.com/shardctl/shardctl/plans"
 )
 
@@ -20,7 +21,7 @@ func init() {
 			if err != nil || len(left) == 0 {
 				return nil // unreadable triggers refuse nothing here: the fence step reads them again
 			}
-			return fmt.Errorf("%w: the source schema %s carries fence triggers from another operation (%s): resume or abort that plan first", ErrRefused, c.Plan.Source.Schema, strings.Join(left, ", "))
+			return fmt.Errorf("%w: the source schema %s carries fence triggers from another operation (%s): resume or abort that plan first", failure.ErrRefused, c.Plan.Source.Schema, strings.Join(left, ", "))
 		},
 	})
 }

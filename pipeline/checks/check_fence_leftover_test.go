@@ -1,4 +1,4 @@
-package pipeline
+package checks
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/fence"
+	"github.com/shardctl/shardctl/pipeline/checks/checktest"
 )
 
 // Fence triggers another operation left on the source refuse a new one;
@@ -20,7 +21,7 @@ func TestCheckFenceLeftover(t *testing.T) {
 	if err := fence.Install(ctx, src, "chk_fence", []fence.Table{{Name: "t"}}, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	wantRefused(t, runCheck(t, "no other operation's fence", c), "carries fence triggers from another operation")
+	checktest.WantRefused(t, runCheck(t, "no other operation's fence", c), "carries fence triggers from another operation")
 	if err := fence.Remove(ctx, src, "chk_fence", []string{"t"}, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package pipeline
+package checks
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/operation"
+	"github.com/shardctl/shardctl/pipeline/failure"
+	"github.com/shardctl/shardctl/pipeline/fkcheck"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/tables"
 )
@@ -18,7 +20,7 @@ func init() {
 		Run: func(ctx context.Context, c *CheckEnv) error {
 			problems, err := foreignKeyProblems(ctx, c.Src, c.Plan)
 			if err != nil {
-				return probeError("the foreign keys", "source", c.Plan.Source.Addr(), err)
+				return failure.ProbeError("the foreign keys", "source", c.Plan.Source.Addr(), err)
 			}
 			return refuse(problems)
 		},
@@ -35,16 +37,16 @@ func init() {
 				return nil
 			}
 			p := c.Plan
-			checks, crossing, err := checkKeysOnData(ctx, c.Src, p, "planning", nil)
+			checks, crossing, err := fkcheck.CheckKeysOnData(ctx, c.Src, p, "planning", nil)
 			if dbutil.IsMissingFunction(err) {
-				return fmt.Errorf("%w: the source %s cannot compute the hash ranges (%v)%s", ErrRefused, p.Source.Addr(), err, classicHashingHint)
+				return fmt.Errorf("%w: the source %s cannot compute the hash ranges (%v)%s", failure.ErrRefused, p.Source.Addr(), err, failure.ClassicHashingHint)
 			}
 			if err != nil {
-				return probeError("the rows of foreign keys without the shard key", "source", p.Source.Addr(), err)
+				return failure.ProbeError("the rows of foreign keys without the shard key", "source", p.Source.Addr(), err)
 			}
 			p.KeyChecks = checks
 			if crossing != "" {
-				return fmt.Errorf("%w: %w: %s; re-key or fix those rows, or choose another split point", ErrRefused, ErrCrossing, crossing)
+				return fmt.Errorf("%w: %w: %s; re-key or fix those rows, or choose another split point", failure.ErrRefused, fkcheck.ErrCrossing, crossing)
 			}
 			return nil
 		},

@@ -1,9 +1,10 @@
-package pipeline
+package checks
 
 import (
 	"testing"
 
 	"github.com/shardctl/shardctl/internal/testenv"
+	"github.com/shardctl/shardctl/pipeline/checks/checktest"
 )
 
 // A foreign key that reaches into another schema is refused by its shape;
@@ -18,8 +19,8 @@ func TestCheckForeignKeys(t *testing.T) {
 		t.Fatalf("keys inside the schema: %v", err)
 	}
 	testenv.InSchema(t, src, "chk_fk", "CREATE TABLE outside (id INT PRIMARY KEY, r INT, FOREIGN KEY (r) REFERENCES chk_fk_other.ref (id))")
-	c.Plan = checkPlan(t, env, "move", "chk_fk", "chk_fk")
-	wantRefused(t, runCheck(t, "foreign keys", c), "chk_fk_other")
+	c.Plan = checktest.Plan(t, env, "move", "chk_fk", "chk_fk")
+	checktest.WantRefused(t, runCheck(t, "foreign keys", c), "chk_fk_other")
 	// Not a planning run: the split's row check is left to the verify step.
 	c.Plan.Operation = "split"
 	if err := runCheck(t, "foreign keys on the rows", c); err != nil {

@@ -1,4 +1,4 @@
-package pipeline
+package checks
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/pipeline/failure"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/verify"
 )
@@ -35,11 +36,11 @@ func init() {
 func flavorProblems(ctx context.Context, src, dst *sql.DB, p *plans.Plan) ([]string, error) {
 	fs, err := dbutil.FlavorOf(ctx, src)
 	if err != nil {
-		return nil, probeError("the server version", "source", p.Source.Addr(), err)
+		return nil, failure.ProbeError("the server version", "source", p.Source.Addr(), err)
 	}
 	fd, err := dbutil.FlavorOf(ctx, dst)
 	if err != nil {
-		return nil, probeError("the server version", "target", p.Target.Addr(), err)
+		return nil, failure.ProbeError("the server version", "target", p.Target.Addr(), err)
 	}
 	var problems []string
 	if err := dbutil.SameFamily(fs, fd); err != nil {
@@ -64,12 +65,12 @@ func flavorProblems(ctx context.Context, src, dst *sql.DB, p *plans.Plan) ([]str
 				if dbutil.IsMissingFunction(err) {
 					hint := "; the server lacks a built-in function: use a server that has it"
 					if s.f.MySQL {
-						hint = classicHashingHint
+						hint = failure.ClassicHashingHint
 					}
 					problems = append(problems, fmt.Sprintf("the %s %s lacks a function that %s use (%v)%s", s.role, s.addr, n.what, err, hint))
 					break
 				}
-				return nil, probeError("the functions "+n.what+" use", s.role, s.addr, err)
+				return nil, failure.ProbeError("the functions "+n.what+" use", s.role, s.addr, err)
 			}
 		}
 	}

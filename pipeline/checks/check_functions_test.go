@@ -1,10 +1,11 @@
-package pipeline
+package checks
 
 import (
 	"context"
 	"testing"
 
 	"github.com/shardctl/shardctl/keyspace"
+	"github.com/shardctl/shardctl/pipeline/checks/checktest"
 )
 
 // Servers of one family that have the checksums' functions are accepted;
@@ -28,5 +29,5 @@ func TestCheckFlavorsAndFunctions(t *testing.T) {
 		t.Log("the servers have MD5(): the refusal is not reachable on this flavor")
 		return
 	}
-	wantRefused(t, err, "lacks a function that the hash ranges")
+	checktest.WantRefused(t, err, "lacks a function that the hash ranges")
 }

@@ -1,4 +1,4 @@
-package pipeline
+package checks
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/shardctl/shardctl/chunk"
+	"github.com/shardctl/shardctl/pipeline/failure"
 	"github.com/shardctl/shardctl/plans"
 )
 
@@ -17,7 +18,7 @@ func init() {
 		Run: func(ctx context.Context, c *CheckEnv) error {
 			problems, err := keyProblems(ctx, c.Src, c.Plan)
 			if err != nil {
-				return probeError("the tables' keys", "source", c.Plan.Source.Addr(), err)
+				return failure.ProbeError("the tables' keys", "source", c.Plan.Source.Addr(), err)
 			}
 			return refuse(problems)
 		},

@@ -1,9 +1,10 @@
-package pipeline
+package checks
 
 import (
 	"testing"
 
 	"github.com/shardctl/shardctl/internal/testenv"
+	"github.com/shardctl/shardctl/pipeline/checks/checktest"
 )
 
 // A table without a key to identify its rows by is refused before anything
@@ -14,6 +15,6 @@ func TestCheckRowKeys(t *testing.T) {
 		t.Fatalf("a primary key: %v", err)
 	}
 	testenv.InSchema(t, c.Src, "chk_keys", "CREATE TABLE heap (a INT NULL, v INT)")
-	c.Plan = checkPlan(t, env, "move", "chk_keys", "chk_keys")
-	wantRefused(t, runCheck(t, "row keys", c), "table chk_keys.heap has no primary key")
+	c.Plan = checktest.Plan(t, env, "move", "chk_keys", "chk_keys")
+	checktest.WantRefused(t, runCheck(t, "row keys", c), "table chk_keys.heap has no primary key")
 }

@@ -1,10 +1,11 @@
-package pipeline
+package checks
 
 import (
 	"context"
 	"database/sql"
 	"fmt"
 
+	"github.com/shardctl/shardctl/pipeline/failure"
 	"github.com/shardctl/shardctl/plans"
 )
 
@@ -20,7 +21,7 @@ func init() {
 				return err
 			}
 			if same {
-				return fmt.Errorf("%w: the target %s is the source server itself (same schema %s): choose another server", ErrRefused, p.Target.Addr(), p.Target.Schema)
+				return fmt.Errorf("%w: the target %s is the source server itself (same schema %s): choose another server", failure.ErrRefused, p.Target.Addr(), p.Target.Schema)
 			}
 			return nil
 		},
@@ -34,7 +35,7 @@ func sameSchema(ctx context.Context, src, dst *sql.DB, p *plans.Plan) (bool, err
 	}
 	same, err := sameServer(ctx, src, dst)
 	if err != nil {
-		return false, probeError("the server identities", "source and target", p.Source.Addr()+" / "+p.Target.Addr(), err)
+		return false, failure.ProbeError("the server identities", "source and target", p.Source.Addr()+" / "+p.Target.Addr(), err)
 	}
 	return same, nil
 }

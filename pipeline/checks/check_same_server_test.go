@@ -1,7 +1,9 @@
-package pipeline
+package checks
 
 import (
 	"testing"
+
+	"github.com/shardctl/shardctl/pipeline/checks/checktest"
 )
 
 // A target that is the source's own schema on the same server is refused;
@@ -14,5 +16,5 @@ func TestCheckTargetIsNotTheSource(t *testing.T) {
 	}
 	c.Dst = env.DB(t, 1, "")
 	p.Target.Host, p.Target.Port = env.Addr(1).Host, env.Addr(1).Port
-	wantRefused(t, runCheck(t, "target is not the source", c), "is the source server itself")
+	checktest.WantRefused(t, runCheck(t, "target is not the source", c), "is the source server itself")
 }

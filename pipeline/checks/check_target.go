@@ -1,10 +1,13 @@
-package pipeline
+package checks
 
 import (
 	"context"
 	"fmt"
 	"strings"
 
+	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/pipeline/failure"
+	"github.com/shardctl/shardctl/pipeline/interlock"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/planstore"
 	"github.com/shardctl/shardctl/tables"
@@ -23,8 +26,8 @@ func init() {
 			if err := reservedTarget(ctx, c); err != nil {
 				return err
 			}
-			if id := liveAtTarget(c.Map, p); id > 0 {
-				return fmt.Errorf("%w: shard %d lives at the target %s/%s (it is in the shard map with mappings): choose another target server or schema; never drop it", ErrRefused, id, p.Target.Addr(), p.Target.Schema)
+			if id := interlock.LiveAtTarget(c.Map, p); id > 0 {
+				return fmt.Errorf("%w: shard %d lives at the target %s/%s (it is in the shard map with mappings): choose another target server or schema; never drop it", failure.ErrRefused, id, p.Target.Addr(), p.Target.Schema)
 			}
 			if err := otherPlansCopy(ctx, c); err != nil {
 				return err
@@ -45,7 +48,7 @@ func reservedTarget(ctx context.Context, c *CheckEnv) error {
 	t := c.Plan.Target
 	for _, s := range systemSchemas {
 		if strings.EqualFold(t.Schema, s) {
-			return fmt.Errorf("%w: the target schema %s on %s is the server's own system schema, never a shard's: choose another target schema (--schema)", ErrRefused, t.Schema, t.Addr())
+			return fmt.Errorf("%w: the target schema %s on %s is the server's own system schema, never a shard's: choose another target schema (--schema)", failure.ErrRefused, t.Schema, t.Addr())
 		}
 	}
 	if c.Store == nil || c.Dst == nil || t.Schema != c.Store.Schema {
@@ -53,10 +56,10 @@ func reservedTarget(ctx context.Context, c *CheckEnv) error {
 	}
 	same, err := sameServer(ctx, c.Store.DB, c.Dst)
 	if err != nil {
-		return probeError("the server identities", "sharding database and target", t.Addr(), err)
+		return failure.ProbeError("the server identities", "sharding database and target", t.Addr(), err)
 	}
 	if same {
-		return fmt.Errorf("%w: the target schema %s on %s is the sharding database (the shard map), never a shard's: choose another target schema (--schema)", ErrRefused, t.Schema, t.Addr())
+		return fmt.Errorf("%w: the target schema %s on %s is the sharding database (the shard map), never a shard's: choose another target schema (--schema)", failure.ErrRefused, t.Schema, t.Addr())
 	}
 	return nil
 }
@@ -70,7 +73,7 @@ func otherPlansCopy(ctx context.Context, c *CheckEnv) error {
 	}
 	// Only a copy that exists can be pulled away (an operator may have
 	// dropped a stale plan's half copy and moved there anew).
-	if ok, err := schemaExists(ctx, c.Dst, c.Plan.Target.Schema); err != nil || !ok {
+	if ok, err := dbutil.SchemaExists(ctx, c.Dst, c.Plan.Target.Schema); err != nil || !ok {
 		return err
 	}
 	others, err := planstore.New(c.Store.DB, c.Store.Schema).Unfinished(ctx)
@@ -83,7 +86,7 @@ func otherPlansCopy(ctx context.Context, c *CheckEnv) error {
 			continue
 		}
 		return fmt.Errorf("%w: the target %s/%s is the target copy of plan %s (%s, next step %s): let that plan finish, or abort it ('shardctl plan abort %s'), which removes the copy",
-			ErrRefused, t.Addr(), t.Schema, o.ID, o.State, o.NextStep(), o.ID)
+			failure.ErrRefused, t.Addr(), t.Schema, o.ID, o.State, o.NextStep(), o.ID)
 	}
 	return nil
 }
@@ -100,7 +103,7 @@ func targetSchemaNew(ctx context.Context, c *CheckEnv) error {
 	}
 	var n int
 	if err := c.Dst.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ?", p.Target.Schema).Scan(&n); err != nil {
-		return probeError("the target schema's tables", "target", p.Target.Addr(), err)
+		return failure.ProbeError("the target schema's tables", "target", p.Target.Addr(), err)
 	}
 	if n == 0 {
 		return nil
@@ -110,5 +113,5 @@ func targetSchemaNew(ctx context.Context, c *CheckEnv) error {
 	for _, t := range ts {
 		rows += t.EstRows
 	}
-	return fmt.Errorf("%w: the target schema %s on %s exists with %d tables (about %d rows): drop it or choose another target", ErrRefused, p.Target.Schema, p.Target.Addr(), n, rows)
+	return fmt.Errorf("%w: the target schema %s on %s exists with %d tables (about %d rows): drop it or choose another target", failure.ErrRefused, p.Target.Schema, p.Target.Addr(), n, rows)
 }

@@ -1,9 +1,11 @@
-package pipeline
+package checks
 
 import (
 	"testing"
 
+	"github.com/shardctl/shardctl/internal/mapfixture"
 	"github.com/shardctl/shardctl/internal/testenv"
+	"github.com/shardctl/shardctl/pipeline/checks/checktest"
 	"github.com/shardctl/shardctl/shardmap"
 )
 
@@ -22,9 +24,9 @@ func TestCheckTargetIsFree(t *testing.T) {
 		t.Fatalf("a new schema: %v", err)
 	}
 	testenv.Schema(t, dst, "chk_tgt_new", "CREATE TABLE old (id INT PRIMARY KEY)")
-	wantRefused(t, runCheck(t, "target is free", c), "exists with 1 tables")
+	checktest.WantRefused(t, runCheck(t, "target is free", c), "exists with 1 tables")
 	// A shard that lives there: never to be dropped, whatever the schema holds.
-	c.Map = testMap()
+	c.Map = mapfixture.TwoRanges()
 	c.Map.Locations[1] = shardmap.Location{ShardID: 2, Host: p.Target.Host, Port: p.Target.Port, Schema: p.Target.Schema}
-	wantRefused(t, runCheck(t, "target is free", c), "shard 2 lives at the target")
+	checktest.WantRefused(t, runCheck(t, "target is free", c), "shard 2 lives at the target")
 }

@@ -1,10 +1,11 @@
-package pipeline
+package checks
 
 import (
 	"context"
 	"database/sql"
 	"fmt"
 
+	"github.com/shardctl/shardctl/pipeline/failure"
 	"github.com/shardctl/shardctl/plans"
 )
 
@@ -22,7 +23,7 @@ func init() {
 				return fmt.Errorf("read the source's binlog settings and privileges: %w", err)
 			}
 			if !ok {
-				return fmt.Errorf("%w: the source %s writes a binlog, log_bin_trust_function_creators is OFF and this account has no SUPER privilege, so it cannot create the fence's triggers (error 1419 at the fence step): run 'SET GLOBAL log_bin_trust_function_creators = ON' on the source (and in its config file), or grant SUPER ON *.* to the account, then run again", ErrRefused, c.Plan.Source.Addr())
+				return fmt.Errorf("%w: the source %s writes a binlog, log_bin_trust_function_creators is OFF and this account has no SUPER privilege, so it cannot create the fence's triggers (error 1419 at the fence step): run 'SET GLOBAL log_bin_trust_function_creators = ON' on the source (and in its config file), or grant SUPER ON *.* to the account, then run again", failure.ErrRefused, c.Plan.Source.Addr())
 			}
 			return nil
 		},

@@ -1,4 +1,4 @@
-package pipeline
+package checks
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/internal/testenv"
+	"github.com/shardctl/shardctl/pipeline/checks/checktest"
 )
 
 // With log_bin_trust_function_creators OFF on a server that writes a
@@ -14,7 +15,7 @@ import (
 func TestCheckTriggerPrivilege(t *testing.T) {
 	env, c := checkEnv(t, "move", "chk_trg", "CREATE TABLE t (id INT PRIMARY KEY)")
 	root := c.Src
-	setGlobal(t, root, "log_bin_trust_function_creators", "OFF")
+	testenv.SetGlobal(t, root, "log_bin_trust_function_creators", "OFF")
 	if err := runCheck(t, "fence trigger privilege", c); err != nil {
 		t.Fatalf("an account with SUPER: %v", err)
 	}
@@ -28,5 +29,5 @@ func TestCheckTriggerPrivilege(t *testing.T) {
 	}
 	t.Cleanup(func() { weak.Close() })
 	c.Src = weak
-	wantRefused(t, runCheck(t, "fence trigger privilege", c), "log_bin_trust_function_creators is OFF and this account has no SUPER privilege")
+	checktest.WantRefused(t, runCheck(t, "fence trigger privilege", c), "log_bin_trust_function_creators is OFF and this account has no SUPER privilege")
 }

@@ -1,4 +1,4 @@
-package pipeline
+package checks
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/shardctl/shardctl/binlog"
 	"github.com/shardctl/shardctl/operation"
+	"github.com/shardctl/shardctl/pipeline/failure"
 	"github.com/shardctl/shardctl/plans"
 )
 
@@ -25,7 +26,7 @@ func init() {
 				return err
 			}
 			if len(wp) > 0 {
-				return fmt.Errorf("%w: %s", ErrRefused, strings.Join(wp, "; "))
+				return fmt.Errorf("%w: %s", failure.ErrRefused, strings.Join(wp, "; "))
 			}
 			return nil
 		},

@@ -1,4 +1,4 @@
-package pipeline
+package checks
 
 import (
 	"context"
@@ -8,9 +8,9 @@ import (
 	"strings"
 
 	"github.com/shardctl/shardctl/operation"
+	"github.com/shardctl/shardctl/pipeline/failure"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/shardmap"
-	"github.com/shardctl/shardctl/throttle"
 )
 
 // Every refusal before a step is a check (block/spirit's check registry):
@@ -59,7 +59,7 @@ func (c Check) applies(p *plans.Plan) bool {
 }
 
 // RunChecks runs every registered check that applies to the plan now and
-// returns every refusal at once (ErrRefused; nothing was changed), so an
+// returns every refusal at once (failure.ErrRefused; nothing was changed), so an
 // operator fixes all of them in one go. A check that could not run (a probe
 // the server refused, a lost connection) stops them: with the refusals so
 // far if there are any, else with its own error.
@@ -71,7 +71,7 @@ func RunChecks(ctx context.Context, c *CheckEnv) error {
 		}
 		if err := ch.Run(ctx, c); err != nil {
 			err = fmt.Errorf("check %s: %w", ch.Name, err)
-			if !errors.Is(err, ErrRefused) {
+			if !errors.Is(err, failure.ErrRefused) {
 				if len(refused) > 0 {
 					// What was refused comes first (a stale plan makes the
 					// reads of the checks after it fail); they run again
@@ -90,7 +90,7 @@ func RunChecks(ctx context.Context, c *CheckEnv) error {
 }
 
 // refusals are the refusals of one run of the checks: one error that says
-// them all and matches what each of them wraps (ErrRefused, ErrCrossing…).
+// them all and matches what each of them wraps (failure.ErrRefused, fkcheck.ErrCrossing…).
 type refusals []error
 
 func (r refusals) Error() string {
@@ -102,40 +102,3 @@ func (r refusals) Error() string {
 }
 
 func (r refusals) Unwrap() []error { return r }
-
-// runChecks is RunChecks for a run (apply or resume), with the map read now.
-func (r *runner) runChecks(ctx context.Context) error {
-	m, err := r.env.Store.Load(ctx)
-	if err != nil {
-		return err
-	}
-	if err := RunChecks(ctx, &CheckEnv{Src: r.src, Dst: r.dst, Plan: r.p, Map: m, Store: r.env.Store}); err != nil {
-		return fmt.Errorf("%s %s: %w", r.p.Operation, r.shardName(), err)
-	}
-	return nil
-}
-
-// planChecks runs the checks while a plan is made and records the shard map
-// it was made against.
-func (r *runner) planChecks(ctx context.Context) error {
-	m, err := r.env.Store.Load(ctx)
-	if err != nil {
-		return err
-	}
-	if err := RunChecks(ctx, &CheckEnv{Src: r.src, Dst: r.dst, Plan: r.p, Map: m, Store: r.env.Store, Planning: true}); err != nil {
-		return err
-	}
-	// The replicas a run watches must answer now, not only when the run starts.
-	cfg := throttleConfig(r.p.Options)
-	cfg.Target = r.dst
-	watched, err := throttle.Probe(ctx, r.src, cfg, r.env.Creds)
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrRefused, err)
-	}
-	r.p.Watched = nil
-	for _, w := range watched {
-		r.p.Watched = append(r.p.Watched, plans.WatchedReplica{Addr: w.Addr, Side: w.Side})
-	}
-	recordAgainst(m, r.p)
-	return nil
-}

@@ -1,4 +1,4 @@
-package pipeline
+package checks
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/shardctl/shardctl/operation"
+	"github.com/shardctl/shardctl/pipeline/failure"
+	"github.com/shardctl/shardctl/pipeline/fkcheck"
 	"github.com/shardctl/shardctl/plans"
 )
 
@@ -27,19 +29,19 @@ func TestRunChecksReportsEveryProblem(t *testing.T) {
 		return func(context.Context, *CheckEnv) error {
 			ran++
 			if also != nil {
-				return fmt.Errorf("%w: %w: %s", ErrRefused, also, msg)
+				return fmt.Errorf("%w: %w: %s", failure.ErrRefused, also, msg)
 			}
-			return fmt.Errorf("%w: %s", ErrRefused, msg)
+			return fmt.Errorf("%w: %s", failure.ErrRefused, msg)
 		}
 	}
 	registry = []Check{
 		{Name: "a", Run: refuses("first problem", nil)},
 		{Name: "b", Run: func(context.Context, *CheckEnv) error { ran++; return nil }},
-		{Name: "c", Run: refuses("second problem", ErrCrossing)},
+		{Name: "c", Run: refuses("second problem", fkcheck.ErrCrossing)},
 		{Name: "not for moves", Only: func(o operation.Op) bool { return o.IntoExisting }, Run: refuses("never", nil)},
 	}
 	err := RunChecks(context.Background(), &CheckEnv{Plan: plans.New("move", "")})
-	if ran != 3 || !errors.Is(err, ErrRefused) || !errors.Is(err, ErrCrossing) ||
+	if ran != 3 || !errors.Is(err, failure.ErrRefused) || !errors.Is(err, fkcheck.ErrCrossing) ||
 		!strings.Contains(err.Error(), "check a: refused: first problem") || !strings.Contains(err.Error(), "check c: refused: rows would end") || strings.Contains(err.Error(), "never") {
 		t.Fatalf("ran %d checks: %v", ran, err)
 	}
@@ -53,7 +55,7 @@ func TestRunChecksReportsEveryProblem(t *testing.T) {
 		t.Fatalf("a check that could not run after a refusal: %v", err)
 	}
 	registry = registry[1:]
-	if err := RunChecks(context.Background(), &CheckEnv{Plan: plans.New("move", "")}); !errors.Is(err, broken) || errors.Is(err, ErrRefused) {
+	if err := RunChecks(context.Background(), &CheckEnv{Plan: plans.New("move", "")}); !errors.Is(err, broken) || errors.Is(err, failure.ErrRefused) {
 		t.Fatalf("a check that could not run: %v", err)
 	}
 }
@@ -101,5 +103,27 @@ func TestEveryCheckIsRegisteredInItsOwnFile(t *testing.T) {
 	}
 	if len(registry) < 12 {
 		t.Fatalf("only %d checks registered", len(registry))
+	}
+}
+
+func TestCheckRegistry(t *testing.T) {
+	p := plans.New("merge", "")
+	var names []string
+	for _, c := range registry {
+		if c.applies(p) {
+			names = append(names, c.Name)
+		}
+	}
+	if !strings.Contains(strings.Join(names, ","), "merge key collisions") {
+		t.Fatalf("a new merge plan runs %v", names)
+	}
+	p.Step(plans.StepCopy).Attempts = 1
+	for _, c := range registry {
+		if c.applies(p) && c.Name == "merge key collisions" {
+			t.Fatal("the collision scan runs after the copy started")
+		}
+	}
+	if q := plans.New("move", ""); (Check{Only: func(o operation.Op) bool { return o.IntoExisting }}).applies(q) {
+		t.Fatal("a merge check applies to a move")
 	}
 }

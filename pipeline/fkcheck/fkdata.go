@@ -1,4 +1,4 @@
-package pipeline
+package fkcheck
 
 import (
 	"context"
@@ -40,11 +40,11 @@ const keySamples = 10
 // keyCheckSessions is how many chunks of one key are joined at once.
 const keyCheckSessions = 2
 
-// checkKeysOnData reads every such key of a split plan (none for a move or a
+// CheckKeysOnData reads every such key of a split plan (none for a move or a
 // merge) on the source db. It returns what it found per key, and a
 // description of the crossing rows (empty when there are none). wait paces
 // each chunk (nil: unpaced).
-func checkKeysOnData(ctx context.Context, db *sql.DB, p *plans.Plan, when string, wait func(context.Context, int) error) ([]plans.KeyCheck, string, error) {
+func CheckKeysOnData(ctx context.Context, db *sql.DB, p *plans.Plan, when string, wait func(context.Context, int) error) ([]plans.KeyCheck, string, error) {
 	if !operation.Of(p.Operation).DividesKeys {
 		return nil, "", nil
 	}
@@ -329,22 +329,4 @@ func (j *keyJoin) walkChunks(ctx context.Context, wait func(context.Context, int
 		}
 		after = upper
 	}
-}
-
-// recheckKeys reads the keys again before the fence (the verify step, which
-// runs even when checksums are off): rows the application wrote since
-// planning may cross now. A crossing stops the run, deterministically, with
-// the rows named; 'plan resume' checks again once they are fixed.
-func (r *runner) recheckKeys(ctx context.Context) error {
-	checks, crossing, err := checkKeysOnData(ctx, r.src, r.p, plans.StepVerify, r.thr.Wait)
-	if err != nil {
-		return err
-	}
-	r.mu.Lock()
-	r.p.KeyChecks = append(slices.DeleteFunc(r.p.KeyChecks, func(k plans.KeyCheck) bool { return k.When == plans.StepVerify }), checks...)
-	r.mu.Unlock()
-	if crossing != "" {
-		return fmt.Errorf("%w: %s", ErrCrossing, crossing)
-	}
-	return nil
 }

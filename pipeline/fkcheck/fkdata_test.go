@@ -1,4 +1,4 @@
-package pipeline
+package fkcheck
 
 import (
 	"context"
@@ -60,7 +60,7 @@ func TestKeyCheckReadsEveryChunk(t *testing.T) {
 		// Crossings: the child's employee on the other side of 500 from its rental's.
 		"UPDATE payments SET emp_no = IF(emp_no >= 500, 1, 999) WHERE payment_id IN (7, 60000, 100001)")
 	paced := 0
-	checks, crossing, err := checkKeysOnData(context.Background(), db, p, "planning", func(context.Context, int) error { paced++; return nil })
+	checks, crossing, err := CheckKeysOnData(context.Background(), db, p, "planning", func(context.Context, int) error { paced++; return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestKeyCheckMatchesByRange(t *testing.T) {
 		"INSERT INTO payments SELECT 30100 + seq, 999, 25000 + seq FROM n WHERE seq <= 10")
 	check := func(what string, rows, joined int64) {
 		t.Helper()
-		checks, crossing, err := checkKeysOnData(context.Background(), db, p, "planning", nil)
+		checks, crossing, err := CheckKeysOnData(context.Background(), db, p, "planning", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -123,7 +123,7 @@ func TestKeyCheckMatchesUniformChunks(t *testing.T) {
 		"INSERT INTO payments SELECT seq, (seq - 1) DIV 100, seq - 1 + seq % 2 FROM n WHERE seq <= 100000")
 	check := func(what string, crossings, joined int64, named string) {
 		t.Helper()
-		checks, crossing, err := checkKeysOnData(context.Background(), db, p, "planning", nil)
+		checks, crossing, err := CheckKeysOnData(context.Background(), db, p, "planning", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -155,7 +155,7 @@ func TestKeyCheckListCutShort(t *testing.T) {
 	defer func(m int) { keyListMax = m }(keyListMax)
 	for _, m := range []int{keyListMax, 4, 1024, 1025, 1026} {
 		keyListMax = m
-		checks, crossing, err := checkKeysOnData(context.Background(), db, p, "planning", nil)
+		checks, crossing, err := CheckKeysOnData(context.Background(), db, p, "planning", nil)
 		if err != nil {
 			t.Fatal(err)
 		}

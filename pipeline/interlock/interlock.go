@@ -1,10 +1,10 @@
-package pipeline
+package interlock
 
 // The safety interlocks. Plans are made and run at different times, and the
 // shard map moves on in between: before anything destructive, the pipeline
 // re-reads the map and refuses to remove what a live mapping owns
 // (GuardRemoval), and a plan is compared with the map it was made against
-// before it runs, resumes or aborts (checkCurrent).
+// before it runs, resumes or aborts (Current).
 
 import (
 	"context"
@@ -13,8 +13,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/shardctl/shardctl/fence"
 	"github.com/shardctl/shardctl/operation"
+	"github.com/shardctl/shardctl/pipeline/failure"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/shardmap"
 	"github.com/shardctl/shardctl/tables"
@@ -25,7 +25,7 @@ import (
 var ErrLive = errors.New("owned by a live shard")
 
 // ErrStale marks a plan whose shards moved or changed keys since it was made.
-var ErrStale = fmt.Errorf("%w: stale plan", ErrRefused)
+var ErrStale = fmt.Errorf("%w: stale plan", failure.ErrRefused)
 
 // GuardRemoval re-reads the shard map and refuses (ErrLive) when a shard
 // located at `at` (server and schema) owns the schema (t == nil: DROP
@@ -50,14 +50,14 @@ func sameHost(a, b string) bool {
 	return norm(a) == norm(b)
 }
 
-func sameEndpoint(l shardmap.Location, e plans.Endpoint) bool {
+func SameEndpoint(l shardmap.Location, e plans.Endpoint) bool {
 	return sameHost(l.Host, e.Host) && l.Port == e.Port && l.Schema == e.Schema
 }
 
 // checkRemoval is GuardRemoval over a map already read.
 func checkRemoval(m *shardmap.Map, at plans.Endpoint, t *tables.Table) error {
 	for _, l := range m.Locations {
-		if !sameEndpoint(l, at) {
+		if !SameEndpoint(l, at) {
 			continue
 		}
 		ms := m.ShardMappings(l.ShardID)
@@ -117,8 +117,8 @@ func planShards(p *plans.Plan) []int {
 	return ids
 }
 
-// recordAgainst stores the map version and the keys the plan's shards own now.
-func recordAgainst(m *shardmap.Map, p *plans.Plan) {
+// RecordAgainst stores the map version and the keys the plan's shards own now.
+func RecordAgainst(m *shardmap.Map, p *plans.Plan) {
 	a := &plans.Against{Version: m.Version}
 	for _, id := range planShards(p) {
 		a.Owned = append(a.Owned, ownedBy(m, id)...)
@@ -167,12 +167,12 @@ func sameKeys(a, b []plans.Owned) bool {
 	return true
 }
 
-// checkCurrent refuses (ErrStale) a plan whose world changed since it was
+// Current refuses (ErrStale) a plan whose world changed since it was
 // made. Before cutover, its source (and a merge's target) must be where the
 // plan says and own the same keys (a range the plan's own split step cut in
 // two is the same keys), and no other shard may live at the target. After
 // cutover, the shard map must still point where the cutover put it.
-func checkCurrent(m *shardmap.Map, p *plans.Plan) error {
+func Current(m *shardmap.Map, p *plans.Plan) error {
 	if p.Against == nil {
 		return nil // a plan from before plans recorded this
 	}
@@ -182,10 +182,10 @@ func checkCurrent(m *shardmap.Map, p *plans.Plan) error {
 	}
 	if p.CutOver() {
 		l, err := m.Location(p.Target.ShardID)
-		if err == nil && sameEndpoint(l, p.Target) {
+		if err == nil && SameEndpoint(l, p.Target) {
 			return nil
 		}
-		if p.Window != nil && routesToSource(m, p) == nil {
+		if p.Window != nil && RoutesToSource(m, p) == nil {
 			return nil // reverted inside its reverse window: the source serves again
 		}
 		return stale("this plan's cutover put shard %d at %s/%s, but the shard map no longer points there", p.Target.ShardID, p.Target.Addr(), p.Target.Schema)
@@ -199,7 +199,7 @@ func checkCurrent(m *shardmap.Map, p *plans.Plan) error {
 		if err != nil {
 			return stale("shard %d is no longer in the shard map", id)
 		}
-		if !sameEndpoint(l, want) {
+		if !SameEndpoint(l, want) {
 			return stale("shard %d lived at %s/%s and now lives at %s/%s", id, want.Addr(), want.Schema, l.Addr(), l.Schema)
 		}
 		var then []plans.Owned
@@ -212,17 +212,17 @@ func checkCurrent(m *shardmap.Map, p *plans.Plan) error {
 			return stale("shard %d owned %s and now owns %s", id, describeOwned(then), describeOwned(now))
 		}
 	}
-	if id := liveAtTarget(m, p); id > 0 {
+	if id := LiveAtTarget(m, p); id > 0 {
 		return stale("shard %d now lives at this plan's target %s/%s", id, p.Target.Addr(), p.Target.Schema)
 	}
 	return nil
 }
 
-// liveAtTarget returns the id of a shard other than the plan's own that
+// LiveAtTarget returns the id of a shard other than the plan's own that
 // lives, with mappings, at the plan's target (0: none).
-func liveAtTarget(m *shardmap.Map, p *plans.Plan) int {
+func LiveAtTarget(m *shardmap.Map, p *plans.Plan) int {
 	for _, l := range m.Locations {
-		if !sameEndpoint(l, p.Target) || l.ShardID == p.Source.ShardID {
+		if !SameEndpoint(l, p.Target) || l.ShardID == p.Source.ShardID {
 			continue
 		}
 		if p.Target.ShardID > 0 && l.ShardID == p.Target.ShardID {
@@ -236,49 +236,40 @@ func liveAtTarget(m *shardmap.Map, p *plans.Plan) int {
 	return 0
 }
 
-// CheckCurrent reads the shard map and runs checkCurrent.
+// CheckCurrent reads the shard map and runs Current.
 func CheckCurrent(ctx context.Context, store *shardmap.Store, p *plans.Plan) error {
 	m, err := store.Load(ctx)
 	if err != nil {
 		return err
 	}
-	return checkCurrent(m, p)
+	return Current(m, p)
 }
 
-// abortStale undoes only what a stale plan provably created: its copy at the
-// target where no live shard owns it, and a location it registered that
-// nothing uses. The shard map's mappings and the source are left alone (they
-// belong to whatever changed the map since); what is kept is listed.
-func abortStale(ctx context.Context, r *runner, why error) error {
-	p := r.p
-	kept := []string{"the shard map's mappings and the source were left as they are (" + why.Error() + ")"}
-	if p.Step(plans.StepCreate).Attempts > 0 {
-		if err := r.undoTargetCopy(ctx, "abort", &kept); err != nil {
-			return err
+// RoutesToSource checks that the shard map sends the moved rows to the
+// source: the location back at the source server (move), the moved range or
+// ring point at the source shard (split, merge).
+func RoutesToSource(m *shardmap.Map, p *plans.Plan) error {
+	for _, c := range p.Window.Revert {
+		switch c.Op {
+		case shardmap.OpMoveLocation:
+			loc, err := m.Location(p.Source.ShardID)
+			if err != nil {
+				return err
+			}
+			if loc.Host != p.Source.Host || loc.Port != p.Source.Port {
+				return fmt.Errorf("the shard map points shard %d at %s, not at the source %s", loc.ShardID, loc.Addr(), p.Source.Addr())
+			}
+		case shardmap.OpRepoint:
+			ok := false
+			for _, mp := range m.ShardMappings(p.Source.ShardID) {
+				r := mp.Ref()
+				ok = ok || r.FuncID == c.Ref.FuncID && r.Kind == c.Ref.Kind && r.Hash == c.Ref.Hash &&
+					(r.Lower == nil) == (c.Ref.Lower == nil) && (r.Lower == nil || r.Lower.Compare(*c.Ref.Lower) == 0)
+			}
+			if !ok {
+				return fmt.Errorf("the moved mapping does not point at shard %d", p.Source.ShardID)
+			}
 		}
 	}
-	for _, c := range p.Abort {
-		if c.Op != shardmap.OpRemoveLocation || c.ShardID <= 0 {
-			continue
-		}
-		if err := r.env.Store.Apply(ctx, "abort "+p.ID+": remove the location it registered", []shardmap.Change{c}); err != nil {
-			kept = append(kept, fmt.Sprintf("shard %d's location: %v", c.ShardID, err))
-		}
-	}
-	if left, err := fence.Installed(ctx, r.src, p.Source.Schema); err == nil && len(left) > 0 {
-		kept = append(kept, fmt.Sprintf("fence triggers on %s/%s (%s): they fail writes to fenced rows; resume or abort the plan that installed them, or drop them if none did",
-			p.Source.Addr(), p.Source.Schema, strings.Join(left, ", ")))
-	}
-	p.AbortKept = kept
-	p.State = plans.StateAborted
-	return r.save(true)
-}
-
-// abortIfStale runs a stale plan's abort (abortStale) and reports whether it did.
-func abortIfStale(ctx context.Context, r *runner) (bool, error) {
-	err := CheckCurrent(ctx, r.env.Store, r.p)
-	if errors.Is(err, ErrStale) {
-		return true, abortStale(ctx, r, err)
-	}
-	return err != nil, err
+	return nil
 }

@@ -1,12 +1,13 @@
-package pipeline
+package interlock
 
 import (
 	"errors"
 	"strings"
 	"testing"
 
+	"github.com/shardctl/shardctl/internal/mapfixture"
 	"github.com/shardctl/shardctl/keyspace"
-	"github.com/shardctl/shardctl/operation"
+	"github.com/shardctl/shardctl/pipeline/failure"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/shardmap"
 	"github.com/shardctl/shardctl/tables"
@@ -14,19 +15,7 @@ import (
 
 func k(v int64) *keyspace.Key { x := keyspace.IntK(v); return &x }
 
-// testMap: shard 1 [0, 1000) at a:1/s1, shard 2 [1000, +inf) at b:2/s2, shard 3 unmapped at c:3/s3.
-func testMap() *shardmap.Map {
-	return &shardmap.Map{
-		Version:   7,
-		Locations: []shardmap.Location{{ShardID: 1, Host: "a", Port: 1, Schema: "s1"}, {ShardID: 2, Host: "b", Port: 2, Schema: "s2"}, {ShardID: 3, Host: "c", Port: 3, Schema: "s3"}},
-		Functions: []shardmap.Function{{ID: 1, Name: "emp", Type: shardmap.Range, KeyType: keyspace.IntKey}},
-		Columns:   []shardmap.Column{{Table: "employees", Column: "emp_no", FuncID: 1}},
-		Mappings: []shardmap.Mapping{
-			{FuncID: 1, Kind: shardmap.Range, Lower: k(0), Upper: k(1000), ShardID: 1, Status: shardmap.Online},
-			{FuncID: 1, Kind: shardmap.Range, Lower: k(1000), ShardID: 2, Status: shardmap.Online},
-		},
-	}
-}
+func testMap() *shardmap.Map { return mapfixture.TwoRanges() }
 
 func emp(f keyspace.Filter) *tables.Table {
 	f.Column = "emp_no"
@@ -69,8 +58,8 @@ func TestCheckCurrent(t *testing.T) {
 	p := plans.New("move", "")
 	p.Source = plans.Endpoint{ShardID: 1, Host: "a", Port: 1, Schema: "s1"}
 	p.Target = plans.Endpoint{ShardID: 1, Host: "d", Port: 4, Schema: "s1"}
-	recordAgainst(m, p)
-	if err := checkCurrent(m, p); err != nil {
+	RecordAgainst(m, p)
+	if err := Current(m, p); err != nil {
 		t.Fatalf("fresh plan: %v", err)
 	}
 	// The plan's own split step cuts the range in two: the same keys.
@@ -78,70 +67,48 @@ func TestCheckCurrent(t *testing.T) {
 	cut.Mappings[0].Upper = k(500)
 	cut.Mappings = append(cut.Mappings, shardmap.Mapping{FuncID: 1, Kind: shardmap.Range, Lower: k(500), Upper: k(1000), ShardID: 1, Status: shardmap.Offline})
 	cut.Version = 8
-	if err := checkCurrent(cut, p); err != nil {
+	if err := Current(cut, p); err != nil {
 		t.Fatalf("range cut in two: %v", err)
 	}
 	// Moved by another plan to this plan's target.
 	moved := testMap()
 	moved.Locations[0].Host, moved.Locations[0].Port = "d", 4
-	if err := checkCurrent(moved, p); !errors.Is(err, ErrStale) || !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "now lives at d:4/s1") {
+	if err := Current(moved, p); !errors.Is(err, ErrStale) || !errors.Is(err, failure.ErrRefused) || !strings.Contains(err.Error(), "now lives at d:4/s1") {
 		t.Fatalf("moved shard: %v", err)
 	}
 	// Keys handed to another shard.
 	shrunk := testMap()
 	shrunk.Mappings[0].Upper = k(500)
 	shrunk.Mappings = append(shrunk.Mappings, shardmap.Mapping{FuncID: 1, Kind: shardmap.Range, Lower: k(500), Upper: k(1000), ShardID: 2, Status: shardmap.Online})
-	if err := checkCurrent(shrunk, p); !errors.Is(err, ErrStale) || !strings.Contains(err.Error(), "[0, 1000)") {
+	if err := Current(shrunk, p); !errors.Is(err, ErrStale) || !strings.Contains(err.Error(), "[0, 1000)") {
 		t.Fatalf("shrunk shard: %v", err)
 	}
 	// Another shard lives at the target.
 	occupied := testMap()
 	occupied.Locations = append(occupied.Locations, shardmap.Location{ShardID: 9, Host: "d", Port: 4, Schema: "s1"})
-	if err := checkCurrent(occupied, p); err != nil {
+	if err := Current(occupied, p); err != nil {
 		t.Fatalf("an unused location at the target: %v", err)
 	}
 	occupied.Mappings = append(occupied.Mappings, shardmap.Mapping{FuncID: 1, Kind: shardmap.Range, Lower: k(-100), Upper: k(0), ShardID: 9, Status: shardmap.Online})
-	if err := checkCurrent(occupied, p); !errors.Is(err, ErrStale) {
+	if err := Current(occupied, p); !errors.Is(err, ErrStale) {
 		t.Fatalf("occupied target: %v", err)
 	}
 	// After cutover the map must point where the cutover put it.
 	p.Step(plans.StepCutover).State = plans.Done
-	if err := checkCurrent(moved, p); err != nil {
+	if err := Current(moved, p); err != nil {
 		t.Fatalf("cut over, map agrees: %v", err)
 	}
-	if err := checkCurrent(m, p); !errors.Is(err, ErrStale) {
+	if err := Current(m, p); !errors.Is(err, ErrStale) {
 		t.Fatalf("cut over, map moved back: %v", err)
 	}
 	// Inside a reverse window a revert moves the shard back on purpose.
 	p.Window = &plans.Window{Serving: plans.SideSource, Revert: []shardmap.Change{{Op: shardmap.OpMoveLocation, ShardID: 1, Host: "a", Port: 1}}}
-	if err := checkCurrent(m, p); err != nil {
+	if err := Current(m, p); err != nil {
 		t.Fatalf("reverted inside the window: %v", err)
 	}
 	third := testMap()
 	third.Locations[0].Host, third.Locations[0].Port = "e", 5
-	if err := checkCurrent(third, p); !errors.Is(err, ErrStale) {
+	if err := Current(third, p); !errors.Is(err, ErrStale) {
 		t.Fatalf("inside the window, moved elsewhere: %v", err)
-	}
-}
-
-func TestCheckRegistry(t *testing.T) {
-	p := plans.New("merge", "")
-	var names []string
-	for _, c := range registry {
-		if c.applies(p) {
-			names = append(names, c.Name)
-		}
-	}
-	if !strings.Contains(strings.Join(names, ","), "merge key collisions") {
-		t.Fatalf("a new merge plan runs %v", names)
-	}
-	p.Step(plans.StepCopy).Attempts = 1
-	for _, c := range registry {
-		if c.applies(p) && c.Name == "merge key collisions" {
-			t.Fatal("the collision scan runs after the copy started")
-		}
-	}
-	if q := plans.New("move", ""); (Check{Only: func(o operation.Op) bool { return o.IntoExisting }}).applies(q) {
-		t.Fatal("a merge check applies to a move")
 	}
 }
