@@ -56,7 +56,7 @@ func init() {
 // foreignKeyProblems is the check on foreign keys by their shape: a key that
 // reaches into another schema, or (split, merge) a global table referencing a
 // sharded one, is refused by its shape. Keys between sharded tables without
-// the shard key are judged on the rows (fkdata.go). That is what makes the
+// the shard key are judged on the rows (pipeline/fkcheck). That is what makes the
 // deletes of cleanup, prune and abort sound: they run with foreign key checks
 // off (so no CASCADE reaches rows the operation does not own).
 func foreignKeyProblems(ctx context.Context, src *sql.DB, p *plans.Plan) ([]string, error) {
