@@ -218,22 +218,7 @@ func TestKeyMoveRevertWindow(t *testing.T) {
 	c.stopCheck(lp2, lp1)
 	wantAt(304, 1)
 
-	lp3 := phase(2)
-	time.Sleep(time.Second)
-	c.mustRun("plan", "revert", id, "--wait", "90s")
-	c.waitWin("the tail to the source", 60*time.Second, mv, inWindow(plans.SideTarget, time.Now()))
-	c.stopCheck(lp3, lp1, lp2)
-
-	c.mustRun("plan", "complete", id, "--wait", "90s")
-	if code := mv.wait(t, 60*time.Second); code != 0 {
-		t.Fatalf("the key move ended with exit %d\n%s", code, mv.err.String())
-	}
-	for _, lp := range []*loadProc{lp1, lp2, lp3} {
-		c.checkLedger(lp)
-	}
-	if p, _ = c.onlyPlan(); p.State != plans.StateDone || len(p.Window.Switches) != 2 {
-		t.Fatalf("after complete: state %s, window %+v", p.State, p.Window)
-	}
+	c.revertForwardComplete(id, "the key move", mv, phase(2), lp1, lp2)
 	wantAt(301, 2)
 	wantAt(306, 2)
 	wantAt(307, 1)

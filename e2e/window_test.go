@@ -457,6 +457,33 @@ func TestHashSplitRevertThenComplete(t *testing.T) {
 // A merge's window: the merged range is split out of the target's mapping
 // again on revert and merged again going forward; the target's own keys stay
 // writable throughout, only the merged range is fenced there.
+// revertForwardComplete ends a reverse window that was reverted once: under
+// the load lp (the earlier phases' ledgers too) it switches forward again,
+// waits for the tail to the source, completes the plan, and checks that proc
+// (what) ended cleanly, every phase's ledger, and that the plan is done with
+// two switches, which it returns.
+func (c *cluster) revertForwardComplete(id, what string, proc *bg, lp *loadProc, earlier ...*loadProc) *plans.Plan {
+	t := c.t
+	t.Helper()
+	time.Sleep(time.Second)
+	c.mustRun("plan", "revert", id, "--wait", "90s")
+	c.waitWin("the tail to the source", 60*time.Second, proc, inWindow(plans.SideTarget, time.Now()))
+	c.stopCheck(lp, earlier...)
+
+	c.mustRun("plan", "complete", id, "--wait", "90s")
+	if code := proc.wait(t, 60*time.Second); code != 0 {
+		t.Fatalf("%s ended with exit %d\n%s", what, code, proc.err.String())
+	}
+	for _, l := range append(earlier, lp) {
+		c.checkLedger(l)
+	}
+	p, _ := c.onlyPlan()
+	if p.State != plans.StateDone || len(p.Window.Switches) != 2 {
+		t.Fatalf("after complete: state %s, window %+v", p.State, p.Window)
+	}
+	return p
+}
+
 func TestMergeRevertWindow(t *testing.T) {
 	c := newCluster(t, "e2e_mwin", []int{1, 2, 1}, []int{600, 600, 300})
 	tgt, src := c.shards[0], c.shards[1]
@@ -491,23 +518,7 @@ func TestMergeRevertWindow(t *testing.T) {
 		t.Fatalf("after revert: shard 1 mappings %v, shard 2 mappings %v", m.ShardMappings(1), m.ShardMappings(2))
 	}
 
-	lp3 := phase(2)
-	time.Sleep(time.Second)
-	c.mustRun("plan", "revert", id, "--wait", "90s")
-	c.waitWin("the tail to the source", 60*time.Second, mg, inWindow(plans.SideTarget, time.Now()))
-	c.stopCheck(lp3, lp1, lp2)
-
-	c.mustRun("plan", "complete", id, "--wait", "90s")
-	if code := mg.wait(t, 60*time.Second); code != 0 {
-		t.Fatalf("the merge process ended with exit %d\n%s", code, mg.err.String())
-	}
-	for _, lp := range []*loadProc{lp1, lp2, lp3} {
-		c.checkLedger(lp)
-	}
-	p, _ = c.onlyPlan()
-	if p.State != plans.StateDone || len(p.Window.Switches) != 2 {
-		t.Fatalf("after complete: state %s, window %+v", p.State, p.Window)
-	}
+	p = c.revertForwardComplete(id, "the merge process", mg, phase(2), lp1, lp2)
 	for i, s := range p.Window.Switches {
 		t.Logf("switch %d to the %s: blackout %.1f ms", i+1, s.To, s.BlackoutMS)
 	}

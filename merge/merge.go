@@ -22,7 +22,9 @@ type Request struct {
 	Options plans.Options
 }
 
-// Plan builds and preflights a merge plan (the preflight includes the key collision scan, pipeline/check_collisions.go). It changes nothing.
+// Plan builds and preflights a merge plan (the preflight includes the key collision scan, pipeline/checks/check_collisions.go). It changes nothing.
+// Long on purpose: the three map types' cutover changes sit side by side in
+// one switch, so RANGE, HASH and LIST read against each other.
 func Plan(ctx context.Context, env pipeline.Env, req Request) (*plans.Plan, error) {
 	if req.ShardID == req.Into {
 		return nil, fmt.Errorf("%w: cannot merge shard %d into itself", shardmap.ErrBadInput, req.ShardID)

@@ -35,6 +35,9 @@ type KeysRequest struct {
 var badName = regexp.MustCompile(`[^A-Za-z0-9_]`)
 
 // PlanKeys builds and preflights a key move plan. It changes nothing.
+// Long on purpose: keys into an existing shard and keys to a new shard share
+// every field but the target, its location and what an abort removes, and
+// read best side by side.
 func PlanKeys(ctx context.Context, env pipeline.Env, req KeysRequest) (*plans.Plan, error) {
 	if (len(req.Keys) == 0) == (req.Range == "") {
 		return nil, fmt.Errorf("%w: give the keys that move: --keys K1,K2,... or --range LO:HI", shardmap.ErrBadInput)

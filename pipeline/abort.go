@@ -102,7 +102,7 @@ func Abort(ctx context.Context, env Env, p *plans.Plan) error {
 	if made {
 		// A create step that failed before its CREATE DATABASE (a name the
 		// server refused) made no target copy: nothing to remove there.
-		if made, err = schemaExists(ctx, r.dst, p.Target.Schema); err != nil {
+		if made, err = dbutil.SchemaExists(ctx, r.dst, p.Target.Schema); err != nil {
 			return fmt.Errorf("abort: target %s: %w", p.Target.Addr(), err)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/fence"
 	"github.com/shardctl/shardctl/internal/fault"
+	"github.com/shardctl/shardctl/pipeline/interlock"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/shardmap"
 	"github.com/shardctl/shardctl/verify"
@@ -206,7 +207,7 @@ func (r *runner) switchCollision(ctx context.Context) error {
 		}
 		to := plans.Endpoint{Host: c.Host, Port: c.Port, Schema: own.Schema}
 		for _, l := range m.Locations {
-			if l.ShardID != c.ShardID && sameEndpoint(l, to) {
+			if l.ShardID != c.ShardID && interlock.SameEndpoint(l, to) {
 				return fmt.Errorf("%w: the switch would put shard %d at %s/%s, where the shard map already has shard %d's location (registered by hand during this plan, with 'shardctl shardmap add-shard' or SQL, shard map version %d); remove it with 'shardctl shardmap remove-shard --shard %d'",
 					ErrMapCollision, c.ShardID, to.Addr(), to.Schema, l.ShardID, m.Version, l.ShardID)
 			}

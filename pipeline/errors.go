@@ -1,28 +1,31 @@
 package pipeline
 
 import (
-	"context"
-	"database/sql/driver"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/shardctl/shardctl/binlog"
 	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/pipeline/failure"
+	"github.com/shardctl/shardctl/pipeline/fkcheck"
+	"github.com/shardctl/shardctl/pipeline/interlock"
 )
 
-// Errors a run stops with for reasons a resume cures by itself.
+// Errors a run stops with for reasons a resume cures by itself; ErrMapCollision
+// is deterministic (package failure says which is which).
 var (
-	ErrLockLost = errors.New("lost the operation lock on the sharding database")
-	ErrBudget   = errors.New("no cutover fitted the blackout budget")
+	ErrLockLost     = failure.ErrLockLost
+	ErrBudget       = failure.ErrBudget
+	ErrMapCollision = failure.ErrMapCollision
 )
 
-// ErrMapCollision marks a cutover that would put the shard at a location
-// the shard map already holds under another shard id (registered by hand
-// during the plan): deterministic, the operator removes that location.
-var ErrMapCollision = errors.New("the shard map holds another shard at the cutover's location")
+// Refusals the interlock and the foreign-key data check stop a run with
+// (their packages say when).
+var (
+	ErrLive     = interlock.ErrLive
+	ErrStale    = interlock.ErrStale
+	ErrCrossing = fkcheck.ErrCrossing
+)
 
 // StepError is a step's failure: where it happened, and whether a resume can
 // succeed as things are (Transient: a lost connection, a server restarting, a
@@ -50,41 +53,8 @@ func (e *StepError) Error() string {
 func (e *StepError) Unwrap() error { return e.Err }
 
 // Transient reports whether err is a failure a resume can cure without an
-// operator: the connection or the server went away, a lock wait or deadlock,
-// the run was interrupted (Ctrl-C, SIGTERM) or hit the blackout budget, or it
-// lost its lock. Any other server error is deterministic: running the same
-// statement again fails the same way.
-func Transient(err error) bool {
-	switch {
-	case err == nil:
-		return false
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
-		errors.Is(err, ErrLockLost), errors.Is(err, ErrBudget),
-		errors.Is(err, driver.ErrBadConn), errors.Is(err, mysql.ErrInvalidConn),
-		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return true
-	case errors.Is(err, binlog.ErrDDL), errors.Is(err, ErrCrossing), errors.Is(err, ErrMapCollision):
-		return false
-	}
-	switch dbutil.ErrNumber(err) {
-	case 0:
-		var ne net.Error
-		if errors.As(err, &ne) {
-			return true
-		}
-		// Not a server error (our own checks, the binlog stream): as before,
-		// a resume is worth trying.
-		return true
-	case 1205, 1213, // lock wait timeout, deadlock
-		1040, 1053, 1077, 1079, 1080, // too many connections, server shutdown, connection closed/killed
-		1152, 1158, 1159, 1160, 1161, // aborted connection, network read/write errors
-		1317, 1927, 1969, 3024, // query interrupted, connection killed, statement time limits
-		2002, 2003, 2006, 2013, 2055, // client: cannot connect, server gone, lost connection
-		1290, 1836, 1792: // read-only server (failover), read-only transaction
-		return true
-	}
-	return false
-}
+// operator (failure.Transient).
+func Transient(err error) bool { return failure.Transient(err) }
 
 // hint says what to do about a deterministic failure.
 func hint(err error, planID string) string {

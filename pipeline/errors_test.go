@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/pipeline/failure"
 )
 
 func TestTransientOrDeterministic(t *testing.T) {
@@ -65,7 +66,7 @@ func TestProbeErrorSaysWhatFailedWhere(t *testing.T) {
 		{my(2013), true, "run it again"},
 		{my(1064), false, ""},
 	} {
-		err := probeError("the binlog settings", "source", "127.0.0.1:3307", c.err)
+		err := failure.ProbeError("the binlog settings", "source", "127.0.0.1:3307", c.err)
 		msg := err.Error()
 		if !strings.Contains(msg, "the binlog settings on the source 127.0.0.1:3307") || !strings.Contains(msg, c.hint) || !errors.Is(err, c.err) || Transient(err) != c.transient {
 			t.Errorf("%v: %q (transient %v)", c.err, msg, Transient(err))

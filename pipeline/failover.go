@@ -77,14 +77,6 @@ func Repoint(ctx context.Context, env Env, p *plans.Plan, addr dbutil.Addr) erro
 	return plans.Save(env.PlanPath, p)
 }
 
-// schemaExists reports whether the server has the schema (a name it would
-// refuse, such as one over 64 characters, it does not have).
-func schemaExists(ctx context.Context, db *sql.DB, schema string) (bool, error) {
-	var n int
-	err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", schema).Scan(&n)
-	return n > 0, err
-}
-
 // checkCandidate refuses a new source that runs another flavor than the
 // plan's target, lacks the schema, or does not hold the plan's checkpoint
 // (a copy that is no replica of the source, or one that fell behind).
@@ -105,7 +97,7 @@ func checkCandidate(ctx context.Context, env Env, p *plans.Plan, db *sql.DB, add
 	if fc.MySQL != ft.MySQL {
 		return fmt.Errorf("%w: --source %s runs %s but the plan's servers run %s: a promoted replica of %s runs the same kind of server", ErrRefused, addr, fc, ft, p.Source.Addr())
 	}
-	if ok, err := schemaExists(ctx, db, p.Source.Schema); err != nil {
+	if ok, err := dbutil.SchemaExists(ctx, db, p.Source.Schema); err != nil {
 		return fmt.Errorf("new source %s: %w", addr, err)
 	} else if !ok {
 		return fmt.Errorf("%w: the new source %s has no schema %s: give the promoted replica of %s", ErrRefused, addr, p.Source.Schema, p.Source.Addr())

@@ -7,28 +7,8 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/binlog"
-	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/internal/fault"
 )
-
-// classicHashingHint is what to do on a MySQL 9.6+ server that has no MD5().
-const classicHashingHint = "; MySQL 9.6 and later ship MD5() only in a legacy component: run INSTALL COMPONENT 'file://component_classic_hashing' on it (or split and merge RANGE or LIST maps, which need nothing)"
-
-// probeError says which preflight probe failed on which server, and what to
-// do where the error says it; err stays wrapped, so a lost connection is still
-// resumable and anything else a failure an operator must fix.
-func probeError(probe, role string, addr string, err error) error {
-	hint := ""
-	switch {
-	case dbutil.IsPrivilegeErr(err):
-		hint = ": grant the account the privileges in docs/servers.md"
-	case dbutil.IsMissingFunction(err):
-		hint = ": the server lacks a function shardctl expected every server to have; report this with the server's version"
-	case Transient(err):
-		hint = ": the server did not answer; run it again (or 'shardctl plan resume') once it does"
-	}
-	return fmt.Errorf("preflight: reading %s on the %s %s: %w%s", probe, role, addr, err, hint)
-}
 
 // gtidWait is how long a resume on a promoted replica waits for it to hold
 // every transaction the target already applied.

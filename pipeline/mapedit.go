@@ -16,6 +16,7 @@ import (
 	"github.com/shardctl/shardctl/keyspace"
 	"github.com/shardctl/shardctl/lock"
 	"github.com/shardctl/shardctl/operation"
+	"github.com/shardctl/shardctl/pipeline/interlock"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/planstore"
 	"github.com/shardctl/shardctl/shardmap"
@@ -136,7 +137,7 @@ func checkMapEdit(m *shardmap.Map, ps []*plans.Plan, e MapEdit) ([]int, *plans.P
 				continue
 			}
 			for _, end := range ends {
-				if sameEndpoint(l, end) {
+				if interlock.SameEndpoint(l, end) {
 					return ids, p, fmt.Sprintf("shard %d, located at %s/%s (%s)", id, end.Addr(), end.Schema, endName(p, end))
 				}
 			}
@@ -146,7 +147,7 @@ func checkMapEdit(m *shardmap.Map, ps []*plans.Plan, e MapEdit) ([]int, *plans.P
 		}
 		at := shardmap.Location{Host: e.At.Host, Port: e.At.Port, Schema: e.At.Schema}
 		for _, end := range ends {
-			if sameEndpoint(at, end) {
+			if interlock.SameEndpoint(at, end) {
 				return ids, p, fmt.Sprintf("%s/%s (%s)", end.Addr(), end.Schema, endName(p, end))
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shardctl/shardctl/internal/mapfixture"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/shardmap"
 )
@@ -11,7 +12,7 @@ import (
 // A stopped move of shard 1 (a:1/s1) to c:3/s1 owns shard 1, its mappings
 // and both locations; edits elsewhere pass.
 func TestCheckMapEdit(t *testing.T) {
-	m := testMap()
+	m := mapfixture.TwoRanges()
 	m.Locations = append(m.Locations, shardmap.Location{ShardID: 4, Host: "c", Port: 3, Schema: "s1"}) // registered by hand at the target copy
 	p := plans.New("move", "move shard 1")
 	p.State = plans.StateStopped

@@ -10,6 +10,7 @@ import (
 
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/operation"
+	"github.com/shardctl/shardctl/pipeline/failure"
 	"github.com/shardctl/shardctl/plans"
 )
 
@@ -41,7 +42,7 @@ const minCounterMargin = 1_000_000
 func planCounters(ctx context.Context, src, dst *sql.DB, p *plans.Plan) error {
 	cols, err := counterColumns(ctx, src, p.Source.Schema)
 	if err != nil {
-		return probeError("the AUTO_INCREMENT columns", "source", p.Source.Addr(), err)
+		return failure.ProbeError("the AUTO_INCREMENT columns", "source", p.Source.Addr(), err)
 	}
 	var names []string
 	for _, t := range p.Copy {
@@ -51,7 +52,7 @@ func planCounters(ctx context.Context, src, dst *sql.DB, p *plans.Plan) error {
 	}
 	from, err := autoIncrements(ctx, src, p.Source.Schema, names)
 	if err != nil {
-		return probeError("the AUTO_INCREMENT counters", "source", p.Source.Addr(), err)
+		return failure.ProbeError("the AUTO_INCREMENT counters", "source", p.Source.Addr(), err)
 	}
 	p.Counters = []plans.Counter{}
 	for _, n := range names {
@@ -64,21 +65,21 @@ func planCounters(ctx context.Context, src, dst *sql.DB, p *plans.Plan) error {
 	}
 	meet, err := idsCanMeet(ctx, src, p)
 	if err != nil {
-		return probeError("the AUTO_INCREMENT columns and unique keys", "source", p.Source.Addr(), err)
+		return failure.ProbeError("the AUTO_INCREMENT columns and unique keys", "source", p.Source.Addr(), err)
 	}
 	if len(meet) == 0 {
 		return nil
 	}
 	apart, err := interleaved(ctx, src, dst)
 	if err != nil {
-		return probeError("auto_increment_increment and auto_increment_offset", "source and target", p.Source.Addr()+" / "+p.Target.Addr(), err)
+		return failure.ProbeError("auto_increment_increment and auto_increment_offset", "source and target", p.Source.Addr()+" / "+p.Target.Addr(), err)
 	}
 	if apart {
 		return nil
 	}
 	into, err := autoIncrements(ctx, dst, p.Target.Schema, meet)
 	if err != nil {
-		return probeError("the AUTO_INCREMENT counters", "target", p.Target.Addr(), err)
+		return failure.ProbeError("the AUTO_INCREMENT counters", "target", p.Target.Addr(), err)
 	}
 	var bad []string
 	for i := range p.Counters {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/shardctl/shardctl/internal/testenv"
+	"github.com/shardctl/shardctl/pipeline/checks/checktest"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/tables"
 )
@@ -25,22 +26,22 @@ func TestPlanMergeCounters(t *testing.T) {
 	others := []string{"CREATE TABLE plain (id INT PRIMARY KEY)",
 		"CREATE TABLE per_emp (emp_no INT NOT NULL, seq INT NOT NULL AUTO_INCREMENT, PRIMARY KEY (emp_no, seq), KEY (seq))",
 		"CREATE TABLE log (emp_no INT NOT NULL, seq INT NOT NULL, PRIMARY KEY (emp_no, seq)) ENGINE=MyISAM"}
-	env, c := checkEnv(t, "merge", "chk_ctr", append([]string{ddl,
+	env, src, p := checktest.Source(t, "merge", "chk_ctr", append([]string{ddl,
 		"INSERT INTO tickets VALUES (1000001, 1000001)", "ALTER TABLE tickets AUTO_INCREMENT = 1000001000"}, append(others,
 		"ALTER TABLE per_emp AUTO_INCREMENT = 1000001000")...)...)
-	for i := range c.Plan.Copy {
-		c.Plan.Copy[i].Sharded, c.Plan.Copy[i].ShardColumn = true, "emp_no"
+	for i := range p.Copy {
+		p.Copy[i].Sharded, p.Copy[i].ShardColumn = true, "emp_no"
 	}
 	dst := env.DB(t, 2, "")
 	// Equal counters: the shards were made from one database.
 	testenv.Schema(t, dst, "chk_ctr", append([]string{ddl, "INSERT INTO tickets VALUES (1, 1)", "ALTER TABLE tickets AUTO_INCREMENT = 1000001000"}, others...)...)
 	raises := func() map[string]plans.Counter {
 		t.Helper()
-		if err := planCounters(ctx, c.Src, dst, c.Plan); err != nil {
+		if err := planCounters(ctx, src, dst, p); err != nil {
 			t.Fatal(err)
 		}
 		out := map[string]plans.Counter{}
-		for _, ct := range c.Plan.Counters {
+		for _, ct := range p.Counters {
 			out[ct.Table] = ct
 		}
 		return out
@@ -53,20 +54,20 @@ func TestPlanMergeCounters(t *testing.T) {
 		t.Fatalf("counters %+v, want tickets and per_emp (not raised: its key has the shard column)", got)
 	}
 	var out strings.Builder
-	plans.Print(&out, c.Plan)
+	plans.Print(&out, p)
 	if !strings.Contains(out.String(), "ALTER TABLE `chk_ctr`.`tickets` AUTO_INCREMENT = 2000002000;") {
 		t.Fatalf("the plan does not show the raise:\n%s", out.String())
 	}
 
 	// Servers that interleave ids: the target never issues one of the merged shard's.
-	setGlobal(t, c.Src, "auto_increment_increment", 2)
-	setGlobal(t, dst, "auto_increment_increment", 2)
-	setGlobal(t, c.Src, "auto_increment_offset", 1)
-	setGlobal(t, dst, "auto_increment_offset", 2)
+	testenv.SetGlobal(t, src, "auto_increment_increment", 2)
+	testenv.SetGlobal(t, dst, "auto_increment_increment", 2)
+	testenv.SetGlobal(t, src, "auto_increment_offset", 1)
+	testenv.SetGlobal(t, dst, "auto_increment_offset", 2)
 	if tk := raises()["tickets"]; tk.RaiseTo != 0 {
 		t.Fatalf("interleaved ids: %+v, want no raise", tk)
 	}
-	setGlobal(t, dst, "auto_increment_offset", 1)
+	testenv.SetGlobal(t, dst, "auto_increment_offset", 1)
 
 	// The target's counter above the merged shard's plus the margin already.
 	testenv.Exec(t, dst, "ALTER TABLE chk_ctr.tickets AUTO_INCREMENT = 3000000000")
@@ -75,10 +76,10 @@ func TestPlanMergeCounters(t *testing.T) {
 	}
 
 	// A column with no room above the merged shard's counter.
-	testenv.InSchema(t, c.Src, "chk_ctr", "CREATE TABLE tiny (id TINYINT NOT NULL AUTO_INCREMENT PRIMARY KEY)", "INSERT INTO tiny VALUES (127)")
+	testenv.InSchema(t, src, "chk_ctr", "CREATE TABLE tiny (id TINYINT NOT NULL AUTO_INCREMENT PRIMARY KEY)", "INSERT INTO tiny VALUES (127)")
 	testenv.InSchema(t, dst, "chk_ctr", "CREATE TABLE tiny (id TINYINT NOT NULL AUTO_INCREMENT PRIMARY KEY)")
-	c.Plan.Copy = append(c.Plan.Copy, tables.Table{Name: "tiny", Sharded: true, ShardColumn: "emp_no"})
-	wantRefused(t, planCounters(ctx, c.Src, dst, c.Plan), "tiny.id (counter ")
+	p.Copy = append(p.Copy, tables.Table{Name: "tiny", Sharded: true, ShardColumn: "emp_no"})
+	checktest.WantRefused(t, planCounters(ctx, src, dst, p), "tiny.id (counter ")
 }
 
 // Create raises the merge target's counter from the live counters with the
@@ -92,7 +93,7 @@ func TestRaiseMergeCounters(t *testing.T) {
 	ddl := "CREATE TABLE tickets (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, emp_no INT NOT NULL)"
 	testenv.Schema(t, src, "raise_ctr", ddl, "ALTER TABLE tickets AUTO_INCREMENT = 1000")
 	testenv.Schema(t, dst, "raise_ctr", ddl, "ALTER TABLE tickets AUTO_INCREMENT = 1000")
-	p := checkPlan(t, env, "merge", "raise_ctr", "raise_ctr")
+	p := checktest.Plan(t, env, "merge", "raise_ctr", "raise_ctr")
 	p.Copy[0].Sharded, p.Copy[0].ShardColumn = true, "emp_no"
 	if err := planCounters(ctx, src, dst, p); err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/internal/fault"
 	"github.com/shardctl/shardctl/lock"
+	"github.com/shardctl/shardctl/pipeline/failure"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/shardmap"
 	"github.com/shardctl/shardctl/tables"
@@ -29,7 +30,7 @@ import (
 
 // Errors callers map to exit codes.
 var (
-	ErrRefused  = errors.New("refused") // preflight: nothing was changed
+	ErrRefused  = failure.ErrRefused // preflight: nothing was changed
 	ErrPurged   = errors.New("binlog position purged")
 	ErrMismatch = errors.New("verify found differences")
 	ErrCutOver  = errors.New("already cut over")

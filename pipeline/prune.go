@@ -8,6 +8,7 @@ import (
 
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/lock"
+	"github.com/shardctl/shardctl/pipeline/interlock"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/prune"
 	"github.com/shardctl/shardctl/shardmap"
@@ -45,7 +46,7 @@ func pruneTables(ctx context.Context, store *shardmap.Store, at plans.Endpoint, 
 		if m.Done {
 			continue
 		}
-		if err := GuardRemoval(ctx, store, at, &t); err != nil {
+		if err := interlock.GuardRemoval(ctx, store, at, &t); err != nil {
 			if live != nil && errors.Is(err, ErrLive) {
 				live(t, err)
 				continue
@@ -75,7 +76,7 @@ func (r *runner) undoTargetCopy(ctx context.Context, what string, kept *[]string
 		*kept = append(*kept, where+": "+strings.TrimPrefix(err.Error(), ErrLive.Error()+": "))
 	}
 	if p.DropTargetSchema {
-		switch err := GuardRemoval(ctx, r.env.Store, p.Target, nil); {
+		switch err := interlock.GuardRemoval(ctx, r.env.Store, p.Target, nil); {
 		case err != nil && kept != nil && errors.Is(err, ErrLive):
 			live("the target schema "+p.Target.Schema+" on "+p.Target.Addr(), err)
 		case err != nil:

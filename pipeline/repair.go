@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/pipeline/interlock"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/schemaobj"
 	"github.com/shardctl/shardctl/shardmap"
@@ -31,7 +32,7 @@ func Serving(p *plans.Plan) string {
 // the map, not the plan file, decides which copy is the source.
 func CheckServing(m *shardmap.Map, serving plans.Endpoint) error {
 	l, err := m.Location(serving.ShardID)
-	if err != nil || !sameEndpoint(l, serving) {
+	if err != nil || !interlock.SameEndpoint(l, serving) {
 		return fmt.Errorf("%w: the shard map does not locate shard %d at %s/%s, the side the plan says serves: --repair needs the map and the plan to agree on which copy is the source (see 'shardctl shardmap show')",
 			ErrRefused, serving.ShardID, serving.Addr(), serving.Schema)
 	}
@@ -43,7 +44,7 @@ func CheckServing(m *shardmap.Map, serving plans.Endpoint) error {
 // another copy.
 func CheckRepairable(m *shardmap.Map, at plans.Endpoint) error {
 	for _, l := range m.Locations {
-		if sameEndpoint(l, at) {
+		if interlock.SameEndpoint(l, at) {
 			return fmt.Errorf("%w: %s/%s is shard %d's location; --repair writes only to a copy no shard is located at", ErrLive, at.Addr(), at.Schema, l.ShardID)
 		}
 	}

@@ -36,7 +36,7 @@ func TestRetentionRisk(t *testing.T) {
 func TestBinlogRetentionRead(t *testing.T) {
 	env := testenv.Get(t)
 	db := env.DB(t, 1, "")
-	setGlobal(t, db, "binlog_expire_logs_seconds", 600)
+	testenv.SetGlobal(t, db, "binlog_expire_logs_seconds", 600)
 	d, variable, err := binlogRetention(context.Background(), db)
 	if err != nil || d != 600*time.Second || variable != "binlog_expire_logs_seconds" {
 		t.Fatalf("%s %s %v", d, variable, err)

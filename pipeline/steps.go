@@ -11,6 +11,7 @@ import (
 	"github.com/shardctl/shardctl/binlog"
 	"github.com/shardctl/shardctl/fence"
 	"github.com/shardctl/shardctl/internal/fault"
+	"github.com/shardctl/shardctl/pipeline/interlock"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/prune"
 	"github.com/shardctl/shardctl/schemaobj"
@@ -384,7 +385,7 @@ func (r *runner) cleanup(ctx context.Context) error {
 	r.p.Result.RowsDeleted = watermark.Rows(r.p.Checkpoints.Prune)
 	r.mu.Unlock()
 	if r.p.DropSourceSchema {
-		if err := GuardRemoval(ctx, r.env.Store, r.p.Source, nil); err != nil {
+		if err := interlock.GuardRemoval(ctx, r.env.Store, r.p.Source, nil); err != nil {
 			return err
 		}
 		if err := dropSchema(ctx, r.src, r.p.Source.Schema, schemaTables(r.p)); err != nil {

@@ -27,7 +27,7 @@ import (
 // fix, not a failure to retry or a difference to repair.
 func CheckCopy(ctx context.Context, db *sql.DB, at plans.Endpoint, ts []tables.Table) error {
 	have := map[string]bool{}
-	switch ok, err := schemaExists(ctx, db, at.Schema); {
+	switch ok, err := dbutil.SchemaExists(ctx, db, at.Schema); {
 	case err != nil:
 		return fmt.Errorf("verify: look for schema %s on %s: %w", at.Schema, at.Addr(), err)
 	case !ok:
@@ -129,6 +129,8 @@ func refusef(format string, a ...any) error { return inputError{fmt.Errorf(forma
 // compare with a checkpoint it can resume from, and repair the copy. Input
 // to fix is refused with shardmap.ErrBadInput (or ErrRefused) before
 // anything is compared.
+// Long on purpose: resolve, lock, checkpoint and repair share the two
+// endpoints and the lock, in the order an operator reads them in its log.
 func Verify(ctx context.Context, env Env, req VerifyRequest) (VerifyReport, error) {
 	var out VerifyReport
 	s := env.Store

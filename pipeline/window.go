@@ -14,7 +14,7 @@ package pipeline
 // the step's loop and its end. The switch is window_switch.go (the reverse
 // direction of the one blackout loop, blackout.go), requests
 // window_request.go, an end that leaves the source serving window_end.go,
-// and what a window needs of the target check_window.go.
+// and what a window needs of the target pipeline/checks/check_window.go.
 
 import (
 	"context"

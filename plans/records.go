@@ -55,7 +55,7 @@ type KeyCheck struct {
 	Leaving  int64     `json:"leaving,omitempty"`  // children that move while their parent stays
 	Orphaned int64     `json:"orphaned,omitempty"` // children that stay while their parent moves
 	// Joined counts the chunks the server joined (the rest were matched by
-	// key range in shardctl: pipeline/fkdata.go).
+	// key range in shardctl: pipeline/fkcheck/fkdata.go).
 	Joined int64 `json:"joined_chunks,omitempty"`
 }
 

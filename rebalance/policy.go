@@ -167,6 +167,8 @@ func Propose(shards []Shard, p Policy) []Op {
 // violated with why nothing was proposed for it (a busy shard, no server
 // that may receive it, no shard that fits), so a run never reports a fleet
 // inside the policy when it is not.
+// Long on purpose: drain, split, merge and share run in that order on one
+// state, each commented, so the policy reads top to bottom.
 func Assess(shards []Shard, p Policy) ([]Op, []Unmet) {
 	st := &state{p: p, load: map[string]int64{}, used: map[int]bool{}, drain: map[string]bool{}, lists: map[string][]*Shard{}, rows: map[int]int64{}}
 	for _, d := range p.Drain {
@@ -289,6 +291,8 @@ type unit struct {
 // shard of their function on the receiver (move-keys), or onto a new shard
 // there when it has none with room; the keys of one shard bound for one
 // destination are one operation.
+// Long on purpose: the two passes share the picked units and the receivers'
+// room, which one function keeps in view.
 func (st *state) shareMoves(byRows []Shard, limit int64) []Op {
 	onServer := map[string][]unit{}
 	for i := range byRows {

@@ -114,7 +114,7 @@ func TestCmdKnowsNoSQL(t *testing.T) {
 }
 
 // maxLines is the longest a non-test source file may be: past it a file
-// holds more than one concern (split it by concern, as pipeline/fkdata*.go).
+// holds more than one concern (split it by concern, as pipeline/fkcheck/fkdata*.go).
 const maxLines = 600
 
 func TestNoFileOverMaxLines(t *testing.T) {
@@ -158,5 +158,65 @@ func TestOperationsNamedOnlyInTheRegistry(t *testing.T) {
 			}
 			return true
 		})
+	})
+}
+
+// rooms are pipeline/'s packages by concern: a file of a room's kind lives
+// in its room, never directly in pipeline/, so a newcomer finds every check
+// in one place and the orchestrator's package holds the orchestrator.
+var rooms = []struct{ prefix, dir string }{
+	{"check_", "pipeline/checks/"},
+	{"checks", "pipeline/checks/"},
+	{"fkdata", "pipeline/fkcheck/"},
+	{"interlock", "pipeline/interlock/"},
+}
+
+func TestPipelineRooms(t *testing.T) {
+	seen := map[string]int{}
+	goFiles(t, true, func(rel, path string) {
+		dir, name := filepath.ToSlash(filepath.Dir(rel))+"/", filepath.Base(rel)
+		for _, r := range rooms {
+			if dir == r.dir {
+				seen[r.dir]++
+			}
+			if dir == "pipeline/" && strings.HasPrefix(name, r.prefix) {
+				t.Errorf("%s belongs in its room, %s", rel, r.dir)
+			}
+		}
+		// Each check has its own focused test beside it.
+		if dir == "pipeline/checks/" && strings.HasPrefix(name, "check_") && !strings.HasSuffix(name, "_test.go") {
+			if _, err := os.Stat(strings.TrimSuffix(path, ".go") + "_test.go"); err != nil {
+				t.Errorf("%s has no test file of its own", rel)
+			}
+		}
+	})
+	for _, r := range rooms {
+		if seen[r.dir] == 0 {
+			t.Errorf("room %s is empty or gone: update docs/design.md's layout and this list", r.dir)
+		}
+	}
+}
+
+// maxFuncLines is the longest a non-test function may be without its
+// comment saying why ("Long on purpose: ...").
+const maxFuncLines = 100
+
+func TestLongFunctionsSayWhy(t *testing.T) {
+	goFiles(t, false, func(rel, path string) {
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, path, nil, parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || fd.Body == nil {
+				continue
+			}
+			n := fset.Position(fd.End()).Line - fset.Position(fd.Pos()).Line + 1
+			if n > maxFuncLines && (fd.Doc == nil || !strings.Contains(fd.Doc.Text(), "Long on purpose")) {
+				t.Errorf("%s: %s has %d lines: split it, or say in its comment why it is long (\"Long on purpose: ...\")", rel, fd.Name.Name, n)
+			}
+		}
 	})
 }
