@@ -29,13 +29,22 @@ func (x Rules) Table(name, ddl string) (string, Result) {
 		return ddl, res
 	}
 	lines := strings.Split(ddl, "\n")
-	if len(lines) < 3 || !strings.HasPrefix(lines[0], "CREATE TABLE ") || !strings.HasPrefix(lines[len(lines)-1], ")") {
+	// The options line is the first that starts with ")"; a partitioning
+	// clause may follow it on lines of its own, kept as they are.
+	end := -1
+	for i, l := range lines {
+		if strings.HasPrefix(l, ")") {
+			end = i
+			break
+		}
+	}
+	if end < 2 || !strings.HasPrefix(lines[0], "CREATE TABLE ") {
 		res.refuse(object, "", "its definition is not laid out as SHOW CREATE TABLE lays one out", "report it with the definition")
 		return ddl, res
 	}
 	var out []string
 	out = append(out, lines[0])
-	for _, l := range lines[1 : len(lines)-1] {
+	for _, l := range lines[1:end] {
 		comma := strings.HasSuffix(l, ",")
 		e := strings.TrimSuffix(l, ",")
 		s := strings.TrimSpace(e)
@@ -57,13 +66,16 @@ func (x Rules) Table(name, ddl string) (string, Result) {
 	if n := len(out) - 1; n > 0 {
 		out[n] = strings.TrimSuffix(out[n], ",")
 	}
-	out = append(out, x.options(&res, object, lines[len(lines)-1]))
+	out = append(out, x.options(&res, object, lines[end]))
+	out = append(out, lines[end+1:]...)
 	return strings.Join(out, "\n"), res
 }
 
 var (
-	identRE       = regexp.MustCompile("^`((?:[^`]|``)*)`")
-	versionedRE   = regexp.MustCompile(`/\*!(\d{5,6}) ?(.*?) ?\*/`)
+	identRE = regexp.MustCompile("^`((?:[^`]|``)*)`")
+	// MySQL's versioned comments from 5.7 on (/*!80023 INVISIBLE */), which
+	// MariaDB skips; older ones (/*!50100 PARTITION BY …) both execute.
+	versionedRE   = regexp.MustCompile(`/\*!((?:5[7-9]|[6-9]\d)\d{3}) ?(.*?) ?\*/`)
 	mariaOnlyRE   = regexp.MustCompile(`/\*M!(\d{5,6}) ?(.*?) ?\*/`)
 	defaultCallRE = regexp.MustCompile(`\bDEFAULT ([a-z_][a-z0-9_]*)\(`)
 )

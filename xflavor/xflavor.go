@@ -90,7 +90,8 @@ type Result struct {
 	Refusals     []Refusal     `json:"refusals,omitempty"`
 }
 
-func (r *Result) add(o Result) {
+// Add appends what o did.
+func (r *Result) Add(o Result) {
 	r.Translations = append(r.Translations, o.Translations...)
 	r.Refusals = append(r.Refusals, o.Refusals...)
 }
