@@ -9,10 +9,12 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/fence"
 	"github.com/shardctl/shardctl/internal/testenv"
+	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/schemaobj"
 )
 
@@ -230,4 +232,101 @@ func normCreate(s string) string {
 		lines = append(lines, strings.TrimSuffix(strings.TrimSpace(l), ","))
 	}
 	return strings.Join(lines, "\n")
+}
+
+// TestSplitMergeRevertAcrossFlavors: under the ledger load, the upper half
+// of a range shard splits onto the other flavor's server (killed after
+// catch-up, resumed), merges back into its neighbour on this flavor, and a
+// move onto the other flavor with a reverse window is reverted (the reverse
+// tail reads the other flavor's binlog and GTIDs) and completed on the way
+// back. Every acknowledged write ends at its key's shard.
+func TestSplitMergeRevertAcrossFlavors(t *testing.T) {
+	other := testenv.OtherFlavor(t)
+	oaddr := other.Addr(1).String()
+	const seeded = 400
+	c := newCluster(t, "e2e_xsplit", []int{1, 1}, []int{seeded, 200})
+	lo := c.shards[0].Lower
+	at := lo + 1 + seeded/2
+	lp := c.startLoad(100, fmt.Sprintf("staying=%d-%d", lo+1, at), fmt.Sprintf("moving=%d-%d", at, lo+seeded), c.keys("other", 2, 200))
+	c.killThenResume("after:catchup", []string{"split", "--shard", "1", "--at", fmt.Sprint(at), "--to", oaddr, "--yes", "--chunk-rows", "100", "--prune-chunk-rows", "100"})
+	m, err := c.store.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := m.Function("employees")
+	res, err := m.Lookup(f, fmt.Sprint(at))
+	if err != nil || res.Location.Addr().String() != oaddr {
+		t.Fatalf("after the split key %d resolves to %+v (%v), want a shard on %s", at, res, err, oaddr)
+	}
+	newID := res.Location.ShardID
+	for _, p := range planFiles(t, c.planDir) {
+		_ = os.Remove(p)
+	}
+	c.killThenResume("after:copy", []string{"merge", "--shard", fmt.Sprint(newID), "--into", "1", "--yes", "--chunk-rows", "100", "--prune-chunk-rows", "100"})
+	c.stopCheck(lp)
+	c.wantShardAt(1, 1)
+	if got := c.mustLookup(at); got != 1 {
+		t.Fatalf("after the merge key %d is on shard %d, want 1", at, got)
+	}
+	for _, p := range planFiles(t, c.planDir) {
+		_ = os.Remove(p)
+	}
+
+	// A move onto the other flavor, reverted inside its window.
+	lp1 := c.startLoad(60, fmt.Sprintf("moving=%d-%d", c.shards[1].Lower+1, c.shards[1].Lower+100))
+	mv := c.startBG(nil, "move", "--shard", "2", "--to", oaddr, "--yes", "--reverse-window", "3m", "--max-blackout", "5s", "--chunk-rows", "100")
+	p := c.waitWin("the window", 3*time.Minute, mv, inWindow(plans.SideTarget, time.Now()))
+	c.stopCheck(lp1)
+	lp2 := c.startLoad(60, fmt.Sprintf("moving=%d-%d", c.shards[1].Lower+100, c.shards[1].Lower+200))
+	time.Sleep(time.Second)
+	c.mustRun("plan", "revert", p.ID, "--wait", "90s")
+	c.waitWin("the tail to the target", 90*time.Second, mv, inWindow(plans.SideSource, time.Now()))
+	c.mustRun("plan", "complete", p.ID, "--wait", "90s")
+	if code := mv.wait(t, 90*time.Second); code != 0 {
+		t.Fatalf("the move ended with exit %d\n%s", code, mv.err.String())
+	}
+	c.stopCheck(lp2, lp1)
+	c.wantShardAt(2, 1)
+}
+
+// mustLookup is the shard key k routes to.
+func (c *cluster) mustLookup(k int64) int {
+	c.t.Helper()
+	m, err := c.store.Load(ctx)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	f, _ := m.Function("employees")
+	res, err := m.Lookup(f, fmt.Sprint(k))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return res.Location.ShardID
+}
+
+// TestMixedFlavorsRefused: a definition the other flavor cannot take refuses
+// the move at planning (exit 2), naming the table, the column or index and
+// what to change, and nothing is created on the target. MariaDB -> MySQL: an
+// INET6 column; MySQL -> MariaDB: a functional index.
+func TestMixedFlavorsRefused(t *testing.T) {
+	other := testenv.OtherFlavor(t)
+	c := newCluster(t, "e2e_mixed", []int{2}, []int{100})
+	schema := c.shards[0].Schema
+	stmt, want := "CREATE TABLE hosts (emp_no INT NOT NULL PRIMARY KEY, addr INET6 NULL)", []string{"table hosts column `addr`", "VARCHAR(39)"}
+	if testenv.MySQL() {
+		stmt, want = "CREATE TABLE hosts (emp_no INT NOT NULL PRIMARY KEY, name VARCHAR(20), KEY lower_name ((LOWER(name))))", []string{"table hosts index `lower_name`", "generated column"}
+	}
+	if _, err := c.db(2).Exec("CREATE TABLE " + dbutil.Table(schema, "hosts") + strings.TrimPrefix(stmt, "CREATE TABLE hosts")); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"--dry-run"}, {"--yes"}} {
+		r := c.run(nil, append([]string{"move", "--shard", "1", "--to", other.Addr(1).String()}, args...)...)
+		if r.code != 2 || !strings.Contains(r.stderr, want[0]) || !strings.Contains(r.stderr, want[1]) {
+			t.Fatalf("move %v of a %s shard with %s to %s: exit %d, want 2 naming %q\n%s", args, testenv.Flavor(), stmt, testenv.OtherFlavorName(), r.code, want, r.stderr)
+		}
+		t.Logf("refused: %s", strings.TrimSpace(r.stderr))
+	}
+	if schemaExists(t, openAt(t, other.Addr(1)), schema) {
+		t.Error("the refused move created the target schema")
+	}
 }

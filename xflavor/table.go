@@ -121,6 +121,10 @@ func (x Rules) column(res *Result, object, s string) string {
 		})
 		// MySQL takes an expression default only in parentheses.
 		rest = wrapDefaultCalls(res, object, col, rest)
+		if j, ok := mariaJSON(m[0], rest); ok {
+			res.change(object, col, "longtext … CHECK (json_valid(…))", "json", "MariaDB's JSON is this LONGTEXT; MySQL's JSON type keeps the document (in MySQL's spelling: verify compares documents)")
+			return m[0] + " " + j
+		}
 	case ToMariaDB:
 		switch typ {
 		case "vector":
@@ -257,4 +261,16 @@ func (x Rules) options(res *Result, object, l string) string {
 		})
 	}
 	return x.collations(res, object, "", l)
+}
+
+var mariaJSONRE = regexp.MustCompile("^longtext CHARACTER SET utf8mb4 COLLATE utf8mb4_bin( NOT NULL)?( DEFAULT NULL)?(.*?) CHECK \\(json_valid\\((`(?:[^`]|``)*`)\\)\\)(.*)$")
+
+// mariaJSON recognizes a MariaDB JSON column (a LONGTEXT in utf8mb4_bin
+// checked by json_valid of itself) and returns its MySQL definition.
+func mariaJSON(name, rest string) (string, bool) {
+	m := mariaJSONRE.FindStringSubmatch(rest)
+	if m == nil || m[4] != name {
+		return "", false
+	}
+	return strings.Join(strings.Fields("json"+m[1]+m[2]+m[3]+m[5]), " "), true
 }

@@ -219,3 +219,13 @@ func TestObjectBodies(t *testing.T) {
 		t.Fatalf("%s", got.Create)
 	}
 }
+
+func TestMariaDBJSONBecomesMySQLJSON(t *testing.T) {
+	out, tr, rf := one(t, toMySQL, "`doc` longtext CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT NULL CHECK (json_valid(`doc`))",
+		"`req` longtext CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL CHECK (json_valid(`req`))",
+		"`other` longtext CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT NULL CHECK (json_valid(`doc`))")
+	want := "  `doc` json DEFAULT NULL,\n  `req` json NOT NULL,\n  `other` longtext CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT NULL CHECK (json_valid(`doc`))"
+	if out != want || len(tr) != 2 || rf != nil {
+		t.Fatalf("got\n%s\nwant\n%s\n%v %v", out, want, tr, rf)
+	}
+}
