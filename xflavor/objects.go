@@ -47,7 +47,6 @@ var bodySyntax = map[Direction][]struct {
 		{regexp.MustCompile(`->>?`), "MySQL's JSON path operators (-> and ->>; JSON_EXTRACT and JSON_UNQUOTE are on both)"},
 		{regexp.MustCompile(`(?i)\bLATERAL\b`), "MySQL's LATERAL derived tables"},
 		{regexp.MustCompile(`(?i)\bVALUES\s+ROW\s*\(`), "MySQL's VALUES ROW(…) table value constructor"},
-		{regexp.MustCompile(`(?i)\bDISABLE\s+ON\s+REPLICA\b`), ""}, // translated below
 	},
 }
 
@@ -84,7 +83,7 @@ func (x Rules) Object(o objdef.Object) (objdef.Object, Result) {
 		o.Collation = x.collation(&res, name, "collation_connection", o.Collation)
 	}
 	for _, b := range bodySyntax[x.Dir] {
-		if b.what != "" && b.re.MatchString(o.Create) {
+		if b.re.MatchString(o.Create) {
 			res.refuse(name, "", fmt.Sprintf("its definition uses %s, which %s does not have", b.what, x.Dir.target()),
 				"rewrite it on the source in syntax both flavors take, or drop it before the move and re-create it after")
 		}
