@@ -49,6 +49,15 @@ func GTIDContains(flavor, have, want string) (bool, error) {
 	return h.Contain(w), nil
 }
 
+// GTIDFlavor names the flavor whose form a GTID set has: MySQL's
+// UUID:intervals or MariaDB's DOMAIN-SERVER-SEQUENCE list.
+func GTIDFlavor(set string) string {
+	if strings.Contains(set, ":") {
+		return mysql.MySQLFlavor
+	}
+	return mysql.MariaDBFlavor
+}
+
 // domainServer is the part of a MariaDB GTID that names whose transaction it is.
 type domainServer struct{ domain, server uint64 }
 

@@ -163,14 +163,24 @@ func KillQueryAfter(db *sql.DB, id int64, d time.Duration) (stop func()) {
 	return func() { t.Stop() }
 }
 
-// SameFamily refuses a pair of servers of different flavors: binlog
-// formats, GTIDs and DDL differ between MariaDB and MySQL.
-func SameFamily(src, dst Flavor) error {
-	if src.MySQL != dst.MySQL {
-		return fmt.Errorf("the source runs %s and the target %s: moving between MariaDB and MySQL is not supported (GTIDs, binlog events and DDL differ); choose a target of the same kind", src, dst)
+// Pairable refuses a pair of servers shardctl does not move between. Same
+// flavor: any pair. Across flavors (the target receives only SQL, and table
+// definitions are translated: package xflavor) the versions whose
+// differences are known: MariaDB 10.11 and later, MySQL 8.0 and later.
+func Pairable(src, dst Flavor) error {
+	if src.MySQL == dst.MySQL {
+		return nil
+	}
+	for _, f := range []Flavor{src, dst} {
+		if f.MySQL && !f.atLeast(8, 0) || !f.MySQL && !f.atLeast(10, 11) {
+			return fmt.Errorf("the source runs %s and the target %s: shardctl moves between MariaDB and MySQL from MariaDB 10.11 and MySQL 8.0 on (%s is older); upgrade it, or choose a target of the same kind", src, dst, f)
+		}
 	}
 	return nil
 }
+
+// CrossFlavor reports a MariaDB/MySQL pair.
+func CrossFlavor(a, b Flavor) bool { return a.MySQL != b.MySQL }
 
 // ServerIdentitySQL names the server in one value: MySQL's server_uuid;
 // MariaDB has none, so its server_id, host name and port.

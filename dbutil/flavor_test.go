@@ -30,11 +30,15 @@ func TestParseFlavor(t *testing.T) {
 	if q, ok := maria.BoundedStatement("DROP TRIGGER x", 1500*time.Millisecond); !ok || q != "SET STATEMENT max_statement_time = 1.500 FOR DROP TRIGGER x" {
 		t.Errorf("MariaDB bounded statement %q %v", q, ok)
 	}
-	if err := SameFamily(my, maria); err == nil || !strings.Contains(err.Error(), "not supported") {
-		t.Errorf("SameFamily(mysql, mariadb) = %v", err)
+	for _, ok := range [][2]Flavor{{my, my}, {my, maria}, {maria, my}, {ParseFlavor("8.4.3", ""), maria}, {ParseFlavor("10.3.1-MariaDB", ""), ParseFlavor("10.3.2-MariaDB", "")}} {
+		if err := Pairable(ok[0], ok[1]); err != nil {
+			t.Errorf("Pairable(%s, %s) = %v", ok[0], ok[1], err)
+		}
 	}
-	if err := SameFamily(my, my); err != nil {
-		t.Error(err)
+	for _, bad := range [][2]Flavor{{ParseFlavor("5.7.44", ""), maria}, {my, ParseFlavor("10.6.1-MariaDB", "")}} {
+		if err := Pairable(bad[0], bad[1]); err == nil || !strings.Contains(err.Error(), "is older") {
+			t.Errorf("Pairable(%s, %s) = %v, want a refusal naming the older server", bad[0], bad[1], err)
+		}
 	}
 }
 

@@ -316,15 +316,10 @@ func copySchemaButOneRow(t *testing.T, src, dst *sql.DB, schema string) {
 	}
 }
 
-// otherFlavorServer starts one server of the flavor the tests do not run.
+// otherFlavorServer is the test binary's server of the flavor the tests do not run.
 func otherFlavorServer(t *testing.T) dbutil.Addr {
 	t.Helper()
-	flavor := sandbox.FlavorMySQL
-	if testenv.MySQL() {
-		flavor = sandbox.FlavorMariaDB
-	}
-	_, srv := upSandbox(t, 1, flavor, 20)
-	return srv[0].Addr()
+	return testenv.OtherFlavor(t).Addr(1)
 }
 
 // upSandbox starts a sandbox of n servers of flavor outside the shared one,

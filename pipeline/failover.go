@@ -78,33 +78,26 @@ func Repoint(ctx context.Context, env Env, p *plans.Plan, addr dbutil.Addr) erro
 }
 
 // checkCandidate refuses a new source that runs another flavor than the
-// plan's target, lacks the schema, or does not hold the plan's checkpoint
+// plan's source, lacks the schema, or does not hold the plan's checkpoint
 // (a copy that is no replica of the source, or one that fell behind).
 func checkCandidate(ctx context.Context, env Env, p *plans.Plan, db *sql.DB, addr dbutil.Addr) error {
 	fc, err := dbutil.FlavorOf(ctx, db)
 	if err != nil {
 		return fmt.Errorf("%w: new source %s: %w", ErrRefused, addr, err)
 	}
-	dst, err := dbutil.Open(ctx, addrOf(p.Target), env.Creds, "")
-	if err != nil {
-		return fmt.Errorf("plan %s: target %s: %w", p.ID, p.Target.Addr(), err)
+	from := p.Checkpoints.Applied
+	if from.IsZero() {
+		from = p.Checkpoints.Start
 	}
-	defer dst.Close()
-	ft, err := dbutil.FlavorOf(ctx, dst)
-	if err != nil {
-		return fmt.Errorf("plan %s: target %s: %w", p.ID, p.Target.Addr(), err)
-	}
-	if fc.MySQL != ft.MySQL {
-		return fmt.Errorf("%w: --source %s runs %s but the plan's servers run %s: a promoted replica of %s runs the same kind of server", ErrRefused, addr, fc, ft, p.Source.Addr())
+	// The target may run the other flavor: the checkpoint's GTIDs say
+	// which kind of server the source was.
+	if g := binlog.GTIDFlavor(from.GTID); from.GTID != "" && g != fc.Name() {
+		return fmt.Errorf("%w: --source %s runs %s but the plan's source %s wrote %s GTIDs: a promoted replica of %s runs the same kind of server", ErrRefused, addr, fc, p.Source.Addr(), g, p.Source.Addr())
 	}
 	if ok, err := dbutil.SchemaExists(ctx, db, p.Source.Schema); err != nil {
 		return fmt.Errorf("new source %s: %w", addr, err)
 	} else if !ok {
 		return fmt.Errorf("%w: the new source %s has no schema %s: give the promoted replica of %s", ErrRefused, addr, p.Source.Schema, p.Source.Addr())
-	}
-	from := p.Checkpoints.Applied
-	if from.IsZero() {
-		from = p.Checkpoints.Start
 	}
 	if from.IsZero() {
 		return nil // the tail has not started: the copy begins on the new source

@@ -32,6 +32,9 @@ func Finish(ctx context.Context, env Env, p *plans.Plan) error {
 	if err := readObjects(ctx, r.src, r.dst, p); err != nil {
 		return err
 	}
+	if err := translateDefinitions(ctx, r.src, r.dst, p); err != nil {
+		return err
+	}
 	p.SQLPreview = nil
 	for _, g := range append([]struct {
 		step    string

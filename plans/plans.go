@@ -22,6 +22,7 @@ import (
 	"github.com/shardctl/shardctl/shardmap/mapdef"
 	"github.com/shardctl/shardctl/tables/tabledef"
 	"github.com/shardctl/shardctl/watermark"
+	"github.com/shardctl/shardctl/xflavor"
 )
 
 // FormatVersion is the plan file format this build reads and writes.
@@ -172,6 +173,10 @@ type Plan struct {
 	// created on the target at create (triggers guarded, events disabled)
 	// and made exact at cutover (docs/schema-objects.md).
 	Objects []objdef.Object `json:"objects,omitempty"`
+	// Translations are the changes the table definitions and objects get on
+	// a target of the other flavor (MariaDB ⇄ MySQL), found at planning; the
+	// Objects above are already translated (docs/servers.md).
+	Translations []xflavor.Translation `json:"translations,omitempty"`
 	// TargetTriggers are a merge target's own triggers on the copied tables,
 	// as they were before create swapped them for guarded ones; cutover and
 	// abort put them back.

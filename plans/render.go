@@ -80,6 +80,13 @@ func Print(w io.Writer, p *Plan) {
 		}
 	}
 
+	if len(p.Translations) > 0 {
+		fmt.Fprintln(w, "\ntranslated for the target's flavor (docs/servers.md):")
+		for _, t := range p.Translations {
+			fmt.Fprintf(w, "  %s\n", t)
+		}
+	}
+
 	if len(p.KeyChecks) > 0 {
 		fmt.Fprintln(w, "\nforeign keys without the shard key, checked on the rows (docs/schemas.md):")
 		for _, k := range p.KeyChecks {

@@ -64,7 +64,8 @@ var writerSetup = []string{
 
 // CreateTables creates the target schema if absent (with the source schema's
 // default character set) and each table absent from it, as SHOW CREATE TABLE
-// on the source describes it. Tables already there are left alone.
+// on the source describes it, translated where the target runs the other
+// flavor (xflavor). Tables already there are left alone.
 func (c *Copier) CreateTables(ctx context.Context, ts []tables.Table) error {
 	var cs, coll string
 	err := c.Source.QueryRowContext(ctx, `SELECT DEFAULT_CHARACTER_SET_NAME, DEFAULT_COLLATION_NAME
@@ -74,6 +75,14 @@ func (c *Copier) CreateTables(ctx context.Context, ts []tables.Table) error {
 	}
 	if err != nil {
 		return fmt.Errorf("copy: read source schema %s: %w", c.SourceSchema, err)
+	}
+	rules, err := Rules(ctx, c.Source, c.Target)
+	if err != nil {
+		return fmt.Errorf("copy: %w", err)
+	}
+	coll, res := rules.Schema(c.SourceSchema, coll)
+	if err := res.Err(); err != nil {
+		return fmt.Errorf("copy: create target schema %s: %w", c.TargetSchema, err)
 	}
 	_, err = c.Target.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS "+dbutil.QuoteIdent(c.TargetSchema)+
 		" CHARACTER SET "+dbutil.QuoteIdent(cs)+" COLLATE "+dbutil.QuoteIdent(coll))
@@ -101,6 +110,10 @@ func (c *Copier) CreateTables(ctx context.Context, ts []tables.Table) error {
 		var name, ddl string
 		if err := c.Source.QueryRowContext(ctx, "SHOW CREATE TABLE "+dbutil.Table(c.SourceSchema, t.Name)).Scan(&name, &ddl); err != nil {
 			return fmt.Errorf("copy %s.%s: show create table: %w", c.SourceSchema, t.Name, err)
+		}
+		ddl, res := rules.Table(t.Name, ddl)
+		if err := res.Err(); err != nil {
+			return fmt.Errorf("copy %s.%s: %w", c.SourceSchema, t.Name, err)
 		}
 		if !c.IndexesFirst {
 			_, ddl = deferrable(ddl, ref[t.Name]) // built by CopyTable once the rows are in

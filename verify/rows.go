@@ -181,7 +181,7 @@ func (v *Verifier) scanRows(ctx context.Context, sc *scope, q *sql.Conn, schema 
 				h.Write([]byte{0})
 			} else {
 				h.Write([]byte{1})
-				h.Write(r)
+				h.Write(value(sc.json, i, r))
 			}
 			sums[i] = h.Sum64()
 		}

@@ -92,7 +92,7 @@ func (v *Verifier) table(ctx context.Context, t tables.Table, after []string, re
 		return res, wrap(sc.step, err)
 	}
 	defer sc.close()
-	src, dst, key, where, whereArgs, sum := sc.src, sc.dst, sc.key, sc.where, sc.whereArgs, sc.sum
+	src, key, where, whereArgs := sc.src, sc.key, sc.where, sc.whereArgs
 	n := v.chunkRows()
 	retries := 0
 	if v.Settle != nil {
@@ -120,7 +120,7 @@ func (v *Verifier) table(ctx context.Context, t tables.Table, after []string, re
 		c := Chunk{Range: watermark.Range{Table: t.Name, Lo: lo, Hi: hi}}
 		for attempt := 0; ; attempt++ {
 			before := c.SourceSum
-			if err := v.check(ctx, src, dst, key, sum, cond, args, &c); err != nil {
+			if err := v.check(ctx, sc, cond, args, &c); err != nil {
 				return res, wrap(fmt.Sprintf("checksum chunk (%q, %q]", lo, hi), err)
 			}
 			if attempt > 0 && c.SourceSum != before {
@@ -170,7 +170,7 @@ func (v *Verifier) Recheck(ctx context.Context, t tables.Table, cs []Chunk) ([]C
 		return nil, wrap(fmt.Errorf("%s: %w", sc.step, err))
 	}
 	defer sc.close()
-	src, dst, key, where, whereArgs, sum := sc.src, sc.dst, sc.key, sc.where, sc.whereArgs, sc.sum
+	key, where, whereArgs := sc.key, sc.where, sc.whereArgs
 	var differ []Chunk
 	for _, c := range cs {
 		rng, rngArgs, err := key.Range(c.Lo, c.Hi)
@@ -178,7 +178,7 @@ func (v *Verifier) Recheck(ctx context.Context, t tables.Table, cs []Chunk) ([]C
 			return nil, wrap(err)
 		}
 		c.Changing = false
-		if err := v.check(ctx, src, dst, key, sum, rng+" AND "+where, append(rngArgs, whereArgs...), &c); err != nil {
+		if err := v.check(ctx, sc, rng+" AND "+where, append(rngArgs, whereArgs...), &c); err != nil {
 			return nil, wrap(err)
 		}
 		if c.SourceRows != c.TargetRows || c.SourceSum != c.TargetSum {
@@ -237,14 +237,15 @@ func (r Result) add(o Result) Result {
 }
 
 // check runs the chunk's checksum on both sides at once.
-func (v *Verifier) check(ctx context.Context, src, dst *sql.Conn, key chunk.Key, sum, cond string, args []any, c *Chunk) error {
+func (v *Verifier) check(ctx context.Context, sc *scope, cond string, args []any, c *Chunk) error {
+	src, dst := sc.src, sc.dst
 	var wg sync.WaitGroup
 	var srcErr error
 	wg.Go(func() {
-		c.SourceRows, c.SourceSum, srcErr = checksum(ctx, src, v.SourceSchema, key, sum, cond, args)
+		c.SourceRows, c.SourceSum, srcErr = sc.checksum(ctx, src, v.SourceSchema, cond, args)
 	})
 	var dstErr error
-	c.TargetRows, c.TargetSum, dstErr = checksum(ctx, dst, v.TargetSchema, key, sum, cond, args)
+	c.TargetRows, c.TargetSum, dstErr = sc.checksum(ctx, dst, v.TargetSchema, cond, args)
 	wg.Wait()
 	if srcErr != nil {
 		return fmt.Errorf("source: %w", srcErr)
@@ -255,7 +256,13 @@ func (v *Verifier) check(ctx context.Context, src, dst *sql.Conn, key chunk.Key,
 	return nil
 }
 
-func checksum(ctx context.Context, q dbutil.Querier, schema string, key chunk.Key, sum, cond string, args []any) (int64, string, error) {
+// checksum is one side's row count and checksum of the rows of cond: in
+// SQL, or in shardctl where the flavors print a type differently (gohash.go).
+func (sc *scope) checksum(ctx context.Context, q dbutil.Querier, schema string, cond string, args []any) (int64, string, error) {
+	key, sum := sc.key, sc.sum
+	if sc.json != nil {
+		return goChecksum(ctx, q, schema, key, sc.cols, sc.json, cond, args)
+	}
 	var rows int64
 	var s string
 	err := q.QueryRowContext(ctx, "SELECT COUNT(*), "+sum+" FROM "+dbutil.Table(schema, key.Table)+
@@ -273,6 +280,7 @@ type scope struct {
 	sum       string
 	cols      []chunk.Column // every column, as compared
 	keyPos    []int          // where each key column stands among cols
+	json      []bool         // columns compared as canonical JSON, hashed in shardctl (gohash.go); nil: the SQL checksum
 	step      string         // what failed, when open returns an error
 }
 
@@ -330,6 +338,7 @@ func (v *Verifier) open(ctx context.Context, t tables.Table) (sc *scope, err err
 	}
 	sc.where, sc.whereArgs = t.Filter.SQL(dbutil.QuoteIdent)
 	sc.sum = checksumSQL(fs, fd, cols)
+	sc.json = jsonCols(dbutil.CrossFlavor(fs, fd), cols, dcols)
 	sc.step = ""
 	return sc, nil
 }

@@ -40,6 +40,7 @@ var (
 // log of any server that died is printed, so CI shows why.
 func Main(m *testing.M) {
 	code := m.Run()
+	stopOther(code != 0 || os.Getenv("SHARDCTL_TEST_KEEP") != "")
 	if env != nil {
 		if code != 0 {
 			reportCrashes(env.Config)

@@ -25,7 +25,8 @@ func init() {
 	})
 }
 
-// flavorProblems refuses a MariaDB/MySQL pair and a server that lacks a
+// flavorProblems refuses a pair of servers shardctl cannot move between
+// (dbutil.Pairable) and a server that lacks a
 // function the plan needs. The checksums use only what every server has
 // (verify.RowsChecksumSQL); hash arcs need MD5() inside the server, because
 // the fence triggers, the copy's filter and cleanup compute a row's ring
@@ -43,7 +44,7 @@ func flavorProblems(ctx context.Context, src, dst *sql.DB, p *plans.Plan) ([]str
 		return nil, failure.ProbeError("the server version", "target", p.Target.Addr(), err)
 	}
 	var problems []string
-	if err := dbutil.SameFamily(fs, fd); err != nil {
+	if err := dbutil.Pairable(fs, fd); err != nil {
 		problems = append(problems, err.Error())
 	}
 	needs := []struct{ what, sql string }{{"the checksums", "SELECT " + verify.RowsChecksumSQL(fs, fd, "''")}}
