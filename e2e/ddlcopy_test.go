@@ -14,12 +14,13 @@ import (
 )
 
 // moveWithDDLDuringCopy runs a move of shard 1 to server 3 with --on-ddl
-// apply and 50-row chunks, holds it once the copy of employees has
-// committed its first chunk (SHARDCTL_FAULT=hold:copy:employees; the
-// tables copy in parallel, salaries meanwhile), runs stmts on the source
-// there and lets it go: the chunks the copy read before the statements are
-// written after them. faults are added to the hold (ddl:ran kills it at the
-// statement). It returns the move's exit code and output.
+// apply and 20-row chunks (more than a reader and its writers hold at once),
+// holds it once the copy of employees has committed its first chunk
+// (SHARDCTL_FAULT=hold:copy:employees; the tables copy in parallel, salaries
+// meanwhile), runs stmts on the source there and lets it go: the chunks the
+// copy read before the statements are written after them. faults are added
+// to the hold (ddl:ran kills it at the statement). It returns the move's
+// exit code and output.
 func moveWithDDLDuringCopy(t *testing.T, c *cluster, faults string, stmts []string) (int, string) {
 	t.Helper()
 	hold := filepath.Join(c.dir, "hold")
@@ -27,7 +28,7 @@ func moveWithDDLDuringCopy(t *testing.T, c *cluster, faults string, stmts []stri
 		t.Fatal(err)
 	}
 	move := c.command([]string{"SHARDCTL_FAULT=hold:copy:employees" + faults, "SHARDCTL_FAULT_HOLD=" + hold},
-		"move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "--on-ddl", "apply", "--chunk-rows", "50")
+		"move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "--on-ddl", "apply", "--chunk-rows", "20")
 	var out syncBuffer
 	move.Stdout, move.Stderr = &out, &out
 	if err := move.Start(); err != nil {
