@@ -148,8 +148,8 @@ func (t *Tailer) checkPlannedColumns(ctx context.Context) error {
 			continue
 		}
 		if !same {
-			return fmt.Errorf("binlog tail of %s: table %s.%s now has columns (%s), the operation was planned with (%s): %w; re-plan and restart the operation",
-				s, s, tb.Name, strings.Join(have, ", "), strings.Join(tb.Columns, ", "), ErrDDL)
+			return fmt.Errorf("binlog tail of %s: table %s.%s now has columns (%s), the operation was planned with (%s): %w (%w); re-plan and restart the operation",
+				s, s, tb.Name, strings.Join(have, ", "), strings.Join(tb.Columns, ", "), ErrDDL, ErrDDLBeforeStart)
 		}
 	}
 	return nil

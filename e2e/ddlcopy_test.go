@@ -14,16 +14,16 @@ import (
 )
 
 // moveWithDDLDuringCopy runs a move of shard 1 to server 3 with --on-ddl
-// apply and 20-row chunks (more than a reader and its writers hold at once),
+// mode and 20-row chunks (more than a reader and its writers hold at once),
 // holds it once the copy of employees has committed its first chunk
 // (SHARDCTL_FAULT=hold:copy:employees; the tables copy in parallel, salaries
 // meanwhile), runs stmts on the source there and lets it go: the chunks the
 // copy read before the statements are written after them. faults are added
 // to the hold (ddl:ran kills it at the statement). It returns the move's
 // exit code and output.
-func moveWithDDLDuringCopy(t *testing.T, c *cluster, faults string, stmts []string) (int, string) {
+func moveWithDDLDuringCopy(t *testing.T, c *cluster, mode, faults string, stmts []string) (int, string) {
 	t.Helper()
-	hold, done, out := moveHeldAt(t, c, "copy:employees", faults, []string{"--on-ddl", "apply", "--chunk-rows", "20"})
+	hold, done, out := moveHeldAt(t, c, "copy:employees", faults, []string{"--on-ddl", mode, "--chunk-rows", "20"})
 	p, err := plans.Load(planFiles(t, c.planDir)[0])
 	if err != nil {
 		t.Fatal(err)
@@ -50,17 +50,22 @@ func moveWithDDLDuringCopy(t *testing.T, c *cluster, faults string, stmts []stri
 // finishes without a restart, its verify step clean, the ledger clean, and
 // the target has the new shape and the rows written in it. A kill -9 right
 // after the tail ran the first statement on the target, and a resume, end
-// the same way.
+// the same way. With --on-ddl stop the move stops at the catch-up advising
+// the resume with --on-ddl apply, which carries the changes and finishes.
 func TestDDLDuringCopyIsCarried(t *testing.T) {
 	st := testenv.NewSubtests(t)
-	for _, tc := range []struct{ name, faults string }{{"no crash", ""}, {"kill -9 at the statement", ",ddl:ran"}} {
+	for _, tc := range []struct{ name, mode, faults string }{
+		{"no crash", "apply", ""},
+		{"kill -9 at the statement", "apply", ",ddl:ran"},
+		{"stop, resumed with apply", "stop", ""},
+	} {
 		st.Run(tc.name, func(t *testing.T) {
 			c := newCluster(t, "e2e_ddlcopy", []int{2}, []int{300})
 			lp := c.startLoad(100, c.keys("moving", 1, 300))
 			s := c.shards[0].Schema
 			key := c.shards[0].Lower + 10 // below the load's keys
 			emp := dbutil.Table(s, "employees")
-			code, out := moveWithDDLDuringCopy(t, c, tc.faults, []string{
+			code, out := moveWithDDLDuringCopy(t, c, tc.mode, tc.faults, []string{
 				"ALTER TABLE " + emp + " ADD COLUMN nickname VARCHAR(20) NULL DEFAULT 'none'",
 				"ALTER TABLE " + dbutil.Table(s, "salaries") + " ADD INDEX by_salary (salary)",
 				"ALTER TABLE " + emp + " MODIFY first_name VARCHAR(30) NOT NULL",
@@ -71,11 +76,20 @@ func TestDDLDuringCopyIsCarried(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if tc.faults == "" {
+			switch {
+			case tc.mode == "stop":
+				if advice := "'shardctl plan resume " + p.ID + " --on-ddl apply' carries it"; code != 1 || !strings.Contains(out, advice) {
+					t.Fatalf("--on-ddl stop, schema changes during the copy: exit %d, want 1 advising %q:\n%s", code, advice, out)
+				}
+				c.mustRun("plan", "resume", p.ID, "--on-ddl", "apply")
+				if p, err = plans.Load(file); err != nil {
+					t.Fatal(err)
+				}
+			case tc.faults == "":
 				if code != 0 {
 					t.Fatalf("move with schema changes during the copy: exit %d:\n%s", code, out)
 				}
-			} else {
+			default:
 				if code != -1 {
 					t.Fatalf("the move was not killed at the statement: exit %d:\n%s", code, out)
 				}
@@ -95,7 +109,7 @@ func TestDDLDuringCopyIsCarried(t *testing.T) {
 			if len(p.DDL) != 3 {
 				t.Fatalf("carried changes on record: %+v", p.DDL)
 			}
-			if cp := p.Step(plans.StepCopy); !p.DDL[2].At.Before(cp.Ended) {
+			if cp := p.Step(plans.StepCopy); tc.mode == "apply" && !p.DDL[2].At.Before(cp.Ended) {
 				t.Fatalf("the changes were carried at %s, after the copy ended at %s: not by the copy step", p.DDL[2].At, cp.Ended)
 			}
 			if tc.faults != "" && !strings.Contains(p.DDL[0].Note, "had it already") {

@@ -97,6 +97,9 @@ func hint(err error, planID string) string {
 		if errors.Is(err, binlog.ErrDDLCarriable) {
 			return fmt.Sprintf("a schema change ran on the source during the operation: 'shardctl plan resume %s --on-ddl apply' carries it to the copy at its place in the stream and goes on (docs/ddl.md); a resume without it stops at the statement again; or abort the plan ('shardctl plan abort %s') and start a new one", planID, planID)
 		}
+		if errors.Is(err, binlog.ErrDDLBeforeStart) {
+			return fmt.Sprintf("a schema change ran on the source during the copy: 'shardctl plan resume %s --on-ddl apply' carries it to the copy at its place in the stream and goes on, if that mode carries the statement (docs/ddl.md); a resume without it stops here again; or abort the plan ('shardctl plan abort %s') and start a new one", planID, planID)
+		}
 		return fmt.Sprintf("a schema change ran on the source during the operation, and this plan's copy cannot follow it (a resume stops at it again): abort the plan ('shardctl plan abort %s') and start a new one", planID)
 	case errors.Is(err, ErrMapCollision):
 		return fmt.Sprintf("once that location is removed, 'shardctl plan resume %s' fences again and cuts over (or 'shardctl plan abort %s' undoes the plan)", planID, planID)
