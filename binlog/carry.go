@@ -2,10 +2,12 @@ package binlog
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"slices"
 	"strings"
 
+	"github.com/go-mysql-org/go-mysql/schema"
 	"github.com/pingcap/tidb/pkg/parser"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 
@@ -31,6 +33,10 @@ type CarriedDDL struct {
 	At        Position `json:"at"`             // the boundary before it
 	Mode      string   `json:"mode"`           // apply or ignore
 	Note      string   `json:"note,omitempty"` // e.g. the target had it already (a replay after a crash)
+	// A shadowed table's change (shadow): Columns are nil until it ran,
+	// then the target's; the table's new definition goes back to the
+	// handler on def.
+	def chan *schema.Table
 }
 
 // carry decides whether a schema change of the source schema can be carried
@@ -173,7 +179,10 @@ func (t *Tailer) execDDL(d *CarriedDDL) error {
 // it is reported (the caller records the table's new columns) before it
 // runs, so a crash at any point resumes at the statement with the new
 // columns on record: the statement runs again, or meets what it did
-// (alreadyThere). The boundary after it is checkpointed at once.
+// (alreadyThere). The boundary after it is checkpointed at once. A shadowed
+// table's new columns are the target's once it ran: they are reported then,
+// and the plan keeps the old ones until (a crash before resumes with the
+// target's, shadow).
 func (t *Tailer) carried(d *CarriedDDL) error {
 	if err := t.checkpoint(t.Applied()); err != nil {
 		return err
@@ -195,8 +204,70 @@ func (t *Tailer) carried(d *CarriedDDL) error {
 		fault.Hit("ddl:ran") // tests: a crash between the statement and the checkpoint after it
 	}
 	t.log.Info("schema change carried", "table", d.Table, "mode", d.Mode, "statement", shorten(d.Statement, 300), "note", d.Note)
+	if d.def != nil {
+		def, err := t.targetDefinition(t.ctx, d.Table)
+		if err != nil {
+			return err
+		}
+		d.Columns = make([]string, len(def.Columns))
+		for i, c := range def.Columns {
+			d.Columns[i] = c.Name
+		}
+		if err := report(); err != nil {
+			return err
+		}
+		d.def <- def
+		return nil
+	}
 	if d.Note != "" {
 		return report()
 	}
+	return nil
+}
+
+// targetDefinition reads a table's definition on the target, under the
+// source's names, for canal to decode row events with (see shadowed).
+func (t *Tailer) targetDefinition(ctx context.Context, table string) (*schema.Table, error) {
+	def := &schema.Table{Schema: t.cfg.Schema, Name: table}
+	var name, ctype, extra string
+	var coll sql.NullString
+	err := dbutil.ScanEach(ctx, t.cfg.Target, `SELECT COLUMN_NAME, COLUMN_TYPE, COLLATION_NAME, EXTRA FROM information_schema.COLUMNS
+		WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION`, []any{t.cfg.TargetSchema, table}, []any{&name, &ctype, &coll, &extra}, func() error {
+		def.AddColumn(name, ctype, coll.String, extra)
+		return nil
+	})
+	if err == nil && len(def.Columns) == 0 {
+		err = fmt.Errorf("no such table")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("binlog tail of %s: read the definition of %s.%s on the target: %w", t.cfg.Schema, t.cfg.TargetSchema, table, err)
+	}
+	return def, nil
+}
+
+// shadow makes canal decode a table's row events with the target's
+// definition instead of the source's current one (--on-ddl apply, a table
+// whose columns changed on the source before the tail got there: during the
+// copy, or while no tail ran). canal otherwise decodes old events with the
+// source's current columns. The target table had every change before the
+// tail's position and gets each later one at its place in the stream
+// (carried), so its definition is the source's as of the event being read.
+// The table's columns become the target's.
+func (t *Tailer) shadow(ctx context.Context, tb *tables.Table) error {
+	def, err := t.targetDefinition(ctx, tb.Name)
+	if err != nil {
+		return err
+	}
+	names := make([]string, len(def.Columns))
+	for i, c := range def.Columns {
+		names[i] = c.Name
+	}
+	t.log.Info("binlog tail: a table's columns changed on the source before the tail's position; its rows are read with the target's definition until the tail carries the change",
+		"table", tb.Name, "target_columns", strings.Join(names, ", "), "planned_columns", strings.Join(tb.Columns, ", "))
+	tb.Columns = names
+	if t.shadowed == nil {
+		t.shadowed = map[string]*schema.Table{}
+	}
+	t.shadowed[tb.Name] = def
 	return nil
 }

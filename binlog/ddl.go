@@ -27,6 +27,12 @@ var ErrDDL = errors.New("schema change (DDL) on the source schema")
 // that a tail running with --on-ddl apply would have carried.
 var ErrDDLCarriable = errors.New("--on-ddl apply would have carried it")
 
+// ErrDDLBeforeStart marks a tail that refused to start (--on-ddl stop or
+// ignore) because a listed table's columns changed while no tail ran: a tail
+// started with --on-ddl apply reads the rows before the change with the
+// target's definition and meets the statement in the stream.
+var ErrDDLBeforeStart = errors.New("--on-ddl apply would read the rows before the change with the target's definition")
+
 // ddlError names the schema, table and statement, and tells the operator
 // what to do; at is "at FILE:POS" or "after FILE:POS".
 func ddlError(schema, table, statement, at string) error {

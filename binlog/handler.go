@@ -12,6 +12,8 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 	"github.com/go-mysql-org/go-mysql/schema"
 	"github.com/pingcap/tidb/pkg/parser"
+
+	"github.com/shardctl/shardctl/tables"
 )
 
 // handler receives canal's callbacks, all on canal's goroutine. It turns row
@@ -252,6 +254,9 @@ func (h *handler) carry(query, defaultDB, at, mode string) error {
 		return h.fail(fmt.Errorf("binlog tail of %s: %w %s: --on-ddl %s does not carry %s: %q; the tail stopped safely before it (the target has every change before it)",
 			s, ErrDDL, at, mode, why, shorten(query, 300)))
 	}
+	if def := h.t.shadowed[t.Name]; def != nil && mode == DDLApply {
+		return h.carryShadowed(t, query, at)
+	}
 	ct, err := h.t.canal.GetTable(s, t.Name)
 	if err != nil {
 		return h.fail(fmt.Errorf("binlog tail of %s: re-read %s.%s after the schema change %s: %w", s, s, t.Name, at, err))
@@ -269,6 +274,31 @@ func (h *handler) carry(query, defaultDB, at, mode string) error {
 		return err
 	}
 	return h.t.push(item{kind: itemDDL, ddl: d})
+}
+
+// carryShadowed carries a change of a shadowed table (Tailer.shadow): the
+// source's current definition may already hold later changes, so the rows
+// after this one are read with the target's definition once the applier ran
+// it there. canal waits meanwhile; schema changes are rare.
+func (h *handler) carryShadowed(t *tables.Table, query, at string) error {
+	s := h.schema()
+	d := &CarriedDDL{Table: t.Name, Statement: query, At: h.last, Mode: DDLApply,
+		Ran: retarget(query, s, h.t.cfg.TargetSchema), def: make(chan *schema.Table, 1)}
+	if err := h.flush(); err != nil {
+		return err
+	}
+	if err := h.t.push(item{kind: itemDDL, ddl: d}); err != nil {
+		return err
+	}
+	select {
+	case def := <-d.def:
+		h.t.canal.SetTableCache([]byte(s), []byte(t.Name), def)
+		h.t.shadowed[t.Name] = def
+		t.Columns = d.Columns
+		return nil
+	case <-h.t.applierDone:
+		return h.fail(fmt.Errorf("binlog tail of %s: stopped while carrying the schema change %s: %w", s, at, errApplierStopped))
+	}
 }
 
 // OnPosSynced marks a transaction boundary (XID, COMMIT, DDL) or a rotation.

@@ -118,6 +118,8 @@ func (t *Tailer) prepareSource(ctx context.Context) error {
 // checkPlannedColumns refuses to start when a listed table's columns are no
 // longer the planned ones: canal decodes old events with the current
 // definition, so a change made while no tail ran would shift values silently.
+// With --on-ddl apply such a table is read with the target's definition
+// instead (shadow), and the change is carried when the tail meets it.
 func (t *Tailer) checkPlannedColumns(ctx context.Context) error {
 	s := t.cfg.Schema
 	cols := map[string][]string{}
@@ -139,9 +141,15 @@ func (t *Tailer) checkPlannedColumns(ctx context.Context) error {
 		for i := 0; same && i < len(have); i++ {
 			same = strings.EqualFold(have[i], tb.Columns[i])
 		}
+		if !same && t.cfg.OnDDL == DDLApply {
+			if err := t.shadow(ctx, t.tables[tb.Name]); err != nil {
+				return err
+			}
+			continue
+		}
 		if !same {
-			return fmt.Errorf("binlog tail of %s: table %s.%s now has columns (%s), the operation was planned with (%s): %w; re-plan and restart the operation",
-				s, s, tb.Name, strings.Join(have, ", "), strings.Join(tb.Columns, ", "), ErrDDL)
+			return fmt.Errorf("binlog tail of %s: table %s.%s now has columns (%s), the operation was planned with (%s): %w (%w); re-plan and restart the operation",
+				s, s, tb.Name, strings.Join(have, ", "), strings.Join(tb.Columns, ", "), ErrDDL, ErrDDLBeforeStart)
 		}
 	}
 	return nil

@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/canal"
 	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/schema"
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/tables"
 )
@@ -128,6 +129,10 @@ type Tailer struct {
 	// (MyISAM): their statements run after the batch's transaction, one by
 	// one, since MySQL with GTIDs refuses them inside it (error 1785).
 	nontx map[string]bool
+	// shadowed are the tables whose row events canal decodes with the
+	// target's definition (carry.go: shadow); set before canal starts, then
+	// read and replaced on canal's goroutine only.
+	shadowed map[string]*schema.Table
 
 	mu              sync.Mutex // guards the fields below up to the blank line
 	applied         Position
@@ -158,7 +163,8 @@ type Tailer struct {
 var errApplierStopped = errors.New("binlog tail applier stopped")
 
 // Start validates cfg, checks that the listed tables still have their
-// planned columns and that cfg.Start is not purged, takes one connection of
+// planned columns (or, with OnDDL apply, reads a changed one with the
+// target's definition: carry.go, shadow) and that cfg.Start is not purged, takes one connection of
 // cfg.Target for itself, and starts tailing from cfg.Start. ctx bounds the
 // tail's whole life, not only the start: cancelling it stops the tail like
 // Stop, with ctx's error.
@@ -279,6 +285,10 @@ func (t *Tailer) newCanal() error {
 	// the plan: canal otherwise reads them at the first row event, and a table
 	// dropped by then would leave the rows before the DROP undecodable.
 	for _, tb := range t.cfg.Tables {
+		if def := t.shadowed[tb.Name]; def != nil {
+			c.SetTableCache([]byte(t.cfg.Schema), []byte(tb.Name), def)
+			continue
+		}
 		if _, err := c.GetTable(t.cfg.Schema, tb.Name); err != nil {
 			c.Close()
 			return dbutil.Redact(fmt.Errorf("binlog tail of %s: read the definition of %s.%s: %w", t.cfg.Schema, t.cfg.Schema, tb.Name, err), t.cfg.Creds.Password)

@@ -185,37 +185,7 @@ func TestServerRestartsDuringSteps(t *testing.T) {
 // the lock, which the move notices on its own schedule).
 func restartWhileHeld(t *testing.T, c *cluster, point string, server int, outlast bool, waitFor string, args []string) (int, string) {
 	t.Helper()
-	hold := filepath.Join(c.dir, "hold")
-	if err := os.WriteFile(hold, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	move := c.command([]string{"SHARDCTL_FAULT=hold:" + point, "SHARDCTL_FAULT_HOLD=" + hold},
-		append([]string{"move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "--max-blackout", "2s"}, args...)...)
-	var out syncBuffer
-	move.Stdout, move.Stderr = &out, &out
-	if err := move.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = move.Process.Kill() })
-	done := make(chan int, 1)
-	go func() {
-		_ = move.Wait()
-		done <- move.ProcessState.ExitCode()
-	}()
-	held := time.Now().Add(2 * time.Minute)
-	for {
-		if _, err := os.Stat(hold + ".held"); err == nil {
-			break
-		}
-		select {
-		case code := <-done:
-			t.Fatalf("the move exited %d before reaching %s:\n%s", code, point, out.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(held) {
-			t.Fatalf("the move did not reach %s within 2 minutes", point)
-		}
-	}
+	hold, done, out := moveHeldAt(t, c, point, "", append([]string{"--max-blackout", "2s"}, args...))
 	heldAt := time.Now()
 	restart(t, c.env.Config, server)
 	if outlast {

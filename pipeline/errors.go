@@ -61,13 +61,16 @@ func hint(err error, planID string) string {
 	resume := fmt.Sprintf("then 'shardctl plan resume %s' continues (or 'shardctl plan abort %s' before cutover)", planID, planID)
 	switch n := dbutil.ErrNumber(err); {
 	case errors.Is(err, binlog.ErrDDL):
-		// A resumed tail reads the rows before the statement with the table's
-		// new definition: it stops at the statement again, whatever --on-ddl says.
-		next := "and start a new one"
+		// A tail resumed with --on-ddl apply reads the rows before the
+		// statement with the target's definition and carries it (binlog:
+		// shadow); any other resume stops at it again.
 		if errors.Is(err, binlog.ErrDDLCarriable) {
-			next = "and start a new one; with --on-ddl apply a plan carries a change like this one to its copy while it runs (docs/ddl.md)"
+			return fmt.Sprintf("a schema change ran on the source during the operation: 'shardctl plan resume %s --on-ddl apply' carries it to the copy at its place in the stream and goes on (docs/ddl.md); a resume without it stops at the statement again; or abort the plan ('shardctl plan abort %s') and start a new one", planID, planID)
 		}
-		return fmt.Sprintf("a schema change ran on the source during the operation, and this plan's copy cannot follow it (a resume stops at it again): abort the plan ('shardctl plan abort %s') %s", planID, next)
+		if errors.Is(err, binlog.ErrDDLBeforeStart) {
+			return fmt.Sprintf("a schema change ran on the source during the copy: 'shardctl plan resume %s --on-ddl apply' carries it to the copy at its place in the stream and goes on, if that mode carries the statement (docs/ddl.md); a resume without it stops here again; or abort the plan ('shardctl plan abort %s') and start a new one", planID, planID)
+		}
+		return fmt.Sprintf("a schema change ran on the source during the operation, and this plan's copy cannot follow it (a resume stops at it again): abort the plan ('shardctl plan abort %s') and start a new one", planID)
 	case errors.Is(err, ErrMapCollision):
 		return fmt.Sprintf("once that location is removed, 'shardctl plan resume %s' fences again and cuts over (or 'shardctl plan abort %s' undoes the plan)", planID, planID)
 	case errors.Is(err, ErrCrossing):

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/shardctl/shardctl/binlog"
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/pipeline/failure"
 )
@@ -31,6 +32,9 @@ func TestTransientOrDeterministic(t *testing.T) {
 		{my(1142), false, "GRANT"},
 		{my(1146), false, "missing"},
 		{my(1064), false, "refused"},
+		{fmt.Errorf("binlog tail: %w at x (%w)", binlog.ErrDDL, binlog.ErrDDLCarriable), false, "'shardctl plan resume move-1 --on-ddl apply' carries it"},
+		{fmt.Errorf("binlog tail: %w at x", binlog.ErrDDL), false, "abort the plan ('shardctl plan abort move-1') and start a new one"},
+		{fmt.Errorf("binlog tail: %w (%w)", binlog.ErrDDL, binlog.ErrDDLBeforeStart), false, "'shardctl plan resume move-1 --on-ddl apply' carries it"},
 	} {
 		err := classify("move", "shard 1 (s1)", "cleanup", "move-1", c.err)
 		var se *StepError

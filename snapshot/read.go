@@ -36,6 +36,7 @@ type reader struct {
 	query     string
 	where     string
 	whereArgs []any
+	watch     *watch // Copier.WatchDDL: the table's definition, checked after each read
 }
 
 // run reads the chunks of key range (after, hi] (hi nil: no end) and
@@ -53,7 +54,11 @@ func (r *reader) run(ctx context.Context, part int, after, hi []string, ch chan<
 		}
 		began := time.Now()
 		b, cut, err := r.read(ctx, after, hi)
+		if r.watch != nil {
+			err = r.watch.check(ctx, r.conn, err) // before the chunk reaches a writer
+		}
 		if err != nil {
+			putBuf(b.data)
 			return seq, err
 		}
 		took := time.Since(began)

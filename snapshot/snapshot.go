@@ -38,6 +38,10 @@ type Copier struct {
 	IndexesFirst               bool                            // create plain secondary indexes with the table instead of after its rows
 	Readers                    int                             // readers per large table, each on its own key range; default 1 (see defaultReaders)
 	SplitRows                  int64                           // a table with more rows left than this (estimated) is split among Readers; default 200000
+	// WatchDDL stops the copy with ErrDefinitionChanged when a table's
+	// columns change on the source while it is copied (ddl.go), before a
+	// chunk read after the change is written.
+	WatchDDL bool
 }
 
 const (
@@ -162,6 +166,13 @@ func (c *Copier) CopyTable(ctx context.Context, t tables.Table, from watermark.M
 		return from, wrap("open source session", err)
 	}
 	defer chunk.Release(src)
+	var wt *watch
+	if c.WatchDDL {
+		wt = &watch{schema: c.SourceSchema, table: t.Name}
+		if err := wt.start(ctx, src, t.Columns); err != nil {
+			return from, wrap("read the table's definition", err)
+		}
+	}
 	// Generated columns are computed by the target: they are not written, and
 	// read only when part of the key.
 	gen, err := chunk.Generated(ctx, src, c.SourceSchema, t.Name)
@@ -215,7 +226,7 @@ func (c *Copier) CopyTable(ctx context.Context, t tables.Table, from watermark.M
 	}
 	r := &reader{
 		c: c, t: t, conn: src, cols: cols, written: written, key: key, keyPos: keyPos, budget: budget,
-		limit: c.chunkRows(), load: load,
+		limit: c.chunkRows(), load: load, watch: wt,
 	}
 	r.where, r.whereArgs = t.Filter.SQL(dbutil.QuoteIdent)
 	r.query = "SELECT " + selectList(cols) + " FROM " + dbutil.Table(c.SourceSchema, t.Name) + " FORCE INDEX (" + dbutil.QuoteIdent(key.Index) + ") WHERE "
