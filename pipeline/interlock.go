@@ -190,6 +190,9 @@ func checkCurrent(m *shardmap.Map, p *plans.Plan) error {
 		}
 		return stale("this plan's cutover put shard %d at %s/%s, but the shard map no longer points there", p.Target.ShardID, p.Target.Addr(), p.Target.Schema)
 	}
+	if switchCommitted(m, p) {
+		return nil // its own switch, unconfirmed: the cutover applies it again
+	}
 	for _, id := range planShards(p) {
 		want := p.Source
 		if id != p.Source.ShardID {
