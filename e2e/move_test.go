@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -342,8 +343,25 @@ func TestMoveResumeAfterPurgeRefuses(t *testing.T) {
 	if !r.killed {
 		t.Fatal("not killed")
 	}
+	purgeBinlogs(t, c.db(2))
+	id := strings.TrimSuffix(planFiles(t, c.planDir)[0][len(c.planDir)+1:], ".json")
+	r = c.run(nil, "plan", "resume", id)
+	if r.code != 1 || !strings.Contains(r.stderr, "no longer has binlog") || !strings.Contains(r.stderr, "abort") {
+		t.Fatalf("resume after purge: exit %d %q", r.code, r.stderr)
+	}
+	m, _ := c.store.Load(ctx)
+	if mp := m.ShardMappings(1)[0]; mp.Status != "online" {
+		t.Fatal("mapping not online")
+	}
+	if l, _ := m.Location(1); l.Addr() != c.env.Addr(2) {
+		t.Fatal("shard map changed")
+	}
+}
+
+// purgeBinlogs purges every binlog of src but the one it writes now.
+func purgeBinlogs(t *testing.T, src *sql.DB) {
+	t.Helper()
 	// MariaDB keeps a binlog until its binlog checkpoint has moved past it: retry the purge.
-	src := c.db(2)
 	for i := 0; ; i++ {
 		src.Exec("FLUSH BINARY LOGS")
 		pos, err := binlog.MasterStatus(context.Background(), src)
@@ -359,25 +377,38 @@ func TestMoveResumeAfterPurgeRefuses(t *testing.T) {
 			t.Fatal(err)
 		}
 		if files[0] == file {
-			break
+			return
 		}
 		if i == 50 {
 			t.Fatalf("binlogs before %s were not purged", file)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// The source's binlog purged under a running copy (held there): the move
+// fails at once with exit 1 (no retry, whatever --retry-for says) and says
+// to abort and start again with a longer retention; the shard map is
+// untouched, and the abort leaves the ledger clean.
+func TestMovePurgedUnderCopyFailsAtOnce(t *testing.T) {
+	c := newCluster(t, "e2e_purgecopy", []int{2}, []int{300})
+	lp := c.startLoad(100, c.keys("moving", 1, 300))
+	code, out := runHeld(t, c, "during:copy", []string{"move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "--chunk-rows", "50"}, func(_ *syncBuffer, release func()) {
+		purgeBinlogs(t, c.db(2))
+		release()
+	})
+	t.Logf("exit %d:\n%s", code, lastLines(out, 2))
+	if code != 1 || !strings.Contains(out, "no longer has binlog") || !strings.Contains(out, "plan abort") || !strings.Contains(out, "retention") {
+		t.Fatalf("the move whose binlog was purged under its copy: exit %d, want 1 saying to abort and keep the binlog longer:\n%s", code, out)
+	}
+	if strings.Contains(out, "retrying in ") {
+		t.Errorf("a purged binlog was retried:\n%s", out)
+	}
+	c.wantShardAt(1, 2)
 	id := strings.TrimSuffix(planFiles(t, c.planDir)[0][len(c.planDir)+1:], ".json")
-	r = c.run(nil, "plan", "resume", id)
-	if r.code != 1 || !strings.Contains(r.stderr, "no longer has binlog") || !strings.Contains(r.stderr, "abort") {
-		t.Fatalf("resume after purge: exit %d %q", r.code, r.stderr)
-	}
-	m, _ := c.store.Load(ctx)
-	if mp := m.ShardMappings(1)[0]; mp.Status != "online" {
-		t.Fatal("mapping not online")
-	}
-	if l, _ := m.Location(1); l.Addr() != c.env.Addr(2) {
-		t.Fatal("shard map changed")
-	}
+	c.mustRun("plan", "abort", id)
+	lp.stop(t)
+	c.checkLedger(lp)
 }
 
 // A source without a binary log is refused before anything changes.
