@@ -343,7 +343,7 @@ func TestMoveResumeAfterPurgeRefuses(t *testing.T) {
 	if !r.killed {
 		t.Fatal("not killed")
 	}
-	purgeBinlogs(t, c.db(2))
+	purgeBinlogs(t, c.db(2), c.planDir)
 	id := strings.TrimSuffix(planFiles(t, c.planDir)[0][len(c.planDir)+1:], ".json")
 	r = c.run(nil, "plan", "resume", id)
 	if r.code != 1 || !strings.Contains(r.stderr, "no longer has binlog") || !strings.Contains(r.stderr, "abort") {
@@ -358,9 +358,16 @@ func TestMoveResumeAfterPurgeRefuses(t *testing.T) {
 	}
 }
 
-// purgeBinlogs purges every binlog of src but the one it writes now.
-func purgeBinlogs(t *testing.T, src *sql.DB) {
+// purgeBinlogs purges src's binlogs up to and including the one the plan in
+// dir started its tail from (its copy's start; without a file, all but the
+// current one).
+func purgeBinlogs(t *testing.T, src *sql.DB, dir string) {
 	t.Helper()
+	p, err := plans.Load(planFiles(t, dir)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := p.Checkpoints.Start.File
 	// MariaDB keeps a binlog until its binlog checkpoint has moved past it: retry the purge.
 	for i := 0; ; i++ {
 		src.Exec("FLUSH BINARY LOGS")
@@ -368,19 +375,18 @@ func purgeBinlogs(t *testing.T, src *sql.DB) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		file := pos.File
-		if _, err := src.Exec("PURGE BINARY LOGS TO '" + file + "'"); err != nil {
+		if _, err := src.Exec("PURGE BINARY LOGS TO '" + pos.File + "'"); err != nil {
 			t.Fatal(err)
 		}
 		files, err := binlog.BinaryLogs(context.Background(), src)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if files[0] == file {
+		if gone == "" && files[0] == pos.File || gone != "" && files[0] > gone {
 			return
 		}
 		if i == 50 {
-			t.Fatalf("binlogs before %s were not purged", file)
+			t.Fatalf("%s was not purged: %v", gone, files)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -394,7 +400,7 @@ func TestMovePurgedUnderCopyFailsAtOnce(t *testing.T) {
 	c := newCluster(t, "e2e_purgecopy", []int{2}, []int{300})
 	lp := c.startLoad(100, c.keys("moving", 1, 300))
 	code, out := runHeld(t, c, "during:copy", []string{"move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "--chunk-rows", "50"}, func(_ *syncBuffer, release func()) {
-		purgeBinlogs(t, c.db(2))
+		purgeBinlogs(t, c.db(2), c.planDir)
 		release()
 	})
 	t.Logf("exit %d:\n%s", code, lastLines(out, 2))
