@@ -61,15 +61,7 @@ func TestTargetFullDuringCopy(t *testing.T) {
 		}
 	}
 	c.wantShardAt(1, 2)
-	m, err := c.store.Load(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mp := range m.ShardMappings(1) {
-		if mp.Status != shardmap.Online {
-			t.Errorf("a mapping of shard 1 is %s after the failed copy", mp.Status)
-		}
-	}
+	wantMappings(t, c, 1, shardmap.Online)
 	if after := tableSums(t, c.db(2), c.shards[0].Schema, below); !maps.Equal(before, after) {
 		t.Errorf("the source changed under the failed copy:\nbefore %v\nafter  %v", before, after)
 	}
@@ -78,7 +70,7 @@ func TestTargetFullDuringCopy(t *testing.T) {
 	c.mustRun("plan", "resume", id)
 	lp.stop(t)
 	c.checkLedger(lp)
-	m, err = c.store.Load(ctx)
+	m, err := c.store.Load(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,12 +41,7 @@ func TestShardingDatabaseDownInBlackout(t *testing.T) {
 		st.Run(tc.name, func(t *testing.T) {
 			c := newCluster(t, "e2e_mapdown", []int{2}, []int{300})
 			lp := c.startLoad(100, c.keys("moving", 1, 300))
-			key := c.shards[0].Lower + 1 // below the load's keys
-			stale := router.New(c.store, router.Options{Creds: sandbox.Creds(), TTL: time.Hour, RetryFor: 2 * time.Second})
-			defer stale.Close()
-			if _, err := stale.Resolve(ctx, "employees", fmt.Sprint(key)); err != nil {
-				t.Fatal(err)
-			}
+			key, stale := staleRouter(t, c, 2*time.Second)
 			args := []string{"move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "--max-blackout", "2s"}
 			if tc.code == 3 {
 				args = append(args, "--retry-for", "0")
@@ -149,16 +144,37 @@ func stillFenced(t *testing.T, c *cluster, key int64) {
 	if err := setLastName(ctx, c.db(2), c.shards[0].Schema, key, "direct"); err == nil {
 		t.Error("a write to the source went through after the switch failed")
 	}
+	wantMappings(t, c, 1, shardmap.Offline)
+	c.wantShardAt(1, 2)
+}
+
+// staleRouter returns a key of shard 1 below the load's keys and a router
+// that has cached the map for it and trusts its cache for an hour: its
+// writes go where the map said at the start, until a fence or a missing
+// table sends it to read the map again (retrying for retryFor).
+func staleRouter(t *testing.T, c *cluster, retryFor time.Duration) (int64, *router.Router) {
+	t.Helper()
+	key := c.shards[0].Lower + 1
+	r := router.New(c.store, router.Options{Creds: sandbox.Creds(), TTL: time.Hour, RetryFor: retryFor})
+	t.Cleanup(r.Close)
+	if _, err := r.Resolve(ctx, "employees", fmt.Sprint(key)); err != nil {
+		t.Fatal(err)
+	}
+	return key, r
+}
+
+// wantMappings fails the test unless every mapping of shard id has status.
+func wantMappings(t *testing.T, c *cluster, id int, status string) {
+	t.Helper()
 	m, err := c.store.Load(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, mp := range m.ShardMappings(1) {
-		if mp.Status != shardmap.Offline {
-			t.Errorf("a mapping of shard 1 is %s after the switch failed, want offline", mp.Status)
+	for _, mp := range m.ShardMappings(id) {
+		if mp.Status != status {
+			t.Errorf("a mapping of shard %d is %s, want %s", id, mp.Status, status)
 		}
 	}
-	c.wantShardAt(1, 2)
 }
 
 func setLastName(ctx context.Context, db dbutil.Querier, schema string, key int64, name string) error {
@@ -192,12 +208,7 @@ func lastName(t *testing.T, db dbutil.Querier, schema string, key int64) string 
 func TestSwitchAcknowledgementLost(t *testing.T) {
 	c := newCluster(t, "e2e_acklost", []int{2}, []int{300})
 	lp := c.startLoad(100, c.keys("moving", 1, 300))
-	key := c.shards[0].Lower + 1 // below the load's keys
-	stale := router.New(c.store, router.Options{Creds: sandbox.Creds(), TTL: time.Hour, RetryFor: 5 * time.Second})
-	defer stale.Close()
-	if _, err := stale.Resolve(ctx, "employees", fmt.Sprint(key)); err != nil {
-		t.Fatal(err)
-	}
+	key, stale := staleRouter(t, c, 5*time.Second)
 	r := c.run([]string{"SHARDCTL_FAULT=fail:cutover:ack"}, "move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "--max-blackout", "2s", "--retry-for", "0")
 	if r.code != 3 || !strings.Contains(r.stderr, "stays fenced") {
 		t.Fatalf("the move whose switch was not acknowledged: exit %d, want 3 saying the shard stays fenced:\n%s", r.code, r.stderr)
