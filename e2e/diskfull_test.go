@@ -55,7 +55,11 @@ func TestTargetFullDuringCopy(t *testing.T) {
 	if r.code != 1 {
 		t.Fatalf("the move onto a full target exited %d, want 1:\n%s", r.code, r.stderr)
 	}
-	for _, want := range []string{small.String() + " is out of space", "step copy", "copy " + c.shards[0].Schema + ".", "free space", "plan resume"} {
+	// The copy's creation of the tables may meet the limit first (seen on MySQL).
+	if !strings.Contains(r.stderr, "step copy") && !strings.Contains(r.stderr, "step create") {
+		t.Errorf("the failure names neither the copy nor the create step:\n%s", r.stderr)
+	}
+	for _, want := range []string{small.String() + " is out of space", "copy " + c.shards[0].Schema + ".", "free space", "plan resume"} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("the failure does not say %q:\n%s", want, r.stderr)
 		}
