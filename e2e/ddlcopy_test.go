@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -140,40 +139,9 @@ func TestDDLDuringCopyIsCarried(t *testing.T) {
 	}
 }
 
-// moveHeldAt starts a move of shard 1 to server 3 (args added) held at point
-// (SHARDCTL_FAULT=hold:POINT, with faults added) and returns once it holds
-// there: the hold file (removing it lets the move go on), the channel its
-// exit code arrives on, and its output.
+// moveHeldAt starts a move of shard 1 to server 3 (args added) held at
+// point, as startHeld does.
 func moveHeldAt(t *testing.T, c *cluster, point, faults string, args []string) (string, chan int, *syncBuffer) {
 	t.Helper()
-	hold := filepath.Join(c.dir, "hold")
-	if err := os.WriteFile(hold, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	move := c.command([]string{"SHARDCTL_FAULT=hold:" + point + faults, "SHARDCTL_FAULT_HOLD=" + hold},
-		append([]string{"move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes"}, args...)...)
-	out := &syncBuffer{}
-	move.Stdout, move.Stderr = out, out
-	if err := move.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = move.Process.Kill() })
-	done := make(chan int, 1)
-	go func() {
-		_ = move.Wait()
-		done <- move.ProcessState.ExitCode()
-	}()
-	for deadline := time.Now().Add(2 * time.Minute); ; {
-		if _, err := os.Stat(hold + ".held"); err == nil {
-			return hold, done, out
-		}
-		select {
-		case code := <-done:
-			t.Fatalf("the move exited %d before reaching %s:\n%s", code, point, out.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the move did not reach %s within 2 minutes", point)
-		}
-	}
+	return startHeld(t, c, point, faults, append([]string{"move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes"}, args...))
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -361,30 +362,7 @@ func TestMoveResumeAfterPurgeRefuses(t *testing.T) {
 	if !r.killed {
 		t.Fatal("not killed")
 	}
-	// MariaDB keeps a binlog until its binlog checkpoint has moved past it: retry the purge.
-	src := c.db(2)
-	for i := 0; ; i++ {
-		src.Exec("FLUSH BINARY LOGS")
-		pos, err := binlog.MasterStatus(context.Background(), src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		file := pos.File
-		if _, err := src.Exec("PURGE BINARY LOGS TO '" + file + "'"); err != nil {
-			t.Fatal(err)
-		}
-		files, err := binlog.BinaryLogs(context.Background(), src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if files[0] == file {
-			break
-		}
-		if i == 50 {
-			t.Fatalf("binlogs before %s were not purged", file)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	purgeBinlogs(t, c.db(2), c.planDir)
 	id := strings.TrimSuffix(planFiles(t, c.planDir)[0][len(c.planDir)+1:], ".json")
 	r = c.run(nil, "plan", "resume", id)
 	if r.code != 1 || !strings.Contains(r.stderr, "no longer has binlog") || !strings.Contains(r.stderr, "abort") {
@@ -397,6 +375,65 @@ func TestMoveResumeAfterPurgeRefuses(t *testing.T) {
 	if l, _ := m.Location(1); l.Addr() != c.env.Addr(2) {
 		t.Fatal("shard map changed")
 	}
+}
+
+// purgeBinlogs purges src's binlogs up to and including the one the plan in
+// dir started its tail from (its copy's start; without a file, all but the
+// current one).
+func purgeBinlogs(t *testing.T, src *sql.DB, dir string) {
+	t.Helper()
+	p, err := plans.Load(planFiles(t, dir)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := p.Checkpoints.Start.File
+	// MariaDB keeps a binlog until its binlog checkpoint has moved past it: retry the purge.
+	for i := 0; ; i++ {
+		src.Exec("FLUSH BINARY LOGS")
+		pos, err := binlog.MasterStatus(context.Background(), src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := src.Exec("PURGE BINARY LOGS TO '" + pos.File + "'"); err != nil {
+			t.Fatal(err)
+		}
+		files, err := binlog.BinaryLogs(context.Background(), src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gone == "" && files[0] == pos.File || gone != "" && files[0] > gone {
+			return
+		}
+		if i == 50 {
+			t.Fatalf("%s was not purged: %v", gone, files)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// The source's binlog purged under a running copy (held there): the move
+// fails at once with exit 1 (no retry, whatever --retry-for says) and says
+// to abort and start again with a longer retention; the shard map is
+// untouched, and the abort leaves the ledger clean.
+func TestMovePurgedUnderCopyFailsAtOnce(t *testing.T) {
+	c := newCluster(t, "e2e_purgecopy", []int{2}, []int{300})
+	lp := c.startLoad(100, c.keys("moving", 1, 300))
+	code, out := runHeld(t, c, "during:copy", []string{"move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "--chunk-rows", "50"}, func(_ *syncBuffer, release func()) {
+		purgeBinlogs(t, c.db(2), c.planDir)
+		release()
+	})
+	t.Logf("exit %d:\n%s", code, lastLines(out, 2))
+	if code != 1 || !strings.Contains(out, "no longer has binlog") || !strings.Contains(out, "plan abort") || !strings.Contains(out, "retention") {
+		t.Fatalf("the move whose binlog was purged under its copy: exit %d, want 1 saying to abort and keep the binlog longer:\n%s", code, out)
+	}
+	if strings.Contains(out, "retrying in ") {
+		t.Errorf("a purged binlog was retried:\n%s", out)
+	}
+	c.wantShardAt(1, 2)
+	id := strings.TrimSuffix(planFiles(t, c.planDir)[0][len(c.planDir)+1:], ".json")
+	c.mustRun("plan", "abort", id)
+	lp.stop(t)
+	c.checkLedger(lp)
 }
 
 // A source without a binary log is refused before anything changes.

@@ -185,23 +185,74 @@ func TestServerRestartsDuringSteps(t *testing.T) {
 // the lock, which the move notices on its own schedule).
 func restartWhileHeld(t *testing.T, c *cluster, point string, server int, outlast bool, waitFor string, args []string) (int, string) {
 	t.Helper()
-	hold, done, out := moveHeldAt(t, c, point, "", append([]string{"--max-blackout", "2s"}, args...))
-	heldAt := time.Now()
-	restart(t, c.env.Config, server)
-	if outlast {
-		// Outlast the 2 s budget whatever the restart took.
-		time.Sleep(time.Until(heldAt.Add(2500 * time.Millisecond)))
-	}
-	for deadline := time.Now().Add(time.Minute); waitFor != "" && !strings.Contains(out.String(), waitFor); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the held move never said %q:\n%s", waitFor, out.String())
+	move := append([]string{"move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "--max-blackout", "2s"}, args...)
+	return runHeld(t, c, point, move, func(out *syncBuffer, release func()) {
+		heldAt := time.Now()
+		restart(t, c.env.Config, server)
+		if outlast {
+			// Outlast the 2 s budget whatever the restart took.
+			time.Sleep(time.Until(heldAt.Add(2500 * time.Millisecond)))
 		}
-	}
-	if err := os.Remove(hold); err != nil {
-		t.Fatal(err)
-	}
+		for deadline := time.Now().Add(time.Minute); waitFor != "" && !strings.Contains(out.String(), waitFor); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the held move never said %q:\n%s", waitFor, out.String())
+			}
+		}
+		release()
+	})
+}
+
+// runHeld runs shardctl args held at point (SHARDCTL_FAULT=hold:POINT),
+// calls atHold once it is held (atHold lets it go on with release, at the
+// moment it chooses), and returns its exit code and output.
+func runHeld(t *testing.T, c *cluster, point string, args []string, atHold func(out *syncBuffer, release func())) (int, string) {
+	t.Helper()
+	hold, done, out := startHeld(t, c, point, "", args)
+	atHold(out, func() {
+		if err := os.Remove(hold); err != nil {
+			t.Fatal(err)
+		}
+	})
 	code := exitWithin(t, done, 3*time.Minute)
 	return code, out.String()
+}
+
+// startHeld starts shardctl args held at point (SHARDCTL_FAULT=hold:POINT,
+// with faults added) and returns once it holds there: the hold file
+// (removing it lets the run go on), the channel its exit code arrives on,
+// and its output.
+func startHeld(t *testing.T, c *cluster, point, faults string, args []string) (string, chan int, *syncBuffer) {
+	t.Helper()
+	hold := filepath.Join(c.dir, "hold")
+	if err := os.WriteFile(hold, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.Remove(hold + ".held")
+	cmd := c.command([]string{"SHARDCTL_FAULT=hold:" + point + faults, "SHARDCTL_FAULT_HOLD=" + hold}, args...)
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	done := make(chan int, 1)
+	go func() {
+		_ = cmd.Wait()
+		done <- cmd.ProcessState.ExitCode()
+	}()
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		if _, err := os.Stat(hold + ".held"); err == nil {
+			return hold, done, out
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("%s exited %d before reaching %s:\n%s", args[0], code, point, out.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not reach %s within 2 minutes", args[0], point)
+		}
+	}
 }
 
 // TestServerRestartsHealInPlace: with the default --retry-for, a move held

@@ -9,6 +9,7 @@ import (
 	"github.com/shardctl/shardctl/fence"
 	"github.com/shardctl/shardctl/lock"
 	"github.com/shardctl/shardctl/operation"
+	"github.com/shardctl/shardctl/pipeline/interlock"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/schemaobj"
 	"github.com/shardctl/shardctl/shardmap"
@@ -80,6 +81,16 @@ func Abort(ctx context.Context, env Env, p *plans.Plan) error {
 	}
 	if err := resolveRegistered(ctx, env.Store, p); err != nil {
 		return fmt.Errorf("abort: the new shard's location: %w", err)
+	}
+	m, err := env.Store.Load(ctx)
+	if err != nil {
+		return fmt.Errorf("abort: read the shard map: %w", err)
+	}
+	if interlock.SwitchCommitted(m, p) {
+		// Lifting the fence now would let a router's cached map write to the
+		// source the map no longer serves, and the copy removed would be the served one.
+		return fmt.Errorf("%w: plan %s's switch committed (its acknowledgement was lost), the shard map points at %s/%s: finish it with 'shardctl plan resume %s'; to undo it afterwards, %s",
+			ErrCutOver, p.ID, p.Target.Addr(), p.Target.Schema, p.ID, undoAdvice(p))
 	}
 	if stale, err := abortIfStale(ctx, r); stale || err != nil {
 		return err

@@ -6,6 +6,7 @@ package pipeline
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"os"
@@ -126,29 +127,52 @@ func (r *runner) fence(ctx context.Context) error {
 const attemptFencing = "fencing"
 
 // cutover switches the shard map in one transaction once the target holds
-// every write the source acknowledged before the fence.
+// every write the source acknowledged before the fence. Until the switch is
+// known to have committed, a failure keeps the fence: a switch whose
+// acknowledgement was lost (the sharding database died at its commit) may
+// have committed, and a fence lifted then would let a router's cached map
+// send writes to the source the map no longer serves. The resume (in place
+// within --retry-for, or 'plan resume') applies the switch again, which is
+// a no-op where it committed.
 func (r *runner) cutover(ctx context.Context) error {
+	switched, err := r.cutoverSwitch(ctx)
+	if err == nil || switched {
+		return err
+	}
+	r.mu.Lock()
+	held := !r.p.Checkpoints.Final.IsZero() // unfence forgets it when it lifts the fence
+	r.mu.Unlock()
+	if !held {
+		return err
+	}
+	return fmt.Errorf("%w; shard %d stays fenced at its source %s/%s, its mappings offline (writes to it wait or fail), until the switch is confirmed: 'shardctl plan resume %s' switches the map (or 'shardctl plan abort %s' lifts the fence)",
+		err, r.p.Source.ShardID, r.p.Source.Addr(), r.p.Source.Schema, r.p.ID, r.p.ID)
+}
+
+// cutoverSwitch is the cutover; switched says the shard map was switched
+// (an error then is about what follows the switch).
+func (r *runner) cutoverSwitch(ctx context.Context) (switched bool, err error) {
 	final := binlog.Position(r.p.Checkpoints.Final)
 	if final.IsZero() {
-		return errors.New("no final position recorded: the fence step did not finish")
+		return false, errors.New("no final position recorded: the fence step did not finish")
 	}
 	if binlog.Position(r.p.Checkpoints.Applied).Compare(final) < 0 {
 		// Resumed after a crash between the fence and here: finish the final catch-up.
 		if err := r.ensureTail(ctx); err != nil {
-			return err
+			return false, err
 		}
 		if err := r.tail.WaitFor(ctx, final); err != nil {
-			return err
+			return false, err
 		}
 	}
 	// Before the window's position is read, so a reverse tail never sees the ALTERs.
 	counters := time.Now()
 	if err := r.carryCounters(ctx, r.src, r.p.Source.Schema, r.dst, r.p.Target.Schema, r.p.Copy, false); err != nil {
-		return err
+		return false, err
 	}
 	countersMS := msSince(counters)
 	if err := r.windowAtCutover(ctx); err != nil {
-		return err
+		return false, err
 	}
 	start := time.Now()
 	if err := r.env.Store.Apply(ctx, "cut over", r.p.Cutover); err != nil {
@@ -156,10 +180,13 @@ func (r *runner) cutover(ctx context.Context) error {
 		// shard must not stay offline behind its fence until someone finds it.
 		if dbutil.ErrNumber(err) == errDuplicateKey {
 			if cerr := r.switchCollision(ctx); cerr != nil {
-				return r.unfence(ctx, cerr)
+				return false, r.unfence(ctx, cerr)
 			}
 		}
-		return err
+		return false, err
+	}
+	if fault.On("fail:cutover:ack") { // tests: the switch committed, its acknowledgement lost
+		return false, fmt.Errorf("cut over: %w (injected: the switch committed and its acknowledgement was lost)", driver.ErrBadConn)
 	}
 	// The blackout ends here: routers write to the target from this commit on.
 	r.mu.Lock()
@@ -178,12 +205,12 @@ func (r *runner) cutover(ctx context.Context) error {
 		r.noteAttempt(n - 1)
 	}
 	if err := r.stopTail(); err != nil {
-		return fmt.Errorf("cut over done; stopping the binlog tail: %w", err)
+		return true, fmt.Errorf("cut over done; stopping the binlog tail: %w", err)
 	}
 	if err := r.finishObjects(ctx); err != nil {
-		return fmt.Errorf("cut over done; schema objects: %w", err)
+		return true, fmt.Errorf("cut over done; schema objects: %w", err)
 	}
-	return nil
+	return true, nil
 }
 
 const errDuplicateKey = 1062

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/shardctl/shardctl/binlog"
 	"github.com/shardctl/shardctl/dbutil"
@@ -81,6 +82,8 @@ func hint(err error, planID string) string {
 		return "the shardctl account lacks the privilege the error names, on the server the step writes to: GRANT it, " + resume
 	case n == 1146 || n == 1049:
 		return "a table or schema the operation works on is missing (dropped or renamed while it ran): put it back, or abort the plan"
+	case outOfSpace(err):
+		return "free space on that server (its data directory's disk, or the InnoDB tablespace's size limit: innodb_data_file_path's max), or drop what is not needed there; the source was not changed; " + resume
 	case n == 1054:
 		return "a column is missing (the table changed while the operation ran): abort the plan and start a new one"
 	case n == 1062:
@@ -89,6 +92,20 @@ func hint(err error, planID string) string {
 		return "the server refused the statement above (syntax or not supported by this server version): report it, " + resume
 	}
 	return "fix the cause named above, " + resume
+}
+
+// outOfSpace reports a server that could not write for want of space: a
+// table or tablespace at its limit (1114), a full disk (1021, or errno 28
+// behind 1030, 3 or 1005), InnoDB's "no more room" (errno 135).
+func outOfSpace(err error) bool {
+	switch dbutil.ErrNumber(err) {
+	case 1114, 1021:
+		return true
+	case 3, 1005, 1030:
+		msg := err.Error()
+		return strings.Contains(msg, "errno: 28") || strings.Contains(msg, "error 28") || strings.Contains(msg, "errno: 135") || strings.Contains(msg, "No space left")
+	}
+	return false
 }
 
 // classify wraps a step's failure in a StepError.

@@ -239,6 +239,13 @@ func (r *runner) step(name string) func(context.Context) error {
 
 // fail records a step's failure and leaves the plan resumable.
 func (r *runner) fail(step string, err error) error {
+	if outOfSpace(err) {
+		full := r.p.Target
+		if w := r.p.Window; step == plans.StepWindow && w != nil && w.Serving == plans.SideTarget {
+			full = r.p.Source // the reverse tail writes there
+		}
+		err = fmt.Errorf("the server %s is out of space: %w", full.Addr(), err)
+	}
 	err = classify(r.p.Operation, r.shardName(), step, r.p.ID, err)
 	r.mu.Lock()
 	if rec := r.p.Step(step); rec != nil {

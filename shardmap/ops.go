@@ -270,8 +270,41 @@ func (s *Store) ApplyWith(ctx context.Context, what string, changes []Change, al
 }
 
 func (s *Store) applyOne(ctx context.Context, tx *sql.Tx, m *Map, c Change) (bool, error) {
+	if pending, err := m.pending(c); err != nil || !pending {
+		return false, err
+	}
 	if len(c.Ref.Points) > 0 {
 		return s.applyPoints(ctx, tx, m, c)
+	}
+	q, args := c.SQL(s.Schema)
+	res, err := tx.ExecContext(ctx, q, args...)
+	if err != nil {
+		return false, err
+	}
+	// Later changes validate against the map as it is now: the change is
+	// made to m too, rather than the whole map read again while the version
+	// row is locked (every writer of the shard map waits on that lock, and
+	// at a thousand shards one read is thousands of rows).
+	return true, s.applyToMap(ctx, tx, m, c, res)
+}
+
+// Holds reports whether m has every change of cs already: applying them
+// would change nothing (a switch that committed though its sender never
+// heard so).
+func (m *Map) Holds(cs []Change) bool {
+	for _, c := range cs {
+		if pending, err := m.pending(c); err != nil || pending {
+			return false
+		}
+	}
+	return true
+}
+
+// pending reports whether change c would change m (false: a re-run), or
+// why it cannot be made.
+func (m *Map) pending(c Change) (bool, error) {
+	if len(c.Ref.Points) > 0 {
+		return m.pendingPoints(c)
 	}
 	switch c.Op {
 	case OpSetStatus, OpRepoint, OpRemoveMapping, OpMergeRange:
@@ -332,21 +365,12 @@ func (s *Store) applyOne(ctx context.Context, tx *sql.Tx, m *Map, c Change) (boo
 	default:
 		return false, fmt.Errorf("unknown shard map change %q", c.Op)
 	}
-	q, args := c.SQL(s.Schema)
-	res, err := tx.ExecContext(ctx, q, args...)
-	if err != nil {
-		return false, err
-	}
-	// Later changes validate against the map as it is now: the change is
-	// made to m too, rather than the whole map read again while the version
-	// row is locked (every writer of the shard map waits on that lock, and
-	// at a thousand shards one read is thousands of rows).
-	return true, s.applyToMap(ctx, tx, m, c, res)
+	return true, nil
 }
 
-// applyPoints sets the status of, or re-points, a set of LIST points in one
-// statement; it is a re-run when every point is as asked already.
-func (s *Store) applyPoints(ctx context.Context, tx *sql.Tx, m *Map, c Change) (bool, error) {
+// pendingPoints is pending for a set of LIST points: a re-run when every
+// point is as asked already.
+func (m *Map) pendingPoints(c Change) (bool, error) {
 	if c.Op != OpSetStatus && c.Op != OpRepoint {
 		return false, fmt.Errorf("shard map change %q takes one mapping, not a set of list points", c.Op)
 	}
@@ -355,25 +379,44 @@ func (s *Store) applyPoints(ctx context.Context, tx *sql.Tx, m *Map, c Change) (
 			return false, err
 		}
 	}
+	hit, err := m.points(c)
+	if err != nil {
+		return false, err
+	}
+	for _, mp := range hit {
+		if !(c.Op == OpSetStatus && mp.Status == c.Status || c.Op == OpRepoint && mp.ShardID == c.ShardID) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// points returns the mappings of c's LIST points, all of them or ErrNotFound.
+func (m *Map) points(c Change) ([]*Mapping, error) {
 	want := map[string]bool{}
 	for _, k := range c.Ref.Points {
 		want[k.String()] = true
 	}
 	var hit []*Mapping
-	done := true
 	for i := range m.Mappings {
 		mp := &m.Mappings[i]
 		if mp.FuncID != c.Ref.FuncID || mp.Kind != List || mp.Point == nil || !want[mp.Point.String()] {
 			continue
 		}
 		hit = append(hit, mp)
-		done = done && (c.Op == OpSetStatus && mp.Status == c.Status || c.Op == OpRepoint && mp.ShardID == c.ShardID)
 	}
 	if len(hit) != len(want) {
-		return false, fmt.Errorf("%w: %d of the %d list points of function %d", ErrNotFound, len(want)-len(hit), len(want), c.Ref.FuncID)
+		return nil, fmt.Errorf("%w: %d of the %d list points of function %d", ErrNotFound, len(want)-len(hit), len(want), c.Ref.FuncID)
 	}
-	if done {
-		return false, nil
+	return hit, nil
+}
+
+// applyPoints sets the status of, or re-points, a set of LIST points in one
+// statement (pending said it changes something).
+func (s *Store) applyPoints(ctx context.Context, tx *sql.Tx, m *Map, c Change) (bool, error) {
+	hit, err := m.points(c)
+	if err != nil {
+		return false, err
 	}
 	q, args := c.SQL(s.Schema)
 	if _, err := tx.ExecContext(ctx, q, args...); err != nil {

@@ -190,6 +190,9 @@ func Current(m *shardmap.Map, p *plans.Plan) error {
 		}
 		return stale("this plan's cutover put shard %d at %s/%s, but the shard map no longer points there", p.Target.ShardID, p.Target.Addr(), p.Target.Schema)
 	}
+	if SwitchCommitted(m, p) {
+		return nil // its own switch, unconfirmed: the cutover applies it again
+	}
 	for _, id := range planShards(p) {
 		want := p.Source
 		if id != p.Source.ShardID {
@@ -272,4 +275,11 @@ func RoutesToSource(m *shardmap.Map, p *plans.Plan) error {
 		}
 	}
 	return nil
+}
+
+// SwitchCommitted reports whether m holds p's switch though p does not
+// record it: the cutover's commit went through and its acknowledgement was
+// lost. The plan is then current, and only a resume may end it.
+func SwitchCommitted(m *shardmap.Map, p *plans.Plan) bool {
+	return !p.CutOver() && p.Done(plans.StepFence) && len(p.Cutover) > 0 && m.Holds(p.Cutover)
 }
