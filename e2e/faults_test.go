@@ -12,12 +12,10 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/dbutil"
-	"github.com/shardctl/shardctl/fence"
 	"github.com/shardctl/shardctl/internal/faultproxy"
 	"github.com/shardctl/shardctl/internal/testenv"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/sandbox"
-	"github.com/shardctl/shardctl/shardmap"
 )
 
 // faultsEnv runs the whole fault matrix when set to "full"; unset, the
@@ -371,34 +369,10 @@ var resumeCommand = regexp.MustCompile(`shardctl plan (resume|abort) \S+`)
 
 // wantUnfenced fails the test if shard 1 is fenced on either server or has
 // a mapping offline, unless msg (the exit message) says so and names the
-// command that ends it ("" : nothing may be left).
+// command that ends it ("": nothing may be left).
 func (f *faultFleet) wantUnfenced(t *testing.T, cell, msg string) {
 	t.Helper()
-	var left []string
-	for _, server := range []int{2, 3} {
-		var n, armed int
-		db := f.c.db(server)
-		if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ? AND TRIGGER_NAME LIKE ?",
-			f.c.shards[0].Schema, fence.TriggerPrefix+"%").Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
-			f.c.shards[0].Schema, fence.FenceTable).Scan(&armed); err != nil {
-			t.Fatal(err)
-		}
-		if n+armed > 0 {
-			left = append(left, fmt.Sprintf("fenced on server %d (%d triggers, armed table %d)", server, n, armed))
-		}
-	}
-	m, err := f.c.store.Load(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mp := range m.ShardMappings(1) {
-		if mp.Status == shardmap.Offline {
-			left = append(left, fmt.Sprintf("mapping offline: %+v", mp))
-		}
-	}
+	left := fenceLeft(t, f.c, 2, 3)
 	if len(left) == 0 {
 		return
 	}
