@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -240,19 +241,8 @@ func startHeld(t *testing.T, c *cluster, point, faults string, args []string) (s
 		_ = cmd.Wait()
 		done <- cmd.ProcessState.ExitCode()
 	}()
-	for deadline := time.Now().Add(2 * time.Minute); ; {
-		if _, err := os.Stat(hold + ".held"); err == nil {
-			return hold, done, out
-		}
-		select {
-		case code := <-done:
-			t.Fatalf("%s exited %d before reaching %s:\n%s", args[0], code, point, out.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not reach %s within 2 minutes", args[0], point)
-		}
-	}
+	waitHeld(t, hold, point, done, out)
+	return hold, done, out
 }
 
 // TestServerRestartsHealInPlace: with the default --retry-for, a move held
@@ -320,20 +310,32 @@ func lastLines(s string, n int) string {
 // its source: no fence trigger there, no mapping offline.
 func fenceLifted(t *testing.T, c *cluster, server int) {
 	t.Helper()
-	var n, armed int
-	if err := c.db(server).QueryRow("SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ? AND TRIGGER_NAME LIKE ?",
-		c.shards[0].Schema, fence.TriggerPrefix+"%").Scan(&n); err != nil {
-		t.Fatal(err)
+	for _, l := range fenceLeft(t, c, server) {
+		t.Errorf("the stopped move left shard 1 %s", l)
 	}
-	if n > 0 {
-		t.Errorf("the stopped move left %d fence triggers on the source", n)
-	}
-	if err := c.db(server).QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
-		c.shards[0].Schema, fence.FenceTable).Scan(&armed); err != nil {
-		t.Fatal(err)
-	}
-	if armed > 0 {
-		t.Errorf("the stopped move left the armed fence's table %s on the source", fence.FenceTable)
+}
+
+// fenceLeft says what keeps shard 1 from being written: fence triggers or
+// the armed fence's table on any of servers, a mapping offline.
+func fenceLeft(t *testing.T, c *cluster, servers ...int) []string {
+	t.Helper()
+	var left []string
+	for _, server := range servers {
+		var n, armed int
+		if err := c.db(server).QueryRow("SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ? AND TRIGGER_NAME LIKE ?",
+			c.shards[0].Schema, fence.TriggerPrefix+"%").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			left = append(left, fmt.Sprintf("fenced on server %d (%d fence triggers)", server, n))
+		}
+		if err := c.db(server).QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
+			c.shards[0].Schema, fence.FenceTable).Scan(&armed); err != nil {
+			t.Fatal(err)
+		}
+		if armed > 0 {
+			left = append(left, fmt.Sprintf("fenced on server %d (the armed fence's table %s)", server, fence.FenceTable))
+		}
 	}
 	m, err := c.store.Load(ctx)
 	if err != nil {
@@ -341,9 +343,10 @@ func fenceLifted(t *testing.T, c *cluster, server int) {
 	}
 	for _, mp := range m.ShardMappings(1) {
 		if mp.Status == shardmap.Offline {
-			t.Errorf("the stopped move left a mapping of shard 1 offline: %+v", mp)
+			left = append(left, fmt.Sprintf("with a mapping offline: %+v", mp))
 		}
 	}
+	return left
 }
 
 // exitWithin waits for the move's exit code on done, failing the test when

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/shardctl/shardctl/lock"
@@ -75,6 +76,7 @@ func RunRetrying(ctx context.Context, env Env, p *plans.Plan) error {
 			return nil
 		},
 		progress: func() int64 { return progressOf(p) },
+		urgent:   func() bool { return inBlackout(p) },
 		notify: func(wait, left time.Duration, err error) {
 			if env.Log != nil {
 				env.Log.Warn(fmt.Sprintf("retrying in %s after: %v (retry budget %s left)", wait, err, left.Round(time.Second)),
@@ -120,6 +122,15 @@ func retryable(err error, p *plans.Plan) bool {
 	return Resumable(err, p) && !errors.Is(err, ErrBudget)
 }
 
+// inBlackout reports whether p stopped with a cutover attempt open: its
+// fence may still hold the shard's writes and its mappings be offline, so
+// every second of back-off is a second of blackout (the fault matrix's
+// cutover/shardmap-crash cell).
+func inBlackout(p *plans.Plan) bool {
+	n := len(p.Attempts)
+	return n > 0 && strings.HasPrefix(p.Attempts[n-1].Result, attemptFencing) && !p.CutOver()
+}
+
 // progressOf is a number that grows as p's run gets on: steps done, rows
 // and changes carried.
 func progressOf(p *plans.Plan) int64 {
@@ -151,6 +162,7 @@ type retrier struct {
 	retry    func(error) bool
 	reload   func() error
 	progress func() int64
+	urgent   func() bool // retry at the first wait, not backing off further
 	notify   func(wait, left time.Duration, err error)
 	now      func() time.Time
 	sleep    func(context.Context, time.Duration) error
@@ -168,6 +180,9 @@ func (rt retrier) do(ctx context.Context) error {
 		now := rt.now()
 		if pr := rt.progress(); deadline.IsZero() || pr > mark {
 			deadline, mark, wait = now.Add(rt.budget), pr, RetryFirstWait // a new fault
+		}
+		if rt.urgent != nil && rt.urgent() {
+			wait = RetryFirstWait
 		}
 		left := deadline.Sub(now)
 		if left <= 0 {

@@ -53,6 +53,29 @@ func (f *fakeRetrier) retrier(budget time.Duration) retrier {
 	}
 }
 
+// Inside the blackout (a cutover attempt open) every wait is the first: the
+// shard waits behind its fence for as long as the back-off lasts.
+func TestRetrierDoesNotBackOffInsideTheBlackout(t *testing.T) {
+	f := &fakeRetrier{errs: repeat(transientErr(), 4)}
+	rt := f.retrier(2 * time.Minute)
+	rt.urgent = func() bool { return f.runs <= 2 } // the first two stops inside the blackout
+	if err := rt.do(context.Background()); err != nil {
+		t.Fatalf("err %v", err)
+	}
+	if !slices.Equal(f.waits, []time.Duration{time.Second, time.Second, 2 * time.Second, 4 * time.Second}) {
+		t.Fatalf("waits %v", f.waits)
+	}
+	open := &plans.Plan{Steps: []plans.StepRecord{{Name: plans.StepFence}, {Name: plans.StepCutover}},
+		Attempts: []plans.Attempt{{Result: "backed off: budget"}, {Result: attemptFencing}}}
+	if !inBlackout(open) {
+		t.Error("a plan stopped with an attempt fencing is not in its blackout")
+	}
+	open.Attempts[1].Result = "backed off: lost the lock"
+	if inBlackout(open) {
+		t.Error("a plan whose last attempt backed off is in its blackout")
+	}
+}
+
 func transientErr() error {
 	return &StepError{Operation: "move", Shard: "shard 1 (s1)", Step: plans.StepCopy, Transient: true, Err: mysql.ErrInvalidConn}
 }
