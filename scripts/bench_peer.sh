@@ -36,6 +36,9 @@ extra_sandbox() {
 extra_down() { "$S" sandbox down --sandbox-dir "$1" --base-port "$2" --servers "$3" --purge >/dev/null 2>&1 || true; }
 extra_down_all() {
   local d p n
+  if [ -s "$WORK/extra-pids" ]; then # the loads this file started, if still running
+    while read -r p; do [ "$(cat "/proc/$p/comm" 2>/dev/null)" != sysbench ] || kill -KILL "$p" 2>/dev/null || true; done <"$WORK/extra-pids"
+  fi
   [ -s "$WORK/extra-sandboxes" ] || return 0
   while read -r d p n; do extra_down "$d" "$p" "$n"; done <"$WORK/extra-sandboxes"
 }
@@ -96,6 +99,7 @@ peer_load_start() {
   sysbench oltp_write_only $(sysbench_args 1 "$1" "$PEER_N") --threads=4 --rate="$PEER_RATE" --time=3600 \
     --mysql-ignore-errors=all --report-interval=0 run >"$WORK/peer-load.log" 2>&1 &
   PEER_LOAD=$!
+  echo "$PEER_LOAD" >>"$WORK/extra-pids"
   sleep 2 # the load is running when the tool starts
 }
 peer_load_stop() {
@@ -161,28 +165,30 @@ peer_unfence() {
 # cutover and catch-up read from its log), then undoes it (target dropped,
 # the source's tables renamed back from <name>_old)
 peer_spirit() {
-  local name=$1 sch=$2 t0 t1 dsn="$DBUSER:$DBPASS@tcp(127.0.0.1" l="$WORK/$1.log" t
+  local name=$1 sch=$2 t0 t1 dsn="$DBUSER:$DBPASS@tcp(127.0.0.1" l="$WORK/$1.log" t rc=0
   M 2 -e "DROP DATABASE IF EXISTS \`${sch}_spirit\`; CREATE DATABASE \`${sch}_spirit\`"
   settle 1
   settle 2
   [ "$PEER_LOAD_ON" = 1 ] && peer_load_start "$sch"
   cpu_mark "$name"
   t0=$(now)
+  # its log has whole seconds: each line is stamped as it comes (EPOCHREALTIME)
   /usr/bin/time -v -o "$WORK/$name.time" timeout -k 10 "$STEP_TIMEOUT" "$SPIRIT" move \
-    --source-dsn "$dsn:$(port 1))/$sch" --target-dsn "$dsn:$(port 2))/${sch}_spirit" >"$l" 2>&1 ||
-    { peer_load_stop "$name"; fail "spirit move exited $?" "$l"; }
+    --source-dsn "$dsn:$(port 1))/$sch" --target-dsn "$dsn:$(port 2))/${sch}_spirit" 2>&1 |
+    while IFS= read -r line; do printf '%s %s\n' "$EPOCHREALTIME" "$line"; done >"$l" || rc=$?
+  [ "$rc" = 0 ] || { peer_load_stop "$name"; fail "spirit move exited $rc" "$l"; }
   t1=$(now)
   peer_load_stop "$name"
   put "${name}_srv_cpu_s" "$(srv_cpu "$name")"
   put "${name}_tool_cpu_s" "$(cpu_s "$WORK/$name.time")"
   put "${name}_rss_mb" "$(rss_mb "$WORK/$name.time")"
   put "${name}_s" "$(f "$t1 - $t0")"
-  # seconds from the start to the first log line matching each pattern
-  at() { awk -v t0="$t0" -v re="$1" '$0 ~ re { if (match($0, /time=[^ ]+/)) { cmd = "date -d " substr($0, RSTART + 5, RLENGTH - 5) " +%s.%N"; cmd | getline s; close(cmd); printf "%.2f", s - t0; exit } }' "$l"; }
-  put "${name}_cutover_s" "$(at 'Cutover function complete|cutover complete|Cutover complete')"
-  put "${name}_copied_s" "$(at 'copy rows complete|Copy rows complete|copier complete|All chunks copied')"
-  put "${name}_checksum_s" "$(at 'starting checksum|Starting checksum|checksum started')"
-  put "${name}_checksum_done_s" "$(at 'checksum completed|Checksum completed|checksum passed')"
+  # seconds from the start to the first log line matching a pattern
+  at() { awk -v t0="$t0" -v re="$1" '$0 ~ re { printf "%.2f", $1 - t0; exit }' "$l"; }
+  put "${name}_copied_s" "$(at 'All tables copied')"
+  put "${name}_checksum_s" "$(at 'starting distributed checksum')"
+  put "${name}_checksum_done_s" "$(at 'checksum passed')"
+  put "${name}_cutover_s" "$(at 'final cut over operation complete')"
   progress "peer: $name: spirit $(get "${name}_s") s (cutover at $(get "${name}_cutover_s") s; rows copied at $(get "${name}_copied_s") s, checksum $(get "${name}_checksum_s")-$(get "${name}_checksum_done_s") s), servers $(get "${name}_srv_cpu_s") CPU-s, spirit $(get "${name}_tool_cpu_s") CPU-s, $(get "${name}_rss_mb") MB; load average $(cut -d' ' -f1-3 /proc/loadavg)"
   M 2 -e "DROP DATABASE IF EXISTS \`${sch}_spirit\`"
   for t in $(M 1 -N -e "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = '$sch' AND TABLE_NAME LIKE '%\\_old'"); do
@@ -266,7 +272,7 @@ peer_rows() {
         local k="peer_${sch}_${load}_${r}"
         sc+="${sc:+, }$(get "${k}_sc_s")"; sp+="${sp:+, }$(get "${k}_sp_s")"
         scx+="${scx:+; }cutover at $(get "${k}_sc_cutover_s") s, catch-up $(get "${k}_sc_catchup_s") s, verify $(get "${k}_sc_verify_s") s, blackout $(get "${k}_sc_blackout_ms") ms, $(get "${k}_sc_srv_cpu_s") + $(get "${k}_sc_tool_cpu_s") CPU-s, $(get "${k}_sc_rss_mb") MB"
-        spx+="${spx:+; }cutover at $(get "${k}_sp_cutover_s") s (rows copied at $(get "${k}_sp_copied_s") s), $(get "${k}_sp_srv_cpu_s") + $(get "${k}_sp_tool_cpu_s") CPU-s, $(get "${k}_sp_rss_mb") MB"
+        spx+="${spx:+; }cutover at $(get "${k}_sp_cutover_s") s (rows copied at $(get "${k}_sp_copied_s") s, checksum $(get "${k}_sp_checksum_s")–$(get "${k}_sp_checksum_done_s") s), $(get "${k}_sp_srv_cpu_s") + $(get "${k}_sp_tool_cpu_s") CPU-s, $(get "${k}_sp_rss_mb") MB"
       done
       note=""
       [ "$load" = load ] && note=" under \`sysbench oltp_write_only --rate=$PEER_RATE --threads=4\` on the source (achieved: shardctl's runs $(get "peer_${sch}_load_1_sc_tps") tps, spirit's $(get "peer_${sch}_load_1_sp_tps") tps)"
@@ -315,27 +321,34 @@ native_prepare() {
   fi
 }
 
-# native_replay SCHEMA GTIDPOS: after the backlog (and shardctl's replay of it): the
-# replica started, timed until it has applied the source's position as it
-# was at the end of the backlog (GTIDPOS: recorded then); puts native_s
+# native_replay SCHEMA GTIDPOS: after the backlog (and shardctl's replay of
+# it): the replica started (receiver and applier at once, as shardctl reads
+# and applies at once), timed until it has applied GTIDPOS, the source's
+# position at the backlog's end: puts native_s
 native_replay() {
-  local target=$2 t0 t1 ok
+  local target=$2 t0 t1
   cpu_mark native
   t0=$(now)
-  if [ "$FLAVOR" = mysql ]; then
-    NM -e "START REPLICA"
-    ok=$(NM -N -e "SELECT WAIT_FOR_EXECUTED_GTID_SET('$target', $STEP_TIMEOUT)")
-  else
-    NM -e "START SLAVE"
-    ok=$(NM -N -e "SELECT MASTER_GTID_WAIT('$target', $STEP_TIMEOUT)")
-  fi
+  native_start ""
+  native_wait_applied "$target"
   t1=$(now)
   put native_cpu "$(cpu_report native)"
-  [ "$ok" = 0 ] || { NM -e "SHOW REPLICA STATUS\G" >"$WORK/native-status.txt" 2>&1; fail "the replica did not reach $target (wait returned $ok)" "$WORK/native-status.txt"; }
   put native_s "$(f "$t1 - $t0")"
   put native_rows "$(NM -N -e "SELECT COUNT(*) FROM \`$1\`.sbtest1")"
   progress "catch-up: the server's own replication replayed the backlog in $(get native_s) s ($(get native_settings))"
   extra_down "$NATIVE_DIR" "$NATIVE_PORT" 1
+}
+# native_start [IO_THREAD|SQL_THREAD]: START REPLICA (SLAVE) on the replica
+native_start() { if [ "$FLAVOR" = mysql ]; then NM -e "START REPLICA $1"; else NM -e "START SLAVE $1"; fi; }
+# native_wait_applied GTIDPOS: until the replica has applied GTIDPOS (bounded)
+native_wait_applied() {
+  local ok
+  if [ "$FLAVOR" = mysql ]; then
+    ok=$(NM -N -e "SELECT WAIT_FOR_EXECUTED_GTID_SET('$1', $STEP_TIMEOUT)")
+  else
+    ok=$(NM -N -e "SELECT MASTER_GTID_WAIT('$1', $STEP_TIMEOUT)")
+  fi
+  [ "$ok" = 0 ] || { NM -e "SHOW REPLICA STATUS\G" >"$WORK/native-status.txt" 2>&1; fail "the replica did not reach $1 (wait returned $ok)" "$WORK/native-status.txt"; }
 }
 # source_gtid: the source's GTID position now (native_replay's target)
 source_gtid() { if [ "$FLAVOR" = mysql ]; then M 1 -N -e "SELECT @@GLOBAL.gtid_executed" | tr -d '\n'; else M 1 -N -e "SELECT @@GLOBAL.gtid_binlog_pos"; fi; }
@@ -375,6 +388,7 @@ drop_load_start() {
   sysbench oltp_read_write $(sysbench_args 1 sbdrop_load 10000) --threads=4 --rate="$DROP_RATE" --time=3600 --percentile=99 \
     --report-interval=1 --mysql-ignore-errors=all run >"$WORK/drop-load.log" 2>&1 &
   DROP_LOAD=$!
+  echo "$DROP_LOAD" >>"$WORK/extra-pids"
   sleep 2.5 # two whole seconds of the load before the operation
 }
 drop_load_stop() {
