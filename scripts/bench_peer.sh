@@ -377,15 +377,17 @@ native() {
 
 # ---------------------------------------------------------------- the cost of a DROP
 
-# drop_load_start / drop_load_stop NAME: a steady point-select and write load
-# (sysbench oltp_read_write, DROP_RATE transactions a second) on another schema
-# of the source, its p99 latency reported each second; puts NAME_p99 (the
-# worst second's), NAME_p99s (every second's) and NAME_tps
+# drop_load_start / drop_load_stop NAME: a point-select and write load
+# (sysbench oltp_read_write, DROP_THREADS sessions, each as fast as its
+# transactions return: a fixed --rate queues behind a machine slower than
+# that rate and then reports its queue, not the server) on another schema of
+# the source, its p99 latency reported each second; puts NAME_p99 (the worst
+# second's), NAME_p99s (every second's) and NAME_tps
 DROP_ROWS=${DROP_ROWS:-$([ -n "$SMALL" ] && echo 100000 || echo 1000000)}
-DROP_RATE=${DROP_RATE:-200}
+DROP_THREADS=${DROP_THREADS:-2}
 drop_load_start() {
   # shellcheck disable=SC2046
-  sysbench oltp_read_write $(sysbench_args 1 sbdrop_load 10000) --threads=4 --rate="$DROP_RATE" --time=3600 --percentile=99 \
+  sysbench oltp_read_write $(sysbench_args 1 sbdrop_load 10000) --threads="$DROP_THREADS" --time=3600 --percentile=99 \
     --report-interval=1 --mysql-ignore-errors=all run >"$WORK/drop-load.log" 2>&1 &
   DROP_LOAD=$!
   echo "$DROP_LOAD" >>"$WORK/extra-pids"
@@ -450,7 +452,7 @@ measure_dropcost() {
 
 dropcost_row() {
   if failed dropcost; then failrow "cleanup of a whole-shard move: DROP vs chunked deletes" dropcost "(info)"; return 0; fi
-  row "cleanup of a whole-shard move, $(K "$DROP_ROWS") rows: the source's other traffic (\`sysbench oltp_read_write --rate=$DROP_RATE --threads=4\` on another schema; p99 latency of each second, the worst; alone: $(get drop_base_p99) ms, $(get drop_base_tps) tps) during \`DROP DATABASE\` vs during the chunked deletes (\`prune --chunk-rows $PRUNE_CHUNK\`) and the drop of the emptied schema" \
+  row "cleanup of a whole-shard move, $(K "$DROP_ROWS") rows: the source's other traffic (\`sysbench oltp_read_write --threads=$DROP_THREADS\` on another schema, closed loop; p99 latency of each second, the worst; alone: $(get drop_base_p99) ms, $(get drop_base_tps) tps) during \`DROP DATABASE\` vs during the chunked deletes (\`prune --chunk-rows $PRUNE_CHUNK\`) and the drop of the emptied schema" \
     "DROP: $(get drop_drop_s) s, worst p99 $(get drop_drop_p99) ms (each second: $(get drop_drop_p99s))" \
     "chunked: $(get drop_chunked_s) s, worst p99 $(get drop_chunked_p99) ms (each second: $(get drop_chunked_p99s))" \
     "$(div "$(get drop_chunked_p99)" "$(get drop_drop_p99)")× (p99, chunked / DROP)" "(info: DROP where it does not stall)" "—"
