@@ -103,23 +103,13 @@ func (v *Verifier) table(ctx context.Context, t tables.Table, after []string, re
 	}
 
 	lo := after
-	// Each chunk's upper key is found on a session of its own while the
-	// chunk before it is compared: the two servers' checksums and the
-	// source's walk to the next bound overlap instead of taking turns.
-	next := findUpper(ctx, sc.ahead, key, lo, where, whereArgs, n)
-	defer func() { next.wait() }()
 	for {
 		if err := ctx.Err(); err != nil {
 			return res, wrap("interrupted", err)
 		}
-		next.wait()
-		hi, more, err := next.hi, next.more, next.err
+		hi, more, err := chunk.Upper(ctx, src, key, lo, where, whereArgs, n)
 		if err != nil {
 			return res, wrap(fmt.Sprintf("find the chunk after key %q", lo), err)
-		}
-		next = nil
-		if more {
-			next = findUpper(ctx, sc.ahead, key, hi, where, whereArgs, n)
 		}
 		rng, rngArgs, err := key.Range(lo, hi)
 		if err != nil {
@@ -273,36 +263,10 @@ func checksum(ctx context.Context, q dbutil.Querier, schema string, key chunk.Ke
 	return rows, s, err
 }
 
-// upper is the upper key of a chunk being found in the background.
-type upper struct {
-	done chan struct{}
-	hi   []string
-	more bool
-	err  error
-}
-
-// findUpper starts finding the upper key of the chunk of n rows after key
-// lo on session q; wait returns once it is found (a nil upper: at once).
-func findUpper(ctx context.Context, q *sql.Conn, key chunk.Key, lo []string, where string, whereArgs []any, n int) *upper {
-	u := &upper{done: make(chan struct{})}
-	go func() {
-		defer close(u.done)
-		u.hi, u.more, u.err = chunk.Upper(ctx, q, key, lo, where, whereArgs, n)
-	}()
-	return u
-}
-
-func (u *upper) wait() {
-	if u != nil {
-		<-u.done
-	}
-}
-
 // scope is what comparing chunks of one table needs: a session on each
 // side, the key, the table's filter and the checksum expression.
 type scope struct {
 	src, dst  *sql.Conn
-	ahead     *sql.Conn // a second source session: the next chunk's bound
 	key       chunk.Key
 	where     string
 	whereArgs []any
@@ -313,7 +277,7 @@ type scope struct {
 }
 
 func (sc *scope) close() {
-	for _, c := range []*sql.Conn{sc.src, sc.dst, sc.ahead} {
+	for _, c := range []*sql.Conn{sc.src, sc.dst} {
 		if c != nil {
 			chunk.Release(c)
 		}
@@ -330,10 +294,6 @@ func (v *Verifier) open(ctx context.Context, t tables.Table) (sc *scope, err err
 	}()
 	sc.step = "open source session"
 	if sc.src, err = chunk.Session(ctx, v.Source, chunk.UTC); err != nil {
-		return sc, err
-	}
-	sc.step = "open a second source session"
-	if sc.ahead, err = chunk.Session(ctx, v.Source, chunk.UTC); err != nil {
 		return sc, err
 	}
 	sc.step = "open target session"
