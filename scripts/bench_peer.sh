@@ -111,12 +111,24 @@ peer_load_stop() {
   put "$1_tps" "$(sed -n 's/.* tps: \([0-9.]*\).*/\1/p' "$WORK/peer-load.log" | awk '{ s += $1 } END { if (NR) printf "%.0f", s / NR }')"
 }
 
+# peer_done NAME T0: one tool's run has ended: the load stopped; puts
+# NAME_s (since T0), NAME_srv_cpu_s, NAME_tool_cpu_s, NAME_rss_mb
+peer_done() {
+  local t1
+  t1=$(now)
+  peer_load_stop "$1"
+  put "$1_srv_cpu_s" "$(srv_cpu "$1")"
+  put "$1_tool_cpu_s" "$(cpu_s "$WORK/$1.time")"
+  put "$1_rss_mb" "$(rss_mb "$WORK/$1.time")"
+  put "$1_s" "$(f "$t1 - $2")"
+}
+
 # peer_shardctl NAME SCHEMA ROUND: `move --keep-source` (verify on) of SCHEMA,
 # server 1 -> 2; puts NAME_s, NAME_cutover_s (start to the end of the cutover
 # step), NAME_catchup_s, NAME_verify_s, NAME_srv_cpu_s, NAME_tool_cpu_s,
 # NAME_rss_mb, NAME_blackout_ms; then undoes it (target dropped, source unfenced)
 peer_shardctl() {
-  local name=$1 sch=$2 id t0 t1 j="$WORK/$1.json"
+  local name=$1 sch=$2 id t0 j="$WORK/$1.json"
   use_map "bench_peer_$3"
   sc "$WORK/$name-map.json" shardmap init
   sc "$WORK/$name-map.json" shardmap add-function sb --type RANGE
@@ -136,12 +148,7 @@ peer_shardctl() {
   t0=$(now)
   /usr/bin/time -v -o "$WORK/$name.time" timeout -k 10 "$STEP_TIMEOUT" "${SC[@]}" move --shard "$id" --to "$(addr 2)" --yes -o json --keep-source \
     >"$j" 2>"$j.err" || { peer_load_stop "$name"; fail "shardctl move exited $?" "$j.err"; }
-  t1=$(now)
-  peer_load_stop "$name"
-  put "${name}_srv_cpu_s" "$(srv_cpu "$name")"
-  put "${name}_tool_cpu_s" "$(cpu_s "$WORK/$name.time")"
-  put "${name}_rss_mb" "$(rss_mb "$WORK/$name.time")"
-  put "${name}_s" "$(f "$t1 - $t0")"
+  peer_done "$name" "$t0"
   put "${name}_cutover_s" "$(f "$(jq -r '[.result.step_seconds | to_entries[] | select(.key != "cleanup") | .value] | add' "$j")")"
   put "${name}_catchup_s" "$(f "$(jq -r '.result.step_seconds.catchup // 0' "$j")")"
   put "${name}_verify_s" "$(f "$(jq -r '.result.step_seconds.verify // 0' "$j")")"
@@ -166,7 +173,7 @@ peer_unfence() {
 # cutover and catch-up read from its log), then undoes it (target dropped,
 # the source's tables renamed back from <name>_old)
 peer_spirit() {
-  local name=$1 sch=$2 t0 t1 dsn="$DBUSER:$DBPASS@tcp(127.0.0.1" l="$WORK/$1.log" t rc=0
+  local name=$1 sch=$2 t0 dsn="$DBUSER:$DBPASS@tcp(127.0.0.1" l="$WORK/$1.log" t rc=0
   M 2 -e "DROP DATABASE IF EXISTS \`${sch}_spirit\`; CREATE DATABASE \`${sch}_spirit\`"
   settle 1
   settle 2
@@ -178,12 +185,7 @@ peer_spirit() {
     --source-dsn "$dsn:$(port 1))/$sch" --target-dsn "$dsn:$(port 2))/${sch}_spirit" 2>&1 |
     while IFS= read -r line; do printf '%s %s\n' "$EPOCHREALTIME" "$line"; done >"$l" || rc=$?
   [ "$rc" = 0 ] || { peer_load_stop "$name"; fail "spirit move exited $rc" "$l"; }
-  t1=$(now)
-  peer_load_stop "$name"
-  put "${name}_srv_cpu_s" "$(srv_cpu "$name")"
-  put "${name}_tool_cpu_s" "$(cpu_s "$WORK/$name.time")"
-  put "${name}_rss_mb" "$(rss_mb "$WORK/$name.time")"
-  put "${name}_s" "$(f "$t1 - $t0")"
+  peer_done "$name" "$t0"
   # seconds from the start to the first log line matching a pattern
   at() { awk -v t0="$t0" -v re="$1" '$0 ~ re { printf "%.2f", $1 - t0; exit }' "$l"; }
   put "${name}_copied_s" "$(at 'All tables copied')"
