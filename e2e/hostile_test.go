@@ -88,7 +88,7 @@ func TestCleanupCountSurvivesKill(t *testing.T) {
 		}
 		counts[tb] = n
 	}
-	r := c.run([]string{"SHARDCTL_FAULT=cleanup:deleted"}, "move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "--prune-chunk-rows", "50")
+	r := c.run([]string{"SHARDCTL_FAULT=cleanup:deleted"}, "move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "--cleanup", "delete", "--prune-chunk-rows", "50")
 	if !r.killed {
 		t.Fatalf("the fault did not kill the move: exit %d\n%s", r.code, r.stderr)
 	}

@@ -358,8 +358,9 @@ func (r *runner) verify(ctx context.Context) error {
 	return nil
 }
 
-// cleanup deletes what the source no longer owns in small chunks (a DROP of
-// a large table can stall the server), then drops the schema or lifts the fence.
+// cleanup deletes what the source no longer owns in small chunks, then
+// drops the schema or lifts the fence; a whole shard's schema is dropped
+// without the deletes where a DROP does not stall the server (dropsWhole).
 func (r *runner) cleanup(ctx context.Context) error {
 	if !reverted(r.p) && r.p.KeepSource {
 		return errSkipped
@@ -370,6 +371,33 @@ func (r *runner) cleanup(ctx context.Context) error {
 	if reverted(r.p) {
 		return r.dropTargetCopy(ctx)
 	}
+	whole, err := r.dropsWhole(ctx)
+	if err != nil {
+		return fmt.Errorf("cleanup of %s/%s: %w", r.p.Source.Addr(), r.p.Source.Schema, err)
+	}
+	if whole {
+		fault.Hit("during:cleanup") // tests: a crash with the drop about to run
+	} else if err := r.deleteRows(ctx); err != nil {
+		return err
+	}
+	if r.p.DropSourceSchema {
+		if err := interlock.GuardRemoval(ctx, r.env.Store, r.p.Source, nil); err != nil {
+			return err
+		}
+		if err := dropSchema(ctx, r.src, r.p.Source.Schema, schemaTables(r.p)); err != nil {
+			return fmt.Errorf("drop source schema %s: %w", r.p.Source.Schema, err)
+		}
+	} else if err := schemaobj.Replace(ctx, r.src, r.p.Source.Schema, r.p.Source.Schema, r.p.SourceTriggers, false); err != nil {
+		return fmt.Errorf("restore the source's triggers: %w", err)
+	} else if err := fence.Remove(ctx, r.src, r.p.Source.Schema, fenceNames(r.p), r.p.Options.LockWaitMS.D()); err != nil {
+		return err
+	}
+	return r.env.Store.Apply(ctx, "after cleanup", r.p.AfterCleanup)
+}
+
+// deleteRows deletes the rows of the cleanup's tables that the source no
+// longer owns, in chunks, with the source's own triggers kept from firing.
+func (r *runner) deleteRows(ctx context.Context) error {
 	pause := r.p.Options.PruneSleepMS.D()
 	pr := &prune.Pruner{DB: r.src, Schema: r.p.Source.Schema, ChunkRows: r.p.Options.PruneChunkRows,
 		Throttle: func(ctx context.Context) error { return r.thr.Pause(ctx, r.p.Options.PruneChunkRows, pause) }}
@@ -405,17 +433,5 @@ func (r *runner) cleanup(ctx context.Context) error {
 	r.mu.Lock()
 	r.p.Result.RowsDeleted = watermark.Rows(r.p.Checkpoints.Prune)
 	r.mu.Unlock()
-	if r.p.DropSourceSchema {
-		if err := interlock.GuardRemoval(ctx, r.env.Store, r.p.Source, nil); err != nil {
-			return err
-		}
-		if err := dropSchema(ctx, r.src, r.p.Source.Schema, schemaTables(r.p)); err != nil {
-			return fmt.Errorf("drop source schema %s: %w", r.p.Source.Schema, err)
-		}
-	} else if err := schemaobj.Replace(ctx, r.src, r.p.Source.Schema, r.p.Source.Schema, r.p.SourceTriggers, false); err != nil {
-		return fmt.Errorf("restore the source's triggers: %w", err)
-	} else if err := fence.Remove(ctx, r.src, r.p.Source.Schema, fenceNames(r.p), r.p.Options.LockWaitMS.D()); err != nil {
-		return err
-	}
-	return r.env.Store.Apply(ctx, "after cleanup", r.p.AfterCleanup)
+	return nil
 }

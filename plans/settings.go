@@ -35,6 +35,7 @@ type Options struct {
 	ReverseWindowS    int64    `json:"reverse_window_s,omitempty"`    // after cutover keep the source fenced and in sync this long (0: no window)
 	KillBlockersMS    Millis   `json:"kill_blockers_ms,omitempty"`    // before an attempt, kill sessions holding a fenced table's lock longer than this (0: never)
 	OnDDL             string   `json:"on_ddl,omitempty"`              // a schema change of a copied table during the tail: stop (""), apply or ignore
+	Cleanup           string   `json:"cleanup,omitempty"`             // a whole-shard cleanup: auto (""), drop (the schema at once) or delete (rows in chunks, then the drop)
 	// RouteGraceMS is how long after a switch of the shard map the copy
 	// routers were sent away from keeps its rows and its fence, so a router
 	// still on its cached map fails on the fence and looks again (0, in a
@@ -46,6 +47,13 @@ type Options struct {
 	// before it: never).
 	RetryForMS Millis `json:"retry_for_ms,omitempty"`
 }
+
+// Cleanup's choices (Options.Cleanup; "" is CleanupAuto).
+const (
+	CleanupAuto   = "auto"
+	CleanupDrop   = "drop"
+	CleanupDelete = "delete"
+)
 
 // DefaultRetryFor is RetryForMS's default in a new plan: long enough for a
 // server to restart.
@@ -143,6 +151,8 @@ var Settings = []Setting{
 		Usage: "after cutover keep the source copy fenced and in sync this long, so 'plan revert' can switch back (0: no window, the source is cleaned up at once)"},
 	{Flag: "on-ddl", Kind: KindChoice, Field: func(o *Options) any { return &o.OnDDL }, Choices: []string{"stop", "apply", "ignore"}, OnRun: true,
 		Usage: "a schema change of a copied table on the source while the binlog tail runs: stop (the tail stops before it), apply (run it on the target at the same point and go on), ignore (record it and go on)"},
+	{Flag: "cleanup", Kind: KindChoice, Field: func(o *Options) any { return &o.Cleanup }, Choices: []string{CleanupAuto, CleanupDrop, CleanupDelete}, OnRun: true,
+		Usage: "how a move or merge removes the old copy after the route grace: drop (DROP DATABASE at once), delete (chunked deletes of every row first, then the drop), auto (drop where the server's DROP TABLE does not stall its other sessions: MariaDB 10.6+, MySQL 8.0.23+; delete elsewhere); a split always deletes"},
 	{Flag: "kill-blockers", Kind: KindMillis, Field: func(o *Options) any { return &o.KillBlockersMS }, Lo: float64(time.Millisecond), Hi: float64(24 * time.Hour), Off: "never kill", OnRun: true,
 		Usage: "before each cutover attempt after the first, kill the sessions that have held a lock on a fenced table longer than this (0: never; the attempt record names them either way)"},
 	{Flag: "route-grace", Kind: KindMillis, Field: func(o *Options) any { return &o.RouteGraceMS }, Lo: float64(100 * time.Millisecond), Hi: float64(time.Hour), OnRun: true,

@@ -229,6 +229,8 @@ bounded_wait() {
   wait "$1"
 }
 
+. scripts/bench_peer.sh
+
 LOAD_PID_FILE="$WORK/load.pid"
 WATCHDOG=""
 cleanup() {
@@ -236,6 +238,7 @@ cleanup() {
   [ -z "$WATCHDOG" ] || kill "$WATCHDOG" 2>/dev/null || true
   if [ -s "$LOAD_PID_FILE" ]; then kill -TERM "$(cat "$LOAD_PID_FILE")" 2>/dev/null || true; fi
   if [ -z "${BENCH_KEEP_SANDBOX:-}" ]; then
+    extra_down_all
     "$S" sandbox down --sandbox-dir "$DIR" --base-port "$BASE" --servers 3 --purge >/dev/null 2>&1 || true
   fi
   rm -rf "$WORK/dump"
@@ -623,6 +626,7 @@ measure_catchup() {
   plan=$(jq -r '.[0].id' "$WORK/catchup-plans.json")
   [ "$(jq -r '.[0].step' "$WORK/catchup-plans.json")" = catchup ] || fail "plan $plan is not stopped before the catch-up" "$WORK/catchup-plans.json"
 
+  native native_prepare sbcatchup || true
   progress "catch-up: sysbench oltp_write_only --threads=$SB_THREADS --time=$CATCHUP_T on the source (the backlog)"
   sbargs=$(sysbench_args 1 sbcatchup "$CATCHUP_ROWS")
   # shellcheck disable=SC2086
@@ -630,6 +634,7 @@ measure_catchup() {
     fail "sysbench oltp_write_only failed" "$WORK/catchup-sysbench.log"
   put catchup_tps "$(sed -n 's/.*transactions: *[0-9]* *(\([0-9.]*\) per sec.).*/\1/p' "$WORK/catchup-sysbench.log")"
   put catchup_tx "$(sed -n 's/.*transactions: *\([0-9]*\) .*/\1/p' "$WORK/catchup-sysbench.log")"
+  local backlog_end; backlog_end=$(source_gtid)
 
   progress "catch-up: shardctl plan resume $plan"
   cpu_mark catchup
@@ -645,6 +650,7 @@ measure_catchup() {
   put catchup_resume_s "$(f "$t1 - $t0")"
   put catchup_steps "$(jq -c '.result.step_seconds | with_entries(.value |= (. * 100 | round / 100))' "$WORK/catchup2.json")"
   progress "catch-up: $(get catchup_events) events in $(get catchup_s) s (backlog of $CATCHUP_T s at $(get catchup_tps) tps)"
+  [ -z "$(get native_settings)" ] || native native_replay sbcatchup "$backlog_end" || true
   M 1 -e "DROP DATABASE sbcatchup"
   M 2 -e "DROP DATABASE sbcatchup"
 }
@@ -1181,8 +1187,10 @@ run_measure floor measure_floor
 run_measure verify measure_verify
 run_measure memory measure_memory
 run_measure catchup measure_catchup
+run_measure peer measure_peer
 run_measure blackout measure_blackout
 run_measure prune measure_prune
+run_measure dropcost measure_dropcost
 run_measure fkcheck measure_fkcheck
 run_measure fleet measure_fleet
 run_measure scale measure_scale
@@ -1297,6 +1305,9 @@ table() {
       "$(get catchup_s) s (\`step_seconds.catchup\`; $(get catchup_events) events, $(awk -v e="$(get catchup_events)" -v s="$(get catchup_s)" 'BEGIN { printf "%.0fk", e / s / 1000 }')/s)" \
       "T = $CATCHUP_T s" "${r}× (T / catch-up)" "≤ T/2 (≥ 2×)" "$(met "$r" ">=" 2)"
   fi
+  native_row
+  peer_rows
+  dropcost_row
   if failed blackout; then failrow "write blackout" blackout "≤ 200 ms worst, ≤ 100 ms median"; else
     r=$(div "$GHOST_LOCK_MS" "$(get blackout_worst_ms)")
     m=$(met "$(get blackout_worst_ms)" "<=" 200)
