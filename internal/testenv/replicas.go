@@ -61,6 +61,14 @@ func (f *Fleet) Kill(t testing.TB, k int) {
 	}
 }
 
+// KillPrimary kills the primary's process (SIGKILL), as a crash would.
+func (f *Fleet) KillPrimary(t testing.TB) {
+	t.Helper()
+	if err := sandbox.Kill(f.Config, 1); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Restart starts whatever of the fleet is not running; a restarted replica
 // resumes replicating where it stopped.
 func (f *Fleet) Restart(t testing.TB) {
