@@ -24,7 +24,8 @@ import (
 //
 // The primary rotates its binlog on its own schedule, so the plan's
 // checkpoint names a file the replica's binlog need not have (or has with
-// other contents): the resume must go by the checkpoint's GTID set.
+// other contents): the resume must go by the checkpoint's GTID set. Here
+// the primary has rotated three more times than its replica.
 // TestFailoverResumesByGTID covers the kill after verify, in the tail.
 func TestFailoverDrill(t *testing.T) {
 	env := testenv.Get(t)
@@ -56,6 +57,13 @@ func TestFailoverDrill(t *testing.T) {
 			pdb, rdb := openAt(t, f.Primary()), openAt(t, f.Replica(1))
 			setReadOnly(t, rdb, true) // a replica as operators keep one
 			waitReplicated(t, pdb, rdb)
+			// A primary that has been up longer than its replica has more
+			// binlog files: its file names are past the replica's newest.
+			for range 3 {
+				if _, err := pdb.Exec("FLUSH LOCAL BINARY LOGS"); err != nil {
+					t.Fatal(err)
+				}
+			}
 			// Disjoint keys before and after the failover (each ledger is
 			// checked on its own): 101-301 and 501-1501 above each lower bound.
 			groups := func(name string, n int) []string {
