@@ -19,10 +19,11 @@ import (
 // is an error that names it, never skipped. Entries with a server_id in
 // shardctl's binlog-tail range are its own tails, not servers.
 //
-// A replica that never registered (MariaDB's IO thread registers only with
-// report_host set) is in no list, only in the processlist as a binlog dump
-// thread: more dump threads than registered entries is an error naming
-// them, since their port cannot be told from the source.
+// A binlog reader that never registered (mysqlbinlog, a replica of a
+// version or tool that skips registration) is in no list, only in the
+// processlist as a binlog dump thread: more dump threads than registered
+// entries is an error naming them, since their port cannot be told from
+// the source.
 func Discover(ctx context.Context, db *sql.DB, self string) ([]string, error) {
 	f, err := dbutil.FlavorOf(ctx, db)
 	if err != nil {
@@ -61,7 +62,7 @@ func Discover(ctx context.Context, db *sql.DB, self string) ([]string, error) {
 		return nil, fmt.Errorf("%s: read the binlog dump threads (the account needs PROCESS): %w", self, err)
 	}
 	if len(dumps) > len(found) {
-		return nil, fmt.Errorf("%s has %d binlog dump connection(s) (%s) but lists %d replica(s) in %s: a replica that does not register (report_host unset), or a binlog reader such as mysqlbinlog, whose port cannot be told from here; set report_host and report_port on the replica, or name it with --replica HOST:PORT",
+		return nil, fmt.Errorf("%s has %d binlog dump connection(s) (%s) but lists %d replica(s) in %s: a replica or binlog reader (mysqlbinlog) that did not register, whose port cannot be told from here; name the replicas with --replica HOST:PORT instead of auto",
 			self, len(dumps), joinDumps(dumps), len(found), q)
 	}
 	var out []string

@@ -24,8 +24,9 @@ var (
 )
 
 // Replicated starts a sandbox of one primary and n replicas of it, of the
-// flavor under test, stopped and removed when the test ends.
-func Replicated(t testing.TB, n int) *Fleet {
+// flavor under test, stopped and removed when the test ends; opts change
+// the sandbox's configuration first (Unreported, ExtraArgs).
+func Replicated(t testing.TB, n int, opts ...func(*sandbox.Config)) *Fleet {
 	t.Helper()
 	skipUnavailable(t, serversAvailable())
 	port, err := FreePorts(1 + n)
@@ -37,6 +38,9 @@ func Replicated(t testing.TB, n int) *Fleet {
 	base := fleetIDs
 	fleetMu.Unlock()
 	cfg := sandbox.Config{Dir: t.TempDir(), Servers: 1, Replicas: n, BasePort: port, Flavor: Flavor(), ServerIDBase: base, DieWithParent: true}
+	for _, o := range opts {
+		o(&cfg)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	srv, err := sandbox.Up(ctx, cfg)
