@@ -28,6 +28,9 @@ var (
 // the sandbox's configuration first (Unreported, ExtraArgs).
 func Replicated(t testing.TB, n int, opts ...func(*sandbox.Config)) *Fleet {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("needs real servers: skipped under -short (scripts/test.sh --fast or the full suite runs it)")
+	}
 	skipUnavailable(t, serversAvailable())
 	port, err := FreePorts(1 + n)
 	if err != nil {
