@@ -101,9 +101,13 @@ func (t *Tailer) prepareSource(ctx context.Context) error {
 		return fmt.Errorf("binlog tail of %s: the source %s logs binlog_format=%s binlog_row_image=%s; an online move needs ROW and FULL",
 			s, t.cfg.Source, format, image)
 	}
-	purged, err := Purged(ctx, db, t.cfg.Start)
+	purged, err := t.startPurged(ctx, db)
 	if err != nil {
 		return fmt.Errorf("binlog tail of %s: check the start position %s: %w", s, t.cfg.Start, err)
+	}
+	if purged && t.byGTID {
+		return fmt.Errorf("binlog tail of %s: the source %s has purged binlogs holding transactions after the start GTID set %s; the changes since then are lost to the tail, so the operation must start over with a fresh copy",
+			s, t.cfg.Source, t.cfg.Start.GTID)
 	}
 	if purged {
 		return fmt.Errorf("binlog tail of %s: the start position %s is in a binlog file the source %s has already purged; the changes since then are lost to the tail, so the operation must start over with a fresh copy (and a longer binlog retention)",
@@ -113,6 +117,27 @@ func (t *Tailer) prepareSource(ctx context.Context) error {
 		return fmt.Errorf("binlog tail of %s: read the source schema: %w", s, err)
 	}
 	return t.checkPlannedColumns(ctx)
+}
+
+// startPurged reports whether the source no longer has the binlog the tail
+// starts from. A start recorded on another server (byGTID) names that
+// server's file, which says nothing about this one's: a primary that rotated
+// more often than its replica has file numbers past the replica's newest.
+// There MySQL's gtid_purged decides (every purged GTID must be in the start
+// set); MariaDB's binlog dump refuses a GTID it no longer has once it starts.
+func (t *Tailer) startPurged(ctx context.Context, db *sql.DB) (bool, error) {
+	if !t.byGTID {
+		return Purged(ctx, db, t.cfg.Start)
+	}
+	if !t.flavor.MySQL {
+		return false, nil
+	}
+	var gone string
+	if err := db.QueryRowContext(ctx, "SELECT @@GLOBAL.gtid_purged").Scan(&gone); err != nil {
+		return false, fmt.Errorf("read gtid_purged: %w", err)
+	}
+	held, err := GTIDContains(t.flavor.Name(), t.cfg.Start.GTID, strings.ReplaceAll(gone, "\n", ""))
+	return !held, err
 }
 
 // checkPlannedColumns refuses to start when a listed table's columns are no

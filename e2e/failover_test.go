@@ -113,7 +113,8 @@ func waitReplicated(t *testing.T, pdb, rdb *sql.DB) {
 	}
 }
 
-// promote turns the replica into a primary.
+// promote turns the replica into a primary as an operator would: stop
+// replication, forget the source, make it writable.
 func promote(t *testing.T, rdb *sql.DB) {
 	t.Helper()
 	stmts := []string{"STOP SLAVE", "RESET SLAVE ALL"}
@@ -125,6 +126,7 @@ func promote(t *testing.T, rdb *sql.DB) {
 			t.Fatalf("promote the replica (%s): %v", s, err)
 		}
 	}
+	setReadOnly(t, rdb, false)
 }
 
 // waitPlanStep waits for the only plan in dir to finish step and returns its path.
@@ -143,16 +145,12 @@ func waitPlanStep(t *testing.T, dir, step string) string {
 	return ""
 }
 
-// primaryReplica starts a sandbox of two servers: a primary and its
-// asynchronous GTID replica.
+// primaryReplica starts a fleet of a primary and its asynchronous GTID replica.
 func primaryReplica(t *testing.T) (fo sandbox.Config, primary, replica dbutil.Addr, pdb, rdb *sql.DB) {
 	t.Helper()
-	fo, srv := upSandbox(t, 2, testenv.Flavor(), 10)
-	primary, replica = srv[0].Addr(), srv[1].Addr()
-	if err := fo.Replicate(ctx, 2, primary); err != nil {
-		t.Fatalf("set up replication: %v", err)
-	}
-	return fo, primary, replica, openAt(t, primary), openAt(t, replica)
+	f := testenv.Replicated(t, 1)
+	primary, replica = f.Primary(), f.Replica(1)
+	return f.Config, primary, replica, openAt(t, primary), openAt(t, replica)
 }
 
 // TestFailoverRefusedWhenReplicaLacksApplied: the replica stopped

@@ -42,6 +42,10 @@ type Config struct {
 	// ExtraArgs are appended to every server's mariadbd arguments (a later
 	// option wins), for example --skip-log-bin for a test of a server without a binlog.
 	ExtraArgs []string
+	// Unreported leaves report_host and report_port unset: a replica then
+	// names no address to its source (MariaDB's does not register at all),
+	// as many production replicas do.
+	Unreported bool
 	// Flavor is FlavorMariaDB (the default, "") or FlavorMySQL.
 	Flavor string
 	// ServerIDBase is added to every server's server_id (server i has
@@ -220,7 +224,7 @@ func (c Config) startOne(ctx context.Context, mariadbd string, i int) error {
 // serverArgs are the flags both flavors start with; dir is the server's
 // directory as the server sees it (inside the root for MySQL).
 func (c Config) serverArgs(i int, dir, pidFile, binlog string) []string {
-	return []string{
+	args := []string{
 		"--no-defaults",
 		"--user=root",
 		"--datadir=" + dir + "/data",
@@ -235,9 +239,6 @@ func (c Config) serverArgs(i int, dir, pidFile, binlog string) []string {
 		"--port=" + strconv.Itoa(c.port(i)),
 		"--bind-address=127.0.0.1",
 		"--skip-name-resolve",
-		// A replica names itself to its source (SHOW REPLICAS lists it), so --replica auto finds it.
-		"--report-host=127.0.0.1",
-		"--report-port=" + strconv.Itoa(c.port(i)),
 		"--server-id=" + strconv.Itoa(c.ServerIDBase+i),
 		"--log-bin=" + dir + "/binlog/" + binlog,
 		"--binlog-row-image=FULL",
@@ -250,6 +251,11 @@ func (c Config) serverArgs(i int, dir, pidFile, binlog string) []string {
 		"--character-set-server=utf8mb4",
 		"--collation-server=utf8mb4_general_ci",
 	}
+	if !c.Unreported {
+		// A replica names itself to its source (SHOW REPLICAS lists it), so --replica auto finds it.
+		args = append(args, "--report-host=127.0.0.1", "--report-port="+strconv.Itoa(c.port(i)))
+	}
+	return args
 }
 
 // launch starts server i (a name's binary) with argv (plus TLS, whose files go under tlsDir,

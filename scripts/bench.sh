@@ -4,7 +4,8 @@
 #
 #   1. snapshot copy of a 1M-row shard     vs mydumper+myloader and mysqldump | mysql
 #   2. binlog catch-up of T s of sysbench   vs T
-#   3. write blackout at cutover (10 cutovers under a 4-thread writer) vs gh-ost's 3 s
+#   3. write blackout at cutover (10 cutovers under a 4-thread writer) vs gh-ost's 3 s;
+#      again with one GTID replica under each server and --max-lag 1s --replica auto
 #   4. prune of 500k rows, chunk 1000      vs pt-archiver --purge (with and without --bulk-delete)
 #   5. peak memory of move                  1M vs 5M rows
 #   6. copy of 4 tables of mixed types, 1M rows in all  vs mydumper+myloader
@@ -19,7 +20,7 @@
 #
 # scripts/bench.sh [--small]     (--small: 10x smaller data, 3 cutovers; about 1 minute)
 #
-# Environment: BENCH_ONLY=copy,copymixed,floor,verify,memory,catchup,blackout,prune,fkcheck,fleet,scale runs only those;
+# Environment: BENCH_ONLY=copy,copymixed,floor,verify,memory,catchup,blackout,blackout_replicas,prune,fkcheck,fleet,scale runs only those;
 # BENCH_BUFFER_POOL_MB sizes every sandbox server's InnoDB buffer pool (default 256, the tests');
 # the scale row restarts the servers with SCALE_POOL_MB (default 3072; 1024 with --small) and back,
 # SCALE_REDO_MB resizes their redo log for it (MariaDB), SCALE_OPS="move split merge" picks its commands (SCALE_OPS=plan: planning alone),
@@ -731,6 +732,56 @@ measure_blackout() {
   progress "blackout: worst $(get blackout_worst_ms) ms, median $(get blackout_median_ms) ms; other shards $(get other_errors) errors; ledger $(get ledger_check)"
 }
 
+# ---------------------------------------------------------------- 3b. blackout with replicas
+
+# measure_blackout_replicas: the blackout row's cutovers again, on a sandbox
+# of its own (2 servers with one GTID replica each, ports BASE+10..BASE+13,
+# in $DIR-replicas) and with --max-lag 1s --replica auto, so the figure with
+# replicas stands beside the one without. No extra tables beside the shard;
+# the same load (moving keys only). Its sandbox goes down at the end.
+measure_blackout_replicas() {
+  local i to ms rbase=$((BASE + 10)) rdir="$DIR-replicas" rc=0
+  local rsc=("$S" --config "$CONF" --shardmap "127.0.0.1:$rbase/bench_blackout_r" --plan-dir "$WORK/plans-blackout-r")
+  local sbx=(--sandbox-dir "$rdir" --base-port "$rbase" --servers 2)
+  "$S" sandbox down "${sbx[@]}" --replicas 1 --purge >/dev/null 2>&1 || true
+  progress "blackout with replicas: sandbox of 2 servers with 1 replica each on ports $rbase-$((rbase + 3))"
+  T "$S" sandbox up --flavor "$FLAVOR" "${sbx[@]}" --replicas 1 --buffer-pool-mb "$POOL_MB" >"$WORK/sandbox-r.log" 2>&1 ||
+    fail "sandbox up --replicas 1 failed" "$WORK/sandbox-r.log" || return 1
+  (
+    set -e
+    T "${rsc[@]}" shardmap init -o json >"$WORK/r-init.json" 2>"$WORK/r-init.err" || fail "shardmap init failed" "$WORK/r-init.err"
+    T "${rsc[@]}" sandbox seed "${sbx[@]}" --shards 2 --employees "$EMPLOYEES" -o json >"$WORK/r-seed.json" 2>"$WORK/r-seed.err" ||
+      fail "sandbox seed failed" "$WORK/r-seed.err"
+    timeout -k 10 "$STEP_TIMEOUT" "${rsc[@]}" load --keys "moving=1-$((2 * EMPLOYEES + 1))" \
+      --concurrency "$LOAD_CONC" --rate 0 --ledger "$WORK/ledger-r.jsonl" -o json >"$WORK/load-r.json" 2>"$WORK/load-r.err" &
+    echo $! >"$WORK/load-r.pid"
+    sleep 2
+    : >"$WORK/blackouts-r"
+    for i in $(seq "$CUTOVERS"); do
+      if [ $((i % 2)) -eq 1 ]; then to=$((rbase + 1)); else to=$rbase; fi
+      T "${rsc[@]}" move --shard 1 --to "127.0.0.1:$to" --yes --no-verify --max-lag 1s --replica auto -o json \
+        >"$WORK/cutover-r$i.json" 2>"$WORK/cutover-r$i.err" || fail "move with --max-lag 1s --replica auto failed" "$WORK/cutover-r$i.err"
+      ms=$(jq -r .result.blackout_ms "$WORK/cutover-r$i.json")
+      echo "$ms" >>"$WORK/blackouts-r"
+      progress "blackout with replicas: cutover $i/$CUTOVERS to port $to: $ms ms"
+    done
+    kill -TERM "$(cat "$WORK/load-r.pid")"
+    bounded_wait "$(cat "$WORK/load-r.pid")" 60 || fail "shardctl load exited $?" "$WORK/load-r.err"
+    put blackout_r_all "$(awk '{ printf "%s%.0f", (NR > 1 ? " " : ""), $1 }' "$WORK/blackouts-r")"
+    put blackout_r_worst_ms "$(sort -g "$WORK/blackouts-r" | tail -n 1 | awk '{ printf "%.1f", $1 }')"
+    put blackout_r_median_ms "$(sort -g "$WORK/blackouts-r" | awk '{ v[NR] = $1 } END { if (NR % 2) m = v[(NR + 1) / 2]; else m = (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.1f", m }')"
+    if T "${rsc[@]}" load check "$WORK/ledger-r.jsonl" -o json >"$WORK/ledger-check-r.json" 2>"$WORK/ledger-check-r.err"; then
+      put ledger_check_r "ok ($(jq -r .Keys "$WORK/ledger-check-r.json") keys)"
+    else
+      put ledger_check_r "FAILED"
+    fi
+  ) || rc=$?
+  [ ! -s "$WORK/load-r.pid" ] || kill -TERM "$(cat "$WORK/load-r.pid")" 2>/dev/null || true
+  "$S" sandbox down "${sbx[@]}" --replicas 1 --purge >/dev/null 2>&1 || true
+  [ "$rc" -eq 0 ] || return "$rc"
+  progress "blackout with replicas: worst $(get blackout_r_worst_ms) ms, median $(get blackout_r_median_ms) ms; ledger $(get ledger_check_r)"
+}
+
 # ---------------------------------------------------------------- 4. prune
 
 measure_prune() {
@@ -1189,6 +1240,7 @@ run_measure memory measure_memory
 run_measure catchup measure_catchup
 run_measure peer measure_peer
 run_measure blackout measure_blackout
+run_measure blackout_replicas measure_blackout_replicas
 run_measure prune measure_prune
 run_measure dropcost measure_dropcost
 run_measure fkcheck measure_fkcheck
@@ -1318,6 +1370,10 @@ table() {
       "$(get moving_gap_ms) ms ($(get moving_retries) retries, $(get moving_errors) errors)" "gh-ost lock timeout $GHOST_LOCK_MS ms" "$(div "$GHOST_LOCK_MS" "$(get moving_gap_ms)")×" "(info)" "—"
     row "errors on another shard (shard 4, on the server the moving shard leaves or joins) during the cutovers" \
       "$(get other_errors) errors, $(get other_retries) retries (longest gap $(get other_gap_ms) ms); ledger check: $(get ledger_check)" "—" "—" "0 errors" "$(met "$(get other_errors)" "<=" 0)"
+  fi
+  if failed blackout_replicas; then failrow "write blackout with replicas" blackout_replicas "(info)"; else
+    row "same cutovers with one GTID replica under each server (\`sandbox up --replicas 1\`, a sandbox of its own without the tables beside the shard) and \`move --max-lag 1s --replica auto\`" \
+      "$(get blackout_r_worst_ms) ms (median $(get blackout_r_median_ms) ms; all: $(get blackout_r_all)); ledger check: $(get ledger_check_r)" "without replicas: $(get blackout_worst_ms) ms (median $(get blackout_median_ms) ms)" "—" "(info)" "—"
   fi
   if failed prune; then failrow "prune" prune "≥ 1.0× / ≥ 3×"; else
     c=$(get prune_s)

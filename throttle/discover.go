@@ -18,6 +18,12 @@ import (
 // when all of them come from one host; one whose address cannot be told
 // is an error that names it, never skipped. Entries with a server_id in
 // shardctl's binlog-tail range are its own tails, not servers.
+//
+// A binlog reader that never registered (mysqlbinlog, a replica of a
+// version or tool that skips registration) is in no list, only in the
+// processlist as a binlog dump thread: more dump threads than registered
+// entries is an error naming them, since their port cannot be told from
+// the source.
 func Discover(ctx context.Context, db *sql.DB, self string) ([]string, error) {
 	f, err := dbutil.FlavorOf(ctx, db)
 	if err != nil {
@@ -51,6 +57,14 @@ func Discover(ctx context.Context, db *sql.DB, self string) ([]string, error) {
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
+	dumps, err := dumpThreads(ctx, db)
+	if err != nil {
+		return nil, fmt.Errorf("%s: read the binlog dump threads (the account needs PROCESS): %w", self, err)
+	}
+	if len(dumps) > len(found) {
+		return nil, fmt.Errorf("%s has %d binlog dump connection(s) (%s) but lists %d replica(s) in %s: a replica or binlog reader (mysqlbinlog) that did not register, whose port cannot be told from here; name the replicas with --replica HOST:PORT instead of auto",
+			self, len(dumps), joinDumps(dumps), len(found), q)
+	}
 	var out []string
 	dumpHost := ""
 	for _, e := range found {
@@ -75,26 +89,50 @@ func Discover(ctx context.Context, db *sql.DB, self string) ([]string, error) {
 	return out, nil
 }
 
+// dumpThread is a binlog dump connection: its thread id and the client's HOST:PORT.
+type dumpThread struct{ id, from string }
+
+func (d dumpThread) String() string { return "thread " + d.id + " from " + d.from }
+
+// dumpThreads lists the server's binlog dump connections.
+func dumpThreads(ctx context.Context, db *sql.DB) ([]dumpThread, error) {
+	rows, err := db.QueryContext(ctx, "SELECT ID, HOST FROM information_schema.PROCESSLIST WHERE COMMAND LIKE 'Binlog Dump%' ORDER BY ID")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []dumpThread
+	for rows.Next() {
+		var d dumpThread
+		if err := rows.Scan(&d.id, &d.from); err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+func joinDumps(ds []dumpThread) string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = d.String()
+	}
+	return strings.Join(out, ", ")
+}
+
 // dumpThreadHost is the one host the server's binlog dump threads connect from.
 func dumpThreadHost(ctx context.Context, db *sql.DB) (string, error) {
-	rows, err := db.QueryContext(ctx, "SELECT HOST FROM information_schema.PROCESSLIST WHERE COMMAND LIKE 'Binlog Dump%'")
+	dumps, err := dumpThreads(ctx, db)
 	if err != nil {
 		return "", err
 	}
-	defer rows.Close()
 	hosts := map[string]bool{}
-	for rows.Next() {
-		var h string
-		if err := rows.Scan(&h); err != nil {
-			return "", err
-		}
+	for _, d := range dumps {
+		h := d.from
 		if i := strings.LastIndexByte(h, ':'); i > 0 {
 			h = h[:i]
 		}
 		hosts[h] = true
-	}
-	if err := rows.Err(); err != nil {
-		return "", err
 	}
 	if len(hosts) != 1 {
 		return "", fmt.Errorf("its binlog dump threads come from %d hosts", len(hosts))

@@ -24,9 +24,13 @@ var (
 )
 
 // Replicated starts a sandbox of one primary and n replicas of it, of the
-// flavor under test, stopped and removed when the test ends.
-func Replicated(t testing.TB, n int) *Fleet {
+// flavor under test, stopped and removed when the test ends; opts change
+// the sandbox's configuration first (Unreported, ExtraArgs).
+func Replicated(t testing.TB, n int, opts ...func(*sandbox.Config)) *Fleet {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("needs real servers: skipped under -short (scripts/test.sh --fast or the full suite runs it)")
+	}
 	skipUnavailable(t, serversAvailable())
 	port, err := FreePorts(1 + n)
 	if err != nil {
@@ -37,6 +41,9 @@ func Replicated(t testing.TB, n int) *Fleet {
 	base := fleetIDs
 	fleetMu.Unlock()
 	cfg := sandbox.Config{Dir: t.TempDir(), Servers: 1, Replicas: n, BasePort: port, Flavor: Flavor(), ServerIDBase: base, DieWithParent: true}
+	for _, o := range opts {
+		o(&cfg)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	srv, err := sandbox.Up(ctx, cfg)
@@ -57,6 +64,14 @@ func (f *Fleet) Replica(k int) dbutil.Addr { return f.Servers[f.Config.ReplicaIn
 func (f *Fleet) Kill(t testing.TB, k int) {
 	t.Helper()
 	if err := sandbox.Kill(f.Config, f.Config.ReplicaIndex(1, k)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// KillPrimary kills the primary's process (SIGKILL), as a crash would.
+func (f *Fleet) KillPrimary(t testing.TB) {
+	t.Helper()
+	if err := sandbox.Kill(f.Config, 1); err != nil {
 		t.Fatal(err)
 	}
 }
