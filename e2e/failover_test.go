@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"database/sql"
 	"os"
 	"os/exec"
@@ -320,21 +319,3 @@ func otherFlavorServer(t *testing.T) dbutil.Addr {
 	return testenv.OtherFlavor(t).Addr(1)
 }
 
-// upSandbox starts a sandbox of n servers of flavor outside the shared one,
-// stopped and removed when the test ends.
-func upSandbox(t *testing.T, n int, flavor string, idBase int) (sandbox.Config, []sandbox.Server) {
-	t.Helper()
-	port, err := testenv.FreePorts(n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := sandbox.Config{Dir: t.TempDir(), Servers: n, BasePort: port, Flavor: flavor, ServerIDBase: idBase, DieWithParent: true}
-	upCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	srv, err := sandbox.Up(upCtx, cfg)
-	cancel()
-	t.Cleanup(func() { _ = sandbox.Down(context.Background(), cfg, true) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg, srv
-}
