@@ -318,4 +318,3 @@ func otherFlavorServer(t *testing.T) dbutil.Addr {
 	t.Helper()
 	return testenv.OtherFlavor(t).Addr(1)
 }
-
