@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shardctl/shardctl/pipeline"
+	"github.com/shardctl/shardctl/pipeline/window"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/shardmap"
 )
@@ -29,7 +30,7 @@ func (a *app) windowCmds() []*cobra.Command {
 				return a.withStore(cmd, func(s *shardmap.Store) error {
 					p, err := pipeline.RequestWindow(cmd.Context(), a.env(s), path, action, wait)
 					if err != nil {
-						if errors.Is(err, pipeline.ErrNotNow) {
+						if errors.Is(err, window.ErrNotNow) {
 							return withCode(ExitResumable, err)
 						}
 						return a.opError(err, nil)
@@ -37,7 +38,7 @@ func (a *app) windowCmds() []*cobra.Command {
 					out := map[string]any{"plan_id": p.ID, "state": p.State, "window": p.Window}
 					return a.emit(out, func(w io.Writer) {
 						switch {
-						case action == pipeline.ActionRevert:
+						case action == window.ActionRevert:
 							n := len(p.Window.Switches)
 							fmt.Fprintf(w, "plan %s: switched; the %s serves", p.ID, p.Window.Serving)
 							if n > 0 {
@@ -57,13 +58,13 @@ func (a *app) windowCmds() []*cobra.Command {
 		return c
 	}
 	return []*cobra.Command{
-		mk(pipeline.ActionRevert, "Inside a reverse window: switch the shard map to the other copy",
+		mk(window.ActionRevert, "Inside a reverse window: switch the shard map to the other copy",
 			`revert switches a plan inside its reverse window (made with --reverse-window) to
 the other copy with the cutover's machinery: mappings offline, fence on the
 serving side, final catch-up, shard map switched, online. Running it again
 switches forward again. Exit 3 when the switch did not fit the blackout budget
 (the serving side keeps serving).`),
-		mk(pipeline.ActionComplete, "End a reverse window: stop the reverse tail and clean up the copy that does not serve",
+		mk(window.ActionComplete, "End a reverse window: stop the reverse tail and clean up the copy that does not serve",
 			`complete ends a plan's reverse window: the tail stops and the cleanup runs. If
 the target serves, the source copy is deleted as after any move; if the source
 serves (reverted), the target copy is dropped and the plan ends aborted.`),

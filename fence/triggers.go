@@ -19,6 +19,15 @@ type Table struct {
 	Filter keyspace.Filter
 }
 
+// Names are the tables' names.
+func Names(ts []Table) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = t.Name
+	}
+	return out
+}
+
 // IsTimeout reports a fence statement that gave up waiting for a table's
 // metadata lock (a transaction on the table is still open).
 func IsTimeout(err error) bool {

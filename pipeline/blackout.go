@@ -5,7 +5,7 @@ package pipeline
 //	forward (the fence step, cutover.go): the source is fenced and its
 //	        mappings go offline; the target catches up; the cutover step
 //	        switches the shard map.
-//	reverse (the window's switch, window_switch.go): the serving side is
+//	reverse (the window's switch, window_run_switch.go): the serving side is
 //	        fenced and its mappings go offline; the other side catches up;
 //	        finishSwitch points the shard map at it.
 //

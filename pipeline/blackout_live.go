@@ -30,7 +30,7 @@ func (l *liveWork) pause(ctx context.Context, d time.Duration) error {
 }
 
 func (l *liveWork) killBlockers(ctx context.Context) {
-	if kill := l.r.killBefore(l.b.db, l.b.schema, names(l.b.fence)); kill != nil {
+	if kill := l.r.killBefore(l.b.db, l.b.schema, fence.Names(l.b.fence)); kill != nil {
 		kill(ctx)
 	}
 }
@@ -44,7 +44,7 @@ func (l *liveWork) longTransaction(ctx context.Context, budget time.Duration) (s
 func (l *liveWork) counters(ctx context.Context) error { return l.b.counters(ctx) }
 
 func (l *liveWork) blockers(ctx context.Context) []plans.Blocker {
-	return l.r.reportBlockers(ctx, l.b.db, l.b.schema, names(l.b.fence))
+	return l.r.reportBlockers(ctx, l.b.db, l.b.schema, fence.Names(l.b.fence))
 }
 
 func (l *liveWork) arm(ctx context.Context, budget time.Duration) (string, error) {
@@ -104,7 +104,7 @@ func (l *liveWork) done(ctx context.Context, start time.Time, idx int) error {
 }
 
 func (l *liveWork) removeFence(ctx context.Context) error {
-	return fence.Remove(ctx, l.b.db, l.b.schema, names(l.b.fence), l.r.p.Options.LockWaitMS.D())
+	return fence.Remove(ctx, l.b.db, l.b.schema, fence.Names(l.b.fence), l.r.p.Options.LockWaitMS.D())
 }
 
 func (l *liveWork) online(ctx context.Context) error { return l.b.online(ctx) }

@@ -18,6 +18,7 @@ import (
 	"github.com/shardctl/shardctl/fence"
 	"github.com/shardctl/shardctl/internal/fault"
 	"github.com/shardctl/shardctl/pipeline/interlock"
+	"github.com/shardctl/shardctl/pipeline/window"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/shardmap"
 	"github.com/shardctl/shardctl/verify"
@@ -25,27 +26,10 @@ import (
 
 func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }
 
-func fenceTables(p *plans.Plan) []fence.Table {
-	out := make([]fence.Table, len(p.Fence))
-	for i, f := range p.Fence {
-		out[i] = fence.Table{Name: f.Name, Filter: f.Filter}
-	}
-	return out
-}
+// fenceTables is the plan's fence: the source side's.
+func fenceTables(p *plans.Plan) []fence.Table { return window.Fence(p, plans.SideSource) }
 
-func fenceNames(p *plans.Plan) []string { return names(fenceTables(p)) }
-
-// onlineAgain turns "mark offline" changes into "mark online" ones.
-func onlineAgain(cs []shardmap.Change) []shardmap.Change {
-	var out []shardmap.Change
-	for _, c := range cs {
-		if c.Op == shardmap.OpSetStatus && c.Status == shardmap.Offline {
-			c.Status = shardmap.Online
-			out = append(out, c)
-		}
-	}
-	return out
-}
+func fenceNames(p *plans.Plan) []string { return fence.Names(fenceTables(p)) }
 
 // fence takes the moving rows offline: the forward direction of the
 // blackout (blackout.go). The source's mappings go offline and its fence
@@ -97,7 +81,7 @@ func (r *runner) fence(ctx context.Context) error {
 			return err
 		},
 		online: func(ctx context.Context) error {
-			return r.env.Store.Apply(ctx, "put the mappings back online", onlineAgain(r.p.Offline))
+			return r.env.Store.Apply(ctx, "put the mappings back online", shardmap.OnlineAgain(r.p.Offline))
 		},
 		// The step's end carries the final position, which the cutover reads;
 		// it is saved while the target catches up, not after.
@@ -267,7 +251,7 @@ func (r *runner) unfence(ctx context.Context, why error) error {
 	}
 	bg := context.WithoutCancel(ctx)
 	err := fence.Remove(bg, r.src, r.p.Source.Schema, fenceNames(r.p), r.p.Options.LockWaitMS.D())
-	if oerr := r.env.Store.Apply(bg, "put the mappings back online", onlineAgain(r.p.Offline)); oerr != nil {
+	if oerr := r.env.Store.Apply(bg, "put the mappings back online", shardmap.OnlineAgain(r.p.Offline)); oerr != nil {
 		err = errors.Join(err, oerr)
 	}
 	if err != nil {

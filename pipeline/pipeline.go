@@ -23,6 +23,7 @@ import (
 	"github.com/shardctl/shardctl/internal/fault"
 	"github.com/shardctl/shardctl/lock"
 	"github.com/shardctl/shardctl/pipeline/failure"
+	"github.com/shardctl/shardctl/pipeline/window"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/shardmap"
 	"github.com/shardctl/shardctl/tables"
@@ -193,7 +194,7 @@ func Run(ctx context.Context, env Env, p *plans.Plan) error {
 		fault.Hit("after:" + name)
 	}
 	p.State = plans.StateDone
-	if reverted(p) {
+	if window.Reverted(p) {
 		p.State = plans.StateAborted // the window ended with the source serving: the move was undone
 	}
 	if err := r.save(true); err != nil {
@@ -223,7 +224,7 @@ var steps = []step{
 	{plans.StepVerify, (*runner).verify},
 	{plans.StepFence, (*runner).fence},     // blackout.go
 	{plans.StepCutover, (*runner).cutover}, // blackout.go
-	{plans.StepWindow, (*runner).window},   // window.go
+	{plans.StepWindow, (*runner).window},   // window_run.go
 	{plans.StepCleanup, (*runner).cleanup},
 }
 

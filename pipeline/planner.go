@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/shardctl/shardctl/pipeline/window"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/shardmap"
 	"github.com/shardctl/shardctl/tables"
@@ -28,7 +29,7 @@ func Finish(ctx context.Context, env Env, p *plans.Plan) error {
 	if err := planCounters(ctx, r.src, r.dst, p); err != nil {
 		return err
 	}
-	setupWindow(p)
+	window.Setup(p)
 	if err := readObjects(ctx, r.src, r.dst, p); err != nil {
 		return err
 	}
@@ -36,15 +37,13 @@ func Finish(ctx context.Context, env Env, p *plans.Plan) error {
 		return err
 	}
 	p.SQLPreview = nil
-	for _, g := range append([]struct {
-		step    string
-		changes []shardmap.Change
-	}{{"create", p.Prepare}, {"fence", p.Offline}, {"cutover", p.Cutover}, {"cleanup", p.AfterCleanup}, {"abort (only if aborted)", p.Abort}}, windowPreview(p)...) {
-		if len(g.changes) == 0 {
+	for _, g := range append([]window.PreviewStep{{Step: "create", Changes: p.Prepare}, {Step: "fence", Changes: p.Offline}, {Step: "cutover", Changes: p.Cutover},
+		{Step: "cleanup", Changes: p.AfterCleanup}, {Step: "abort (only if aborted)", Changes: p.Abort}}, window.Preview(p)...) {
+		if len(g.Changes) == 0 {
 			continue
 		}
-		p.SQLPreview = append(p.SQLPreview, "-- "+g.step+":")
-		for _, c := range g.changes {
+		p.SQLPreview = append(p.SQLPreview, "-- "+g.Step+":")
+		for _, c := range g.Changes {
 			q, args := c.SQL(env.Store.Schema)
 			if c.ShardID == shardmap.NewShard {
 				q += " -- shard id assigned at create"
@@ -53,7 +52,7 @@ func Finish(ctx context.Context, env Env, p *plans.Plan) error {
 		}
 		p.SQLPreview = append(p.SQLPreview, fmt.Sprintf("UPDATE `%s`.`version` SET version = version + 1 WHERE id = 1;", env.Store.Schema))
 	}
-	p.SQLPreview = append(p.SQLPreview, windowCompleteSQL(p)...)
+	p.SQLPreview = append(p.SQLPreview, window.CompleteSQL(p)...)
 	return nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/shardctl/shardctl/fence"
 	"github.com/shardctl/shardctl/internal/fault"
 	"github.com/shardctl/shardctl/pipeline/interlock"
+	"github.com/shardctl/shardctl/pipeline/window"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/prune"
 	"github.com/shardctl/shardctl/schemaobj"
@@ -362,13 +363,13 @@ func (r *runner) verify(ctx context.Context) error {
 // drops the schema or lifts the fence; a whole shard's schema is dropped
 // without the deletes where a DROP does not stall the server (dropsWhole).
 func (r *runner) cleanup(ctx context.Context) error {
-	if !reverted(r.p) && r.p.KeepSource {
+	if !window.Reverted(r.p) && r.p.KeepSource {
 		return errSkipped
 	}
 	if err := r.awaitRouters(ctx); err != nil {
 		return err
 	}
-	if reverted(r.p) {
+	if window.Reverted(r.p) {
 		return r.dropTargetCopy(ctx)
 	}
 	whole, err := r.dropsWhole(ctx)

@@ -1,20 +1,13 @@
 package pipeline
 
-// The reverse-replication window: after a cutover the side that
-// no longer serves keeps its copy, fenced against the application, and a
-// tail from the serving side's binlog keeps it in sync. A switch ('plan
-// revert') runs the cutover's blackout in the other direction: mappings
-// offline, fence on the serving side, final catch-up to the position read
-// behind the fence, shard map pointed at the other side, online. The window
-// ends with 'plan complete' or at its end time; then the cleanup runs (or,
-// when the source serves again, the target copy is dropped).
-//
-// This file is the window's life cycle: its set-up in the plan, the tail
+// The runner's part of the reverse-replication window (what it is, and
+// everything that is a function of the plan, is pipeline/window): the tail
 // and the fence on the side that does not serve, recovery after a crash,
-// the step's loop and its end. The switch is window_switch.go (the reverse
-// direction of the one blackout loop, blackout.go), requests
-// window_request.go, an end that leaves the source serving window_end.go,
-// and what a window needs of the target pipeline/checks/check_window.go.
+// the step's loop and its end. The switch is window_run_switch.go (the
+// reverse direction of the one blackout loop, blackout.go), carrying out
+// requests window_run_request.go, an end that leaves the source serving
+// window_run_end.go, and what a window needs of the target
+// pipeline/checks/check_window.go.
 
 import (
 	"context"
@@ -24,91 +17,13 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/binlog"
-	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/fence"
 	"github.com/shardctl/shardctl/internal/fault"
-	"github.com/shardctl/shardctl/operation"
+	"github.com/shardctl/shardctl/pipeline/window"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/schemaobj"
-	"github.com/shardctl/shardctl/shardmap"
 	"github.com/shardctl/shardctl/tables"
 )
-
-// ErrNotNow is a window request that was not carried out (or not yet): the
-// switch did not fit its budget, or the process running the window did not
-// answer in time. Nothing is lost; try again (exit 3).
-var ErrNotNow = errors.New("not carried out")
-
-// Window actions.
-const (
-	ActionRevert   = "revert"
-	ActionComplete = "complete"
-)
-
-// setupWindow adds the window to a plan whose options ask for one: the step
-// between cutover and cleanup, and the shard-map changes of each direction.
-func setupWindow(p *plans.Plan) {
-	if p.Options.ReverseWindowS <= 0 || p.Window != nil {
-		return
-	}
-	w := &plans.Window{DurationS: p.Options.ReverseWindowS, Serving: plans.SideSource, Forward: p.Cutover}
-	for _, c := range p.Cutover {
-		switch c.Op {
-		case shardmap.OpMoveLocation: // move: the location back at the source server
-			c.Host, c.Port = p.Source.Host, p.Source.Port
-		case shardmap.OpRepoint: // split, merge: the moved range or arc back to the source shard
-			c.ShardID = p.Source.ShardID
-		case shardmap.OpMergeRange: // merge: the switch's offline changes split the range out again
-			continue
-		case shardmap.OpRemoveMapping: // hash merge: they add the ring point back (offline, on the target)
-			w.Revert = append(w.Revert, shardmap.Change{Op: shardmap.OpRepoint, Ref: c.Ref, ShardID: p.Source.ShardID},
-				shardmap.Change{Op: shardmap.OpSetStatus, Ref: c.Ref, Status: shardmap.Online})
-			continue
-		}
-		w.Revert = append(w.Revert, c)
-	}
-	p.Window = w
-	for i, s := range p.Steps {
-		if s.Name == plans.StepCleanup {
-			p.Steps = append(p.Steps[:i], append([]plans.StepRecord{{Name: plans.StepWindow, State: plans.Pending}}, p.Steps[i:]...)...)
-			break
-		}
-	}
-}
-
-// windowPreview is what --dry-run shows of the window.
-func windowPreview(p *plans.Plan) []struct {
-	step    string
-	changes []shardmap.Change
-} {
-	if p.Window == nil {
-		return nil
-	}
-	return []struct {
-		step    string
-		changes []shardmap.Change
-	}{
-		{"plan revert, behind the fence (inside the window)", offChanges(p, plans.SideTarget)},
-		{"plan revert, switch to the source", p.Window.Revert},
-		{"plan revert again, switch back to the target", p.Window.Forward},
-	}
-}
-
-// windowCompleteSQL is what 'plan complete' runs besides the cleanup's shard-map statements.
-func windowCompleteSQL(p *plans.Plan) []string {
-	if p.Window == nil {
-		return nil
-	}
-	return []string{
-		"-- plan complete, target serving: the cleanup above (chunked deletes, then DROP DATABASE " + dbutil.QuoteIdent(p.Source.Schema) + " on " + p.Source.Addr() + ")",
-		"-- plan complete, source serving (reverted): DROP DATABASE " + dbutil.QuoteIdent(p.Target.Schema) + " on " + p.Target.Addr() + "; the plan ends aborted",
-	}
-}
-
-// reverted reports a plan whose window ended with the source serving.
-func reverted(p *plans.Plan) bool {
-	return p.Window != nil && p.Window.Serving == plans.SideSource && p.CutOver()
-}
 
 // leg is one direction: the serving side's binlog applied to the other side's copy.
 type leg struct {
@@ -122,13 +37,6 @@ func (r *runner) leg(serving string) leg {
 		return leg{serving: serving, from: r.src, to: r.dst, fromEP: r.p.Source, toEP: r.p.Target}
 	}
 	return leg{serving: plans.SideTarget, from: r.dst, to: r.src, fromEP: r.p.Target, toEP: r.p.Source}
-}
-
-func other(side string) string {
-	if side == plans.SideSource {
-		return plans.SideTarget
-	}
-	return plans.SideSource
 }
 
 // windowRun is the window's tail and its switches.
@@ -156,8 +64,8 @@ func (wr *windowRun) ensure(ctx context.Context) error {
 	}
 	r, w := wr.r, wr.r.p.Window
 	l := r.leg(w.Serving)
-	if err := fence.Install(ctx, l.to, l.toEP.Schema, windowFence(r.p, other(l.serving)), wr.lockWait()); err != nil {
-		return fmt.Errorf("reverse window: fence the %s copy %s: %w", other(l.serving), l.toEP.Schema, err)
+	if err := fence.Install(ctx, l.to, l.toEP.Schema, window.Fence(r.p, window.Other(l.serving)), wr.lockWait()); err != nil {
+		return fmt.Errorf("reverse window: fence the %s copy %s: %w", window.Other(l.serving), l.toEP.Schema, err)
 	}
 	r.mu.Lock()
 	from, gen := w.Tail, wr.gen
@@ -165,7 +73,7 @@ func (wr *windowRun) ensure(ctx context.Context) error {
 	if purged, err := binlog.Purged(ctx, l.from, binlog.Position(from)); err != nil {
 		return err
 	} else if purged {
-		return fmt.Errorf("%w: the %s %s no longer has binlog %s, so the %s copy cannot be kept in sync; complete the window ('shardctl plan complete %s')", ErrPurged, l.serving, l.fromEP.Addr(), from.File, other(l.serving), r.p.ID)
+		return fmt.Errorf("%w: the %s %s no longer has binlog %s, so the %s copy cannot be kept in sync; complete the window ('shardctl plan complete %s')", ErrPurged, l.serving, l.fromEP.Addr(), from.File, window.Other(l.serving), r.p.ID)
 	}
 	if err := r.swapWindowTriggers(ctx, l); err != nil {
 		return err
@@ -177,7 +85,7 @@ func (wr *windowRun) ensure(ctx context.Context) error {
 	cfg := binlog.Config{
 		Cascading: tables.CascadingParents(fks, l.fromEP.Schema), // deletes that cascade are repeated, as forward
 		Source:    addrOf(l.fromEP), Creds: r.env.Creds, Schema: l.fromEP.Schema,
-		Target: l.to, TargetSchema: l.toEP.Schema, Tables: windowTables(r.p),
+		Target: l.to, TargetSchema: l.toEP.Schema, Tables: window.Tables(r.p),
 		ServerID: tailServerID(),
 		Start:    binlog.Position(from),
 		Checkpoint: func(_ context.Context, pos binlog.Position) error {
@@ -258,7 +166,7 @@ func (wr *windowRun) restore(ctx context.Context) error {
 		return wr.finishSwitch(ctx, time.Time{}, -1)
 	}
 	l := r.leg(w.Serving)
-	if err := fence.Remove(ctx, l.from, l.fromEP.Schema, names(windowFence(r.p, l.serving)), wr.lockWait()); err != nil {
+	if err := fence.Remove(ctx, l.from, l.fromEP.Schema, fence.Names(window.Fence(r.p, l.serving)), wr.lockWait()); err != nil {
 		return fmt.Errorf("reverse window: %w", err)
 	}
 	return wr.servingOnline(ctx, l.serving)
@@ -311,20 +219,20 @@ func (r *runner) window(ctx context.Context) error {
 			return ctx.Err()
 		case <-tick.C:
 		}
-		req, err := takeRequest(r.env.PlanPath)
+		req, err := window.Take(r.env.PlanPath)
 		if err != nil {
 			r.env.Log.Warn("reverse window: unreadable request ignored", "err", err)
 		}
 		if req != nil {
 			r.env.Log.Info("reverse window: request", "action", req.Action, "id", req.ID)
 			switch req.Action {
-			case ActionRevert:
+			case window.ActionRevert:
 				err := wr.revert(ctx)
 				r.recordRequest(req, err)
-				if err != nil && !errors.Is(err, ErrNotNow) {
+				if err != nil && !errors.Is(err, window.ErrNotNow) {
 					return err
 				}
-			case ActionComplete:
+			case window.ActionComplete:
 				r.recordRequest(req, nil)
 				return wr.complete(ctx, "completed by request")
 			default:
@@ -371,44 +279,6 @@ func (wr *windowRun) complete(ctx context.Context, reason string) error {
 	return ctx.Err()
 }
 
-// windowFence is what a side's fence covers: on the source the plan's
-// fence; on the target of a merge only the merged range (the target's own
-// keys stay writable); on any other target the same tables and rows.
-func windowFence(p *plans.Plan, side string) []fence.Table {
-	if side == plans.SideTarget && operation.Of(p.Operation).IntoExisting {
-		var out []fence.Table
-		for _, t := range p.Copy {
-			out = append(out, fence.Table{Name: t.Name, Filter: t.Filter})
-		}
-		return out
-	}
-	return fenceTables(p)
-}
-
-func names(ts []fence.Table) []string {
-	out := make([]string, len(ts))
-	for i, t := range ts {
-		out[i] = t.Name
-	}
-	return out
-}
-
-// windowTables are the tables the window's tail keeps in sync: a move's
-// whole schema; a split's sharded tables, filtered to the moved range (the
-// global tables are the source's own, and each shard has its copy).
-func windowTables(p *plans.Plan) []tables.Table {
-	if operation.Of(p.Operation).WholeSchema {
-		return p.Copy
-	}
-	var out []tables.Table
-	for _, t := range p.Copy {
-		if t.Sharded {
-			out = append(out, t)
-		}
-	}
-	return out
-}
-
 // swapWindowTriggers readies both copies for a window tail along l: the copy
 // that does not serve receives the tail's writes, which must not fire its
 // triggers (the serving side's binlog already carries what they wrote), so its
@@ -417,7 +287,7 @@ func windowTables(p *plans.Plan) []tables.Table {
 // triggers behave the same for the application, so the order is free and a
 // crash between the two is harmless; both are idempotent.
 func (r *runner) swapWindowTriggers(ctx context.Context, l leg) error {
-	ts := windowTables(r.p)
+	ts := window.Tables(r.p)
 	exact, err := triggersOn(ctx, l.from, l.fromEP.Schema, ts)
 	if err != nil {
 		return fmt.Errorf("reverse window: read the triggers of %s: %w", l.fromEP.Schema, err)
@@ -430,7 +300,7 @@ func (r *runner) swapWindowTriggers(ctx context.Context, l leg) error {
 		return fmt.Errorf("reverse window: read the triggers of %s: %w", l.toEP.Schema, err)
 	}
 	if err := schemaobj.Replace(ctx, l.to, l.toEP.Schema, l.toEP.Schema, guard, true); err != nil {
-		return fmt.Errorf("reverse window: guard the triggers of the %s copy: %w", other(l.serving), err)
+		return fmt.Errorf("reverse window: guard the triggers of the %s copy: %w", window.Other(l.serving), err)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/shardctl/shardctl/fence"
 	"github.com/shardctl/shardctl/pipeline/interlock"
+	"github.com/shardctl/shardctl/pipeline/window"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/schemaobj"
 )
@@ -39,14 +40,14 @@ func (r *runner) dropTargetCopy(ctx context.Context) error {
 		lockWait := r.p.Options.LockWaitMS.D()
 		// The target keeps living: its triggers, guarded while it did not
 		// serve, get their exact definitions back.
-		trig, err := triggersOn(ctx, r.dst, r.p.Target.Schema, windowTables(r.p))
+		trig, err := triggersOn(ctx, r.dst, r.p.Target.Schema, window.Tables(r.p))
 		if err != nil {
 			return err
 		}
 		if err := schemaobj.Replace(ctx, r.dst, r.p.Target.Schema, r.p.Target.Schema, trig, false); err != nil {
 			return fmt.Errorf("reverse window: restore the target's triggers: %w", err)
 		}
-		return fence.Remove(ctx, r.dst, r.p.Target.Schema, names(windowFence(r.p, plans.SideTarget)), lockWait)
+		return fence.Remove(ctx, r.dst, r.p.Target.Schema, fence.Names(window.Fence(r.p, plans.SideTarget)), lockWait)
 	}
 	return nil
 }

@@ -1,69 +1,26 @@
 package pipeline
 
-// The reverse window's requests: 'plan revert' and 'plan complete' from
-// another process leave a request file beside the plan, which the process
-// running the window takes, carries out and answers in the plan.
+// Carrying out the reverse window's requests (the request files are
+// pipeline/window's): the process running the window answers them, and
+// with no process running the plan, the requester runs them itself.
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"time"
 
 	"github.com/shardctl/shardctl/lock"
+	"github.com/shardctl/shardctl/pipeline/window"
 	"github.com/shardctl/shardctl/plans"
 )
 
-// requestFile is a 'plan revert' or 'plan complete' waiting for the process running the window.
-type requestFile struct {
-	ID     string `json:"id"`
-	Action string `json:"action"`
-}
-
-// RequestPath is where requests to the process running plan file path wait.
-func RequestPath(planPath string) string { return planPath + ".request" }
-
-// takeRequest claims a pending request (renaming it first, so a requester
-// that gives up can tell whether it was taken).
-func takeRequest(planPath string) (*requestFile, error) {
-	if planPath == "" {
-		return nil, nil
-	}
-	taken := RequestPath(planPath) + ".taken"
-	if err := os.Rename(RequestPath(planPath), taken); err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, nil
-		}
-		return nil, err
-	}
-	defer os.Remove(taken)
-	b, err := os.ReadFile(taken)
-	if err != nil {
-		return nil, err
-	}
-	var q requestFile
-	if err := json.Unmarshal(b, &q); err != nil {
-		return nil, fmt.Errorf("request file %s: %w", taken, err)
-	}
-	return &q, nil
-}
-
-func (r *runner) recordRequest(q *requestFile, err error) {
-	rec := plans.Request{ID: q.ID, Action: q.Action, At: time.Now().UTC()}
-	if err != nil {
-		rec.Error = err.Error()
-	}
+// recordRequest answers q in the plan and saves it.
+func (r *runner) recordRequest(q *window.Request, err error) {
 	r.mu.Lock()
-	w := r.p.Window
-	w.Requests = append(w.Requests, rec)
-	if n := len(w.Requests); n > 10 {
-		w.Requests = w.Requests[n-10:]
-	}
+	window.Record(r.p.Window, q, err)
 	r.mu.Unlock()
 	_ = r.save(true)
 }
@@ -96,21 +53,9 @@ func RequestWindow(ctx context.Context, env Env, path, action string, wait time.
 		}
 		return p, fmt.Errorf("%w: plan %s cannot %s: %s", ErrRefused, p.ID, action, why)
 	}
-	var nonce [6]byte
-	_, _ = rand.Read(nonce[:])
-	q := requestFile{ID: hex.EncodeToString(nonce[:]), Action: action}
-	b, _ := json.Marshal(q)
-	tmp := fmt.Sprintf("%s.%s.tmp", RequestPath(path), q.ID)
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return p, fmt.Errorf("write request: %w", err)
-	}
-	err = os.Link(tmp, RequestPath(path))
-	os.Remove(tmp)
-	if errors.Is(err, os.ErrExist) {
-		// Busy, not resumable: the other request is being carried out (exit 4).
-		return p, fmt.Errorf("%w: another request is waiting for plan %s (%s); wait for it, or remove that file if no process runs the plan", lock.ErrBusy, p.ID, RequestPath(path))
-	} else if err != nil {
-		return p, fmt.Errorf("write request: %w", err)
+	q, err := window.Post(path, p.ID, action)
+	if err != nil {
+		return p, err
 	}
 	deadline := time.Now().Add(wait)
 	for {
@@ -119,11 +64,11 @@ func RequestWindow(ctx context.Context, env Env, path, action string, wait time.
 			return p, err
 		}
 		p = cur
-		if rec := findRequest(p, q.ID); rec != nil {
+		if rec := window.Find(p, q.ID); rec != nil {
 			if rec.Error != "" {
-				return p, fmt.Errorf("%w: %s", ErrNotNow, rec.Error)
+				return p, fmt.Errorf("%w: %s", window.ErrNotNow, rec.Error)
 			}
-			if action == ActionComplete {
+			if action == window.ActionComplete {
 				return p, waitEnded(ctx, env, path, p, deadline)
 			}
 			return p, nil
@@ -133,8 +78,8 @@ func RequestWindow(ctx context.Context, env Env, path, action string, wait time.
 			return p, err
 		}
 		if free {
-			if _, err := os.Stat(RequestPath(path)); err != nil {
-				return p, fmt.Errorf("%w: the process running plan %s took the request and stopped before finishing it; 'shardctl plan resume %s' finishes any switch it began", ErrNotNow, p.ID, p.ID)
+			if _, err := os.Stat(window.RequestPath(path)); err != nil {
+				return p, fmt.Errorf("%w: the process running plan %s took the request and stopped before finishing it; 'shardctl plan resume %s' finishes any switch it began", window.ErrNotNow, p.ID, p.ID)
 			}
 			done, p2, err := runRequest(ctx, env, path)
 			if done {
@@ -142,10 +87,10 @@ func RequestWindow(ctx context.Context, env Env, path, action string, wait time.
 			}
 		}
 		if time.Now().After(deadline) {
-			if os.Remove(RequestPath(path)) == nil {
-				return p, fmt.Errorf("%w: the process running plan %s did not take the request within %s; nothing was changed", ErrNotNow, p.ID, wait)
+			if os.Remove(window.RequestPath(path)) == nil {
+				return p, fmt.Errorf("%w: the process running plan %s did not take the request within %s; nothing was changed", window.ErrNotNow, p.ID, wait)
 			}
-			return p, fmt.Errorf("%w: the process running plan %s took the request but did not finish it within %s; see 'shardctl plan show %s'", ErrNotNow, p.ID, wait, p.ID)
+			return p, fmt.Errorf("%w: the process running plan %s took the request but did not finish it within %s; see 'shardctl plan show %s'", window.ErrNotNow, p.ID, wait, p.ID)
 		}
 		select {
 		case <-ctx.Done():
@@ -153,18 +98,6 @@ func RequestWindow(ctx context.Context, env Env, path, action string, wait time.
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-}
-
-func findRequest(p *plans.Plan, id string) *plans.Request {
-	if p.Window == nil {
-		return nil
-	}
-	for i := range p.Window.Requests {
-		if p.Window.Requests[i].ID == id {
-			return &p.Window.Requests[i]
-		}
-	}
-	return nil
 }
 
 // waitEnded waits until a completing plan's process has finished the cleanup.
@@ -177,10 +110,10 @@ func waitEnded(ctx context.Context, env Env, path string, p *plans.Plan, deadlin
 				*p = *cur
 				break
 			}
-			return fmt.Errorf("%w: the process running plan %s stopped before its cleanup finished; 'shardctl plan resume %s' finishes it", ErrNotNow, p.ID, p.ID)
+			return fmt.Errorf("%w: the process running plan %s stopped before its cleanup finished; 'shardctl plan resume %s' finishes it", window.ErrNotNow, p.ID, p.ID)
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%w: the window of plan %s ended; its cleanup is still running (see 'shardctl plan show %s')", ErrNotNow, p.ID, p.ID)
+			return fmt.Errorf("%w: the window of plan %s ended; its cleanup is still running (see 'shardctl plan show %s')", window.ErrNotNow, p.ID, p.ID)
 		}
 		select {
 		case <-ctx.Done():
@@ -194,7 +127,7 @@ func waitEnded(ctx context.Context, env Env, path string, p *plans.Plan, deadlin
 		*p = *cur
 	}
 	if p.State == plans.StateStopped {
-		return fmt.Errorf("%w: the cleanup of plan %s stopped; see 'shardctl plan show %s' and resume it", ErrNotNow, p.ID, p.ID)
+		return fmt.Errorf("%w: the cleanup of plan %s stopped; see 'shardctl plan show %s' and resume it", window.ErrNotNow, p.ID, p.ID)
 	}
 	return nil
 }
@@ -226,13 +159,13 @@ func runRequest(ctx context.Context, env Env, path string) (done bool, _ *plans.
 	} else if err != nil {
 		return true, p, err
 	}
-	q, err := takeRequest(path)
+	q, err := window.Take(path)
 	if err != nil || q == nil {
 		lk.Release()
 		return err != nil, p, err
 	}
 	r := &runner{env: env, p: p}
-	if q.Action == ActionComplete {
+	if q.Action == window.ActionComplete {
 		r.recordRequest(q, nil)
 		p.Window.Completing = true
 		_ = r.save(true)

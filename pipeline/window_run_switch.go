@@ -12,6 +12,7 @@ import (
 
 	"github.com/shardctl/shardctl/binlog"
 	"github.com/shardctl/shardctl/fence"
+	"github.com/shardctl/shardctl/pipeline/window"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/shardmap"
 )
@@ -39,19 +40,19 @@ func (wr *windowRun) waitPostpone(ctx context.Context) error {
 func (wr *windowRun) revert(ctx context.Context) error {
 	r := wr.r
 	l := r.leg(r.p.Window.Serving)
-	ts := windowFence(r.p, l.serving)
+	ts := window.Fence(r.p, l.serving)
 	last, err := r.runBlackout(ctx, &blackout{
-		label: "reverse window: ", side: l.serving, other: "the " + other(l.serving) + " copy",
+		label: "reverse window: ", side: l.serving, other: "the " + window.Other(l.serving) + " copy",
 		db: l.from, schema: l.fromEP.Schema, fence: ts, arm: ts,
-		trying: "switching to the " + other(l.serving), postponed: "switch postponed: ", backedOff: "switch backed off: ",
+		trying: "switching to the " + window.Other(l.serving), postponed: "switch postponed: ", backedOff: "switch backed off: ",
 		wait: wr.waitPostpone,
 		counters: func(ctx context.Context) error {
-			return r.carryCounters(ctx, l.from, l.fromEP.Schema, l.to, l.toEP.Schema, windowTables(r.p), true)
+			return r.carryCounters(ctx, l.from, l.fromEP.Schema, l.to, l.toEP.Schema, window.Tables(r.p), true)
 		},
 		caughtUp: func(ctx context.Context) (time.Duration, error) { return wr.caughtUp(ctx, 0) },
 		tail:     func() *binlog.Tailer { return wr.tail },
 		offline: func(ctx context.Context) error {
-			return r.env.Store.Apply(ctx, "reverse window: take the mappings offline", offChanges(r.p, l.serving))
+			return r.env.Store.Apply(ctx, "reverse window: take the mappings offline", window.OffChanges(r.p, l.serving))
 		},
 		online: func(ctx context.Context) error { return wr.servingOnline(ctx, l.serving) },
 		mark: func(final binlog.Position, held bool) {
@@ -74,7 +75,7 @@ func (wr *windowRun) revert(ctx context.Context) error {
 		return err
 	}
 	return fmt.Errorf("%w: no switch fitted the %s blackout budget in %d attempts (last: %v); the %s keeps serving and the window goes on",
-		ErrNotNow, r.p.Options.MaxBlackoutMS.D(), r.p.Options.FenceAttempts, last, l.serving)
+		window.ErrNotNow, r.p.Options.MaxBlackoutMS.D(), r.p.Options.FenceAttempts, last, l.serving)
 }
 
 // finishSwitch completes a switch whose final position is recorded (the
@@ -100,13 +101,13 @@ func (wr *windowRun) finishSwitch(ctx context.Context, start time.Time, idx int)
 		r.mu.Unlock()
 	}
 	// Before the other side's position is read, so the next tail never sees the ALTERs.
-	if err := r.carryCounters(ctx, l.from, l.fromEP.Schema, l.to, l.toEP.Schema, windowTables(r.p), false); err != nil {
+	if err := r.carryCounters(ctx, l.from, l.fromEP.Schema, l.to, l.toEP.Schema, window.Tables(r.p), false); err != nil {
 		return fmt.Errorf("reverse window: %w", err)
 	}
 	if w.Next.IsZero() {
 		next, err := binlog.MasterStatus(ctx, l.to)
 		if err != nil {
-			return fmt.Errorf("reverse window: read the %s's binlog position: %w", other(l.serving), err)
+			return fmt.Errorf("reverse window: read the %s's binlog position: %w", window.Other(l.serving), err)
 		}
 		r.mu.Lock()
 		w.Next = plans.Position(next)
@@ -116,20 +117,20 @@ func (wr *windowRun) finishSwitch(ctx context.Context, start time.Time, idx int)
 		return err
 	}
 	lift := time.Now()
-	if err := fence.Remove(ctx, l.to, l.toEP.Schema, names(windowFence(r.p, other(l.serving))), wr.lockWait()); err != nil {
-		return fmt.Errorf("reverse window: lift the fence on the %s: %w", other(l.serving), err)
+	if err := fence.Remove(ctx, l.to, l.toEP.Schema, fence.Names(window.Fence(r.p, window.Other(l.serving))), wr.lockWait()); err != nil {
+		return fmt.Errorf("reverse window: lift the fence on the %s: %w", window.Other(l.serving), err)
 	}
 	changes := w.Revert
 	if l.serving == plans.SideSource {
 		changes = w.Forward
 	}
 	cut := time.Now()
-	if err := r.env.Store.Apply(ctx, "reverse window: switch to the "+other(l.serving), changes); err != nil {
+	if err := r.env.Store.Apply(ctx, "reverse window: switch to the "+window.Other(l.serving), changes); err != nil {
 		return err
 	}
 	r.mu.Lock()
 	wr.gen++
-	w.Serving, w.Tail, w.Final, w.Next = other(l.serving), w.Next, plans.Position{}, plans.Position{}
+	w.Serving, w.Tail, w.Final, w.Next = window.Other(l.serving), w.Next, plans.Position{}, plans.Position{}
 	sw := plans.Switch{At: time.Now().UTC(), To: w.Serving}
 	if idx >= 0 {
 		a := &r.p.Attempts[idx]
@@ -157,47 +158,11 @@ func (wr *windowRun) finishSwitch(ctx context.Context, start time.Time, idx int)
 // time, as a merged range's mapping no longer exists to be set online.
 func (wr *windowRun) servingOnline(ctx context.Context, serving string) error {
 	r := wr.r
-	for _, c := range backChanges(r.p, serving) {
+	for _, c := range window.BackChanges(r.p, serving) {
 		err := r.env.Store.Apply(ctx, "reverse window: serving side online", []shardmap.Change{c})
 		if err != nil && !(c.Op == shardmap.OpSetStatus && errors.Is(err, shardmap.ErrNotFound)) {
 			return err
 		}
 	}
 	return nil
-}
-
-// offChanges take the moved rows offline on the serving side, derived from
-// the cutover's changes (the plan's own offline changes may add mappings,
-// as a hash split's ring point: not again). With the target serving, a
-// merged range is first split out of the target's mapping again, and a
-// merged ring point added back, pointing at the target.
-func offChanges(p *plans.Plan, serving string) []shardmap.Change {
-	var pre, off []shardmap.Change
-	for _, c := range p.Cutover {
-		switch {
-		case c.Op == shardmap.OpSetStatus && c.Status == shardmap.Online:
-			off = append(off, shardmap.Change{Op: shardmap.OpSetStatus, Ref: c.Ref, Status: shardmap.Offline})
-		case c.Op == shardmap.OpMergeRange && serving == plans.SideTarget:
-			pre = append(pre, shardmap.Change{Op: shardmap.OpSplitRange, Ref: shardmap.Ref{FuncID: c.Ref.FuncID}, At: c.Ref.Lower})
-		case c.Op == shardmap.OpRemoveMapping && serving == plans.SideTarget:
-			pre = append(pre, shardmap.Change{Op: shardmap.OpAddHashPoint, Ref: c.Ref, ShardID: p.Target.ShardID, Status: shardmap.Offline})
-		case c.Op == shardmap.OpRemoveMapping:
-			off = append(off, shardmap.Change{Op: shardmap.OpSetStatus, Ref: c.Ref, Status: shardmap.Offline})
-		}
-	}
-	return append(pre, off...)
-}
-
-// backChanges undo offChanges: mappings online again, and with the target
-// serving, the range merged (or the ring point removed) again.
-func backChanges(p *plans.Plan, serving string) []shardmap.Change {
-	back := onlineAgain(offChanges(p, serving))
-	if serving == plans.SideTarget {
-		for _, c := range p.Cutover {
-			if c.Op == shardmap.OpMergeRange || c.Op == shardmap.OpRemoveMapping {
-				back = append(back, c)
-			}
-		}
-	}
-	return back
 }

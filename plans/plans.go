@@ -210,7 +210,7 @@ type Plan struct {
 	Checkpoints Checkpoints  `json:"checkpoints"`
 	Attempts    []Attempt    `json:"cutover_attempts,omitempty"`
 	Result      Result       `json:"result"`
-	Window      *Window      `json:"window,omitempty"` // reverse-replication window after cutover (window.go)
+	Window      *Window      `json:"window,omitempty"` // reverse-replication window after cutover (pipeline/window)
 	DDL         []DDL        `json:"ddl_carried,omitempty"`
 }
 

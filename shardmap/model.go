@@ -355,3 +355,15 @@ func Summary(ms []Mapping) string {
 	}
 	return strings.Join(parts, " ")
 }
+
+// OnlineAgain turns "mark offline" changes into "mark online" ones.
+func OnlineAgain(cs []Change) []Change {
+	var out []Change
+	for _, c := range cs {
+		if c.Op == OpSetStatus && c.Status == Offline {
+			c.Status = Online
+			out = append(out, c)
+		}
+	}
+	return out
+}

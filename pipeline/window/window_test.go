@@ -1,17 +1,13 @@
-package pipeline
+package window
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/shardctl/shardctl/keyspace"
-	"github.com/shardctl/shardctl/lock"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/shardmap"
 )
@@ -29,7 +25,7 @@ func windowPlan() *plans.Plan {
 // The window is data in the plan: a step before cleanup, and the changes of both directions.
 func TestSetupWindow(t *testing.T) {
 	p := windowPlan()
-	setupWindow(p)
+	Setup(p)
 	var names []string
 	for _, s := range p.Steps {
 		names = append(names, s.Name)
@@ -44,12 +40,12 @@ func TestSetupWindow(t *testing.T) {
 	if p.Cutover[0].Host != "10.0.0.2" {
 		t.Fatal("the cutover changes were modified")
 	}
-	setupWindow(p) // idempotent
+	Setup(p) // idempotent
 	if len(p.Steps) != len(plans.Steps)+1 {
 		t.Fatalf("window step added twice")
 	}
 	q := plans.New("move", "no window")
-	setupWindow(q)
+	Setup(q)
 	if q.Window != nil || len(q.Steps) != len(plans.Steps) {
 		t.Fatal("a plan without --reverse-window got a window")
 	}
@@ -57,7 +53,7 @@ func TestSetupWindow(t *testing.T) {
 
 func TestInWindow(t *testing.T) {
 	p := windowPlan()
-	setupWindow(p)
+	Setup(p)
 	if p.InWindow() {
 		t.Fatal("in window before cutover")
 	}
@@ -74,7 +70,7 @@ func TestInWindow(t *testing.T) {
 	}
 	p.Step(plans.StepWindow).State = plans.Pending
 	p.Window.Serving = plans.SideSource
-	if !reverted(p) {
+	if !Reverted(p) {
 		t.Fatal("source serving after cutover is a reverted window")
 	}
 }
@@ -82,37 +78,36 @@ func TestInWindow(t *testing.T) {
 // The request handshake: one request at a time, taken once, by renaming it.
 func TestTakeRequest(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "move-1.json")
-	if q, err := takeRequest(path); q != nil || err != nil {
+	if q, err := Take(path); q != nil || err != nil {
 		t.Fatalf("no request: %v %v", q, err)
 	}
-	b, _ := json.Marshal(requestFile{ID: "abc", Action: ActionRevert})
+	b, _ := json.Marshal(Request{ID: "abc", Action: ActionRevert})
 	if err := os.WriteFile(RequestPath(path), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	q, err := takeRequest(path)
+	q, err := Take(path)
 	if err != nil || q == nil || q.ID != "abc" || q.Action != ActionRevert {
 		t.Fatalf("take: %+v %v", q, err)
 	}
 	if _, err := os.Stat(RequestPath(path)); !os.IsNotExist(err) {
 		t.Fatal("request file still there after it was taken")
 	}
-	if q, _ := takeRequest(path); q != nil {
+	if q, _ := Take(path); q != nil {
 		t.Fatal("a request was taken twice")
 	}
 	if err := os.WriteFile(RequestPath(path), []byte("{"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := takeRequest(path); err == nil {
+	if _, err := Take(path); err == nil {
 		t.Fatal("a damaged request was accepted")
 	}
 }
 
 func TestRecordRequestKeepsTen(t *testing.T) {
 	p := windowPlan()
-	setupWindow(p)
-	r := &runner{p: p}
+	Setup(p)
 	for i := 0; i < 12; i++ {
-		r.recordRequest(&requestFile{ID: string(rune('a' + i)), Action: ActionRevert}, nil)
+		Record(p.Window, &Request{ID: string(rune('a' + i)), Action: ActionRevert}, nil)
 	}
 	if n := len(p.Window.Requests); n != 10 || p.Window.Requests[9].ID != "l" {
 		t.Fatalf("requests %+v", p.Window.Requests)
@@ -129,7 +124,7 @@ func TestMergeWindowChanges(t *testing.T) {
 	p.Target = plans.Endpoint{ShardID: 1, Host: "h1", Port: 1, Schema: "s1"}
 	p.Cutover = []shardmap.Change{{Op: shardmap.OpRepoint, Ref: sref, ShardID: 1}, {Op: shardmap.OpSetStatus, Ref: sref, Status: shardmap.Online}, {Op: shardmap.OpMergeRange, Ref: sref}}
 	p.Options.ReverseWindowS = 60
-	setupWindow(p)
+	Setup(p)
 	ops := func(cs []shardmap.Change) (out []string) {
 		for _, c := range cs {
 			out = append(out, c.Op+"/"+c.Status)
@@ -139,16 +134,16 @@ func TestMergeWindowChanges(t *testing.T) {
 	if got := ops(p.Window.Revert); len(got) != 2 || got[0] != "repoint/" || p.Window.Revert[0].ShardID != 2 || got[1] != "set_status/online" {
 		t.Fatalf("revert %v", got)
 	}
-	if got := ops(offChanges(p, plans.SideTarget)); len(got) != 2 || got[0] != "split_range/" || got[1] != "set_status/offline" {
+	if got := ops(OffChanges(p, plans.SideTarget)); len(got) != 2 || got[0] != "split_range/" || got[1] != "set_status/offline" {
 		t.Fatalf("offline from the target %v", got)
 	}
-	if c := offChanges(p, plans.SideTarget)[0]; c.At.Compare(lower) != 0 {
+	if c := OffChanges(p, plans.SideTarget)[0]; c.At.Compare(lower) != 0 {
 		t.Fatalf("split at %v, want %v", c.At, lower)
 	}
-	if got := ops(backChanges(p, plans.SideTarget)); len(got) != 2 || got[0] != "set_status/online" || got[1] != "merge_range/" {
+	if got := ops(BackChanges(p, plans.SideTarget)); len(got) != 2 || got[0] != "set_status/online" || got[1] != "merge_range/" {
 		t.Fatalf("back on the target %v", got)
 	}
-	if got := ops(offChanges(p, plans.SideSource)); len(got) != 1 || got[0] != "set_status/offline" {
+	if got := ops(OffChanges(p, plans.SideSource)); len(got) != 1 || got[0] != "set_status/offline" {
 		t.Fatalf("offline from the source %v", got)
 	}
 }
@@ -161,41 +156,18 @@ func TestHashMergeWindowChanges(t *testing.T) {
 	p.Target = plans.Endpoint{ShardID: 1}
 	p.Cutover = []shardmap.Change{{Op: shardmap.OpRemoveMapping, Ref: sref}}
 	p.Options.ReverseWindowS = 60
-	setupWindow(p)
-	off := offChanges(p, plans.SideTarget)
+	Setup(p)
+	off := OffChanges(p, plans.SideTarget)
 	if len(off) != 1 || off[0].Op != shardmap.OpAddHashPoint || off[0].ShardID != 1 || off[0].Status != shardmap.Offline {
 		t.Fatalf("offline from the target %+v", off)
 	}
 	if r := p.Window.Revert; len(r) != 2 || r[0].Op != shardmap.OpRepoint || r[0].ShardID != 2 || r[1].Status != shardmap.Online {
 		t.Fatalf("revert %+v", r)
 	}
-	if b := backChanges(p, plans.SideTarget); len(b) != 1 || b[0].Op != shardmap.OpRemoveMapping {
+	if b := BackChanges(p, plans.SideTarget); len(b) != 1 || b[0].Op != shardmap.OpRemoveMapping {
 		t.Fatalf("back on the target %+v", b)
 	}
-	if off := offChanges(p, plans.SideSource); len(off) != 1 || off[0].Op != shardmap.OpSetStatus || off[0].Status != shardmap.Offline {
+	if off := OffChanges(p, plans.SideSource); len(off) != 1 || off[0].Op != shardmap.OpSetStatus || off[0].Status != shardmap.Offline {
 		t.Fatalf("offline from the source %+v", off)
-	}
-}
-
-// TestSecondWindowRequestIsBusy: of two concurrent 'plan revert'/'plan
-// complete' calls, the one that finds the other's request waiting is busy
-// (lock.ErrBusy, exit 4), not resumable.
-func TestSecondWindowRequestIsBusy(t *testing.T) {
-	p := plans.New("move", "move shard 1")
-	p.Window = &plans.Window{DurationS: 60, Serving: plans.SideTarget}
-	for _, s := range plans.Steps[:slices.Index(plans.Steps, plans.StepCutover)+1] {
-		p.Step(s).State = plans.Done
-	}
-	p.State = plans.StateRunning
-	path := filepath.Join(t.TempDir(), p.ID+".json")
-	if err := plans.Save(path, p); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(RequestPath(path), []byte(`{"id":"other","action":"complete"}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	_, err := RequestWindow(context.Background(), Env{}, path, ActionRevert, time.Second)
-	if !errors.Is(err, lock.ErrBusy) || errors.Is(err, ErrNotNow) {
-		t.Fatalf("a request while another waits: %v, want busy", err)
 	}
 }
