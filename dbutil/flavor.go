@@ -132,15 +132,6 @@ func (f Flavor) BoundedStatement(stmt string, d time.Duration) (string, bool) {
 	return fmt.Sprintf("SET STATEMENT max_statement_time = %.3f FOR ", max(d.Seconds(), 0.001)) + stmt, true
 }
 
-// SessionTimeLimit is the session setting that bounds every statement to d,
-// or "" where the server has none for DDL (MySQL).
-func (f Flavor) SessionTimeLimit(d time.Duration) string {
-	if f.MySQL {
-		return ""
-	}
-	return fmt.Sprintf("SET SESSION max_statement_time = %.3f", max(d.Seconds(), 0.001))
-}
-
 // IsStatementTimeout reports an error of a statement stopped by its time
 // limit or by KILL QUERY.
 func IsStatementTimeout(err error) bool {

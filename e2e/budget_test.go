@@ -211,8 +211,8 @@ func TestMoveUnderFullRateWriters(t *testing.T) {
 	lp := c.startLoad(0, c.keys("hot", 1, 600), c.keys("other", 2, 200))
 	budget := "400ms"
 	if testenv.MySQL() {
-		// MySQL bounds the fence DDL by KILL QUERY from another session (no
-		// max_statement_time for DDL): more round trips per attempt.
+		// MySQL has no SET STATEMENT: a statement time limit (KILL QUERY from
+		// another session) or lock_wait_timeout costs round trips of their own.
 		budget = "1s"
 	}
 	r := c.run(nil, "move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "--chunk-rows", "200", "--max-blackout", budget, "-o", "json")

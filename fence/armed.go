@@ -65,7 +65,7 @@ func (s *Sessions) Arm(ctx context.Context, schema string, ts []Table, lockWait 
 					todo = append(todo, q.stmt)
 				}
 			}
-			errs <- execAll(ctx, s.db, s.f, s.conns[i], &s.ids[i], schema, ts[i].Name, todo, deadline)
+			errs <- execAll(ctx, s.f, s.conns[i], schema, ts[i].Name, todo, deadline)
 		}()
 	}
 	var first error

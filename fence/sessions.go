@@ -61,7 +61,7 @@ func (s *Sessions) Install(ctx context.Context, schema string, ts []Table, lockW
 	deadline := time.Now().Add(lockWait)
 	errs := make(chan error, len(ts))
 	for i := range ts {
-		go func() { errs <- installOne(ctx, s.db, s.f, s.conns[i], &s.ids[i], schema, ts[i], deadline) }()
+		go func() { errs <- installOne(ctx, s.f, s.conns[i], schema, ts[i], deadline) }()
 	}
 	var first error
 	for range ts {

@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -105,8 +106,7 @@ func Install(ctx context.Context, db *sql.DB, schema string, ts []Table, lockWai
 		names[i] = t.Name
 	}
 	err = perTable(ctx, db, names, lockWait, func(conn *sql.Conn, i int) error {
-		var id int64
-		return installOne(ctx, db, f, conn, &id, schema, ts[i], deadline)
+		return installOne(ctx, f, conn, schema, ts[i], deadline)
 	})
 	if err != nil {
 		return err
@@ -119,28 +119,51 @@ func Install(ctx context.Context, db *sql.DB, schema string, ts []Table, lockWai
 }
 
 // installOne creates t's fence triggers on conn, each statement bounded by
-// deadline. id caches conn's CONNECTION_ID() for MySQL's KILL QUERY bound.
-func installOne(ctx context.Context, db *sql.DB, f dbutil.Flavor, conn *sql.Conn, id *int64, schema string, t Table, deadline time.Time) error {
-	return execAll(ctx, db, f, conn, id, schema, t.Name, ddl(schema, t), deadline)
+// deadline.
+func installOne(ctx context.Context, f dbutil.Flavor, conn *sql.Conn, schema string, t Table, deadline time.Time) error {
+	return execAll(ctx, f, conn, schema, t.Name, ddl(schema, t), deadline)
 }
 
-// execAll runs stmts (table's fence DDL) on conn, each bounded by deadline.
-func execAll(ctx context.Context, db *sql.DB, f dbutil.Flavor, conn *sql.Conn, id *int64, schema, table string, stmts []string, deadline time.Time) error {
+// execAll runs stmts (table's fence DDL) on conn, each waiting for the
+// table's metadata lock only until deadline (execDDL).
+func execAll(ctx context.Context, f dbutil.Flavor, conn *sql.Conn, schema, table string, stmts []string, deadline time.Time) error {
 	for _, stmt := range stmts {
 		left := time.Until(deadline)
 		if left <= 0 {
 			return fmt.Errorf("fence %s.%s: %w", schema, table, ErrBudget)
 		}
-		if err := execBounded(ctx, db, f, conn, id, stmt, left); err != nil {
+		if err := execDDL(ctx, f, conn, stmt, left); err != nil {
 			return fmt.Errorf("fence %s.%s: %w", schema, table, err)
 		}
 	}
 	return nil
 }
 
+// execDDL runs stmt, a CREATE or DROP TRIGGER on an application table, on
+// conn with its metadata-lock waits bounded by d (lock_wait_timeout, whole
+// seconds, so a wait may overrun d by under a second) and no statement time
+// limit: a statement interrupted (max_statement_time, KILL QUERY) while it
+// opens the table and parses the table's triggers leaves that table instance
+// in the table cache with an unparseable trigger, and every write that picks
+// it up fails with error 1064 "Trigger ... has an error in its body" until it
+// leaves the cache (MariaDB 10.11; TestInterruptedTriggerParse).
+func execDDL(ctx context.Context, f dbutil.Flavor, conn *sql.Conn, stmt string, d time.Duration) error {
+	secs := max(1, int(math.Ceil(d.Seconds())))
+	if !f.MySQL {
+		_, err := conn.ExecContext(ctx, fmt.Sprintf("SET STATEMENT max_statement_time = 0, lock_wait_timeout = %d FOR ", secs)+stmt)
+		return err
+	}
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("SET SESSION lock_wait_timeout = %d", secs)); err != nil {
+		return err
+	}
+	_, err := conn.ExecContext(ctx, stmt)
+	return err
+}
+
 // execBounded runs stmt on conn for at most d: MariaDB stops it itself;
 // on MySQL another connection kills it (KILL QUERY) when d runs out.
-// id caches conn's CONNECTION_ID() (0: not read yet).
+// id caches conn's CONNECTION_ID() (0: not read yet). Only for statements on
+// the fence table, which has no triggers (execDDL says why that matters).
 func execBounded(ctx context.Context, db *sql.DB, f dbutil.Flavor, conn *sql.Conn, id *int64, stmt string, d time.Duration) error {
 	if q, ok := f.BoundedStatement(stmt, d); ok {
 		_, err := conn.ExecContext(ctx, q)
@@ -204,15 +227,10 @@ func release(conn *sql.Conn) {
 
 // setup prepares a fence session.
 func setup(ctx context.Context, conn *sql.Conn, f dbutil.Flavor, lockWait time.Duration) error {
-	secs := max(1, int(lockWait.Seconds()+0.999))
-	// lock_wait_timeout counts whole seconds; max_statement_time (MariaDB,
-	// fractional) bounds the metadata-lock wait of each DDL to lockWait
-	// exactly; MySQL has no such setting (execBounded kills the statement).
-	for _, s := range []string{"SET SESSION sql_log_bin = 0", fmt.Sprintf("SET SESSION lock_wait_timeout = %d", secs),
-		f.SessionTimeLimit(lockWait)} {
-		if s == "" {
-			continue
-		}
+	secs := max(1, int(math.Ceil(lockWait.Seconds())))
+	// No session time limit: trigger DDL must never be interrupted (execDDL);
+	// statements on the fence table carry their own (execBounded).
+	for _, s := range []string{"SET SESSION sql_log_bin = 0", fmt.Sprintf("SET SESSION lock_wait_timeout = %d", secs)} {
 		if _, err := conn.ExecContext(ctx, s); err != nil {
 			return err
 		}
@@ -242,12 +260,11 @@ func Remove(ctx context.Context, db *sql.DB, schema string, names []string, lock
 		have[n] = true
 	}
 	err = perTable(ctx, db, names, lockWait, func(conn *sql.Conn, i int) error {
-		var id int64
 		for _, ev := range []string{"bi", "bu", "bd"} {
 			if !have[triggerName(names[i], ev)] {
 				continue
 			}
-			if err := execBounded(ctx, db, f, conn, &id, "DROP TRIGGER IF EXISTS "+dbutil.Table(schema, triggerName(names[i], ev)), lockWait); err != nil {
+			if err := execDDL(ctx, f, conn, "DROP TRIGGER IF EXISTS "+dbutil.Table(schema, triggerName(names[i], ev)), lockWait); err != nil {
 				return fmt.Errorf("lift fence on %s.%s: %w", schema, names[i], err)
 			}
 		}
