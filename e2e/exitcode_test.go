@@ -23,8 +23,9 @@ func TestExitCodes(t *testing.T) {
 	c := newCluster(t, "e2e_exit", []int{2, 1}, []int{200, 100})
 	src := c.db(2)
 
-	// Deterministic: cleanup cannot delete on the source.
-	r := c.run([]string{"SHARDCTL_FAULT=after:cutover"}, "move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "--prune-chunk-rows", "100")
+	// Deterministic: cleanup cannot delete on the source (chunked deletes,
+	// --cleanup delete: the default drops a whole shard's schema at once).
+	r := c.run([]string{"SHARDCTL_FAULT=after:cutover"}, "move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "--prune-chunk-rows", "100", "--cleanup", "delete")
 	if !r.killed {
 		t.Fatalf("fault did not kill the move: exit %d\n%s", r.code, r.stderr)
 	}
