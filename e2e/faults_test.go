@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -181,27 +180,10 @@ func (f *faultFleet) cell(t *testing.T, cell string, step faultStep, k faultKind
 	before := planFiles(t, c.planDir)
 	lp := c.startLoad(100, c.keys("moving", 1, 300))
 
-	hold := filepath.Join(c.dir, "hold")
-	if err := os.WriteFile(hold, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	_ = os.Remove(hold + ".held")
 	args := []string{"move", "--shard", "1", "--to", f.addr(to).String(), "--yes",
 		"--max-blackout", faultMaxBlackout.String(), "--retry-for", faultRetryFor.String(),
 		"--chunk-rows", "50", "--prune-chunk-rows", "50"}
-	move := c.command([]string{"SHARDCTL_FAULT=hold:" + step.point, "SHARDCTL_FAULT_HOLD=" + hold}, append(args, step.args...)...)
-	var out syncBuffer
-	move.Stdout, move.Stderr = &out, &out
-	if err := move.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan int, 1)
-	go func() {
-		_ = move.Wait()
-		done <- move.ProcessState.ExitCode()
-	}()
-	t.Cleanup(func() { _ = move.Process.Kill() })
-	waitHeld(t, hold, step.point, done, &out)
+	hold, done, out := startHeld(t, c, step.point, "", append(args, step.args...))
 
 	heal := f.inject(t, k, server)
 	t.Cleanup(heal) // a failed cell still leaves the servers up and the paths clear
