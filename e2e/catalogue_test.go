@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardctl/shardctl/internal/testenv"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/sandbox"
 )
@@ -93,6 +94,7 @@ type badCase struct {
 // no password in any output, no panic, one JSON document on stdout with -o
 // json, and nothing changed anywhere.
 func TestBadInputCatalogue(t *testing.T) {
+	testenv.FlavorNeutral(t)
 	c := newCluster(t, "e2e_cat", []int{1, 2, 1}, []int{120, 120, 60})
 	h := newClusterOpts(t, "e2e_cath", []int{1, 2}, []int{60, 60}, true)
 	s1, s3 := c.env.Addr(1).String(), c.env.Addr(3).String()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/doctor"
+	"github.com/shardctl/shardctl/internal/testenv"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/planstore"
 )
@@ -69,6 +70,7 @@ func newPlan(t *testing.T, dir string, known ...string) *plans.Plan {
 // process); doctor names each with the command that ends it, --fix ends
 // the safe ones, and once the rest are ended doctor finds nothing.
 func TestDoctorFindsAndEndsHalfFinishedStates(t *testing.T) {
+	testenv.FlavorNeutral(t)
 	c := newCluster(t, "e2e_doctor", []int{1, 1, 2}, []int{300, 300, 300})
 	s3 := c.env.Addr(3).String()
 	src1 := c.shards[0].Schema

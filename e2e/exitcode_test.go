@@ -19,6 +19,7 @@ import (
 // until the cause is fixed; a transient one (SIGTERM) exits 3. Both plans
 // then resume to the end.
 func TestExitCodes(t *testing.T) {
+	testenv.FlavorNeutral(t)
 	start := time.Now()
 	c := newCluster(t, "e2e_exit", []int{2, 1}, []int{200, 100})
 	src := c.db(2)

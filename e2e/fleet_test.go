@@ -40,6 +40,7 @@ func waitFile(t *testing.T, path, what string, ok func(*plans.Plan) bool) *plans
 // listed, shown and resumed on host B; while B runs it, A is refused (exit 4)
 // although A's own (stale) file says the plan is stopped mid-copy.
 func TestPlanResumedFromAnotherHost(t *testing.T) {
+	testenv.FlavorNeutral(t)
 	c := newCluster(t, "e2e_hosts", []int{1, 1}, []int{1200, 300})
 	groups := []string{c.keys("moving", 1, 1200), c.keys("other", 2, 300)}
 	before := c.fleetSums(groups)
@@ -104,6 +105,7 @@ func TestPlanResumedFromAnotherHost(t *testing.T) {
 // A failed write to the sharding database's plans table is logged; the run
 // goes on and the plan file is kept.
 func TestStoreWriteFailureKeepsTheFile(t *testing.T) {
+	testenv.FlavorNeutral(t)
 	c := newCluster(t, "e2e_storefail", []int{1}, []int{200})
 	r := c.run([]string{"SHARDCTL_FAULT=planstore:put"}, "move", "--shard", "1", "--to", c.env.Addr(2).String(), "--yes", "-o", "json")
 	if r.code != 0 {
@@ -157,6 +159,7 @@ next:
 // before-fence hook postpones the cutover. The metrics file and the HTTP
 // endpoint are read with the Prometheus text parser.
 func TestHooksAndMetricsOfARun(t *testing.T) {
+	testenv.FlavorNeutral(t)
 	c := newCluster(t, "e2e_hooks", []int{1, 1}, []int{600, 200})
 	hookLog := filepath.Join(c.dir, "hooks.log")
 	hold := filepath.Join(c.dir, "hold")

@@ -27,6 +27,7 @@ import (
 // through the switch and the cleanup, and every delete it was told succeeded
 // must have happened.
 func TestStaleRouterWritesNeverVanish(t *testing.T) {
+	testenv.FlavorNeutral(t)
 	st := testenv.NewSubtests(t)
 	for _, op := range []string{"move", "split"} {
 		st.Run(op, func(t *testing.T) { staleRouterDeletes(t, op) })

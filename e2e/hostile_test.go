@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/internal/testenv"
 	"github.com/shardctl/shardctl/plans"
 )
 
@@ -67,6 +68,7 @@ func sameButVersion(a, b string) bool {
 // yet recorded; after the resume the summary counts every row the cleanup
 // deleted, the ones before the kill too.
 func TestCleanupCountSurvivesKill(t *testing.T) {
+	testenv.FlavorNeutral(t)
 	c := newCluster(t, "e2e_prcount", []int{2}, []int{200})
 	src := c.db(2)
 	counts := map[string]int64{}
@@ -113,6 +115,7 @@ func TestCleanupCountSurvivesKill(t *testing.T) {
 // TestMetricsFileNotRegular: --metrics-file naming a device is refused
 // (exit 2) before the move runs, and the device stays a device.
 func TestMetricsFileNotRegular(t *testing.T) {
+	testenv.FlavorNeutral(t)
 	c := newCluster(t, "e2e_mfile", []int{1, 2}, []int{30, 30})
 	dev := filepath.Join(c.dir, "full")
 	if err := syscall.Mknod(dev, syscall.S_IFCHR|0o666, int(1<<8|7)); err != nil { // /dev/full's numbers

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/internal/testenv"
 	"github.com/shardctl/shardctl/lock"
 	"github.com/shardctl/shardctl/plans"
 )
@@ -34,6 +35,7 @@ func planID(path string) string { return strings.TrimSuffix(filepath.Base(path),
 // to that same target by another plan. Resuming the stale plan is refused;
 // aborting it must not drop what is by then the live shard.
 func TestStalePlanAbortKeepsTheLiveShard(t *testing.T) {
+	testenv.FlavorNeutral(t)
 	c := newCluster(t, "e2e_stale", []int{1, 1}, []int{300, 200})
 	to := c.env.Addr(3).String()
 	schema := c.shards[0].Schema
@@ -85,6 +87,7 @@ func TestStalePlanAbortKeepsTheLiveShard(t *testing.T) {
 
 // Issue 10: the merge's collision scan runs at 'plan apply' too.
 func TestMergeApplyRefusesACollision(t *testing.T) {
+	testenv.FlavorNeutral(t)
 	c := newCluster(t, "e2e_mcoll", []int{1, 2}, []int{200, 200})
 	file := filepath.Join(c.dir, "merge.json")
 	c.mustRun("merge", "--shard", "2", "--into", "1", "--plan-out", file)
@@ -117,6 +120,7 @@ func TestMergeApplyRefusesACollision(t *testing.T) {
 // Issue 8, item 6: 'go build && ./shardctl version' in the directory that
 // holds the binary; the binary is not a config file.
 func TestVersionNextToTheBinary(t *testing.T) {
+	testenv.FlavorNeutral(t)
 	dir := t.TempDir()
 	data, err := os.ReadFile(bin)
 	if err != nil {
@@ -191,6 +195,7 @@ func (c *cluster) world() string {
 // hook that vetoes or times out (exit 2). A cron wrapper finds nothing to
 // resume afterwards.
 func TestRefusedRunsLeaveNothing(t *testing.T) {
+	testenv.FlavorNeutral(t)
 	c := newCluster(t, "e2e_refused", []int{1, 1}, []int{200, 100})
 	to := c.env.Addr(2).String()
 	// Something in the plans table already, so the table exists.
@@ -306,6 +311,7 @@ func TestAbortAfterCreateFailed(t *testing.T) {
 // move to a running move's target names that plan instead of "drop it";
 // 'plan watch' of a plan no process runs ends (exit 3) and says so.
 func TestIssue21Leftovers(t *testing.T) {
+	testenv.FlavorNeutral(t)
 	c := newCluster(t, "e2e_leftover", []int{1, 1}, []int{200, 100})
 	s2, s3 := c.env.Addr(2).String(), c.env.Addr(3).String()
 

@@ -2,11 +2,11 @@ package e2e
 
 import (
 	"fmt"
-	"github.com/shardctl/shardctl/internal/testenv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/shardctl/shardctl/internal/testenv"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/sandbox"
 	"github.com/shardctl/shardctl/shardmap"
@@ -147,6 +147,7 @@ func TestKeyMoves(t *testing.T) {
 // statements, and changes nothing; keys that are not the shard's are
 // refused with what to give.
 func TestKeyMoveDryRunAndRefusals(t *testing.T) {
+	testenv.FlavorNeutral(t)
 	c := newClusterSeed(t, "e2e_keys_dry", []int{1, 2, 3}, sandbox.SeedConfig{Sizes: []int{200, 200, 200}, List: true})
 	v0, _ := c.store.Version(ctx)
 	r := c.mustRun("move", "--shard", "1", "--keys", "101,102", "--into", "2", "--dry-run")

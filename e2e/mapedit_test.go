@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/internal/testenv"
 	"github.com/shardctl/shardctl/plans"
 )
 
@@ -19,6 +20,7 @@ import (
 // SQL at the target copy stops the cutover with that row named, the fence
 // lifted and the shard online; removing it and resuming finishes the move.
 func TestShardMapEditsDuringAMove(t *testing.T) {
+	testenv.FlavorNeutral(t)
 	c := newCluster(t, "e2e_mapedit", []int{1}, []int{300})
 	s3, schema := c.env.Addr(3), c.shards[0].Schema
 	postpone := filepath.Join(c.dir, "postpone")
@@ -89,6 +91,7 @@ func TestShardMapEditsDuringAMove(t *testing.T) {
 // it (never a move of the split shard to the server it is on), and that
 // merge runs.
 func TestAbortAdviceAfterASplit(t *testing.T) {
+	testenv.FlavorNeutral(t)
 	c := newCluster(t, "e2e_splitundo", []int{1}, []int{200})
 	c.mustRun("split", "--shard", "1", "--to", c.env.Addr(2).String(), "--yes")
 	id := planID(planFiles(t, c.planDir)[0])
@@ -126,6 +129,7 @@ func TestAbortAdviceAfterASplit(t *testing.T) {
 // resume with --on-ddl apply, which carries the change, or the abort; never
 // the plain resume, which stops at the statement again; the advice works.
 func TestDDLStopAdvice(t *testing.T) {
+	testenv.FlavorNeutral(t)
 	c := newCluster(t, "e2e_ddladvice", []int{2}, []int{300})
 	postpone, done, _, stderr := startHeldMoveOut(t, c, "stop")
 	id := planID(planFiles(t, c.planDir)[0])

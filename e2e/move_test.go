@@ -259,6 +259,7 @@ func TestMoveAbort(t *testing.T) {
 
 // Every refusal: a clear message, the right exit code, and nothing changed.
 func TestMoveRefusals(t *testing.T) {
+	testenv.FlavorNeutral(t)
 	c := newCluster(t, "e2e_refuse", []int{1, 2}, []int{300, 300})
 	src, tgt := c.db(1), c.db(3)
 	snapshot := func() string {
@@ -477,6 +478,7 @@ func TestMoveRefusesASourceWithoutBinlog(t *testing.T) {
 
 // --plan-out writes the plan and changes nothing; 'plan apply' runs it.
 func TestPlanOutThenApply(t *testing.T) {
+	testenv.FlavorNeutral(t)
 	c := newCluster(t, "e2e_apply", []int{1}, []int{200})
 	out := c.dir + "/move.json"
 	v0, _ := c.store.Version(ctx)

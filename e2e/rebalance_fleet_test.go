@@ -21,13 +21,7 @@ import (
 // clean, and a second dry run finds nothing to do. (scripts/bench.sh's
 // fleet row runs the same at 1,000 shards.)
 func TestRebalanceAFleetUnderLoad(t *testing.T) {
-	if testenv.MySQL() {
-		// What it adds is the fleet's scheduling and shard-map traffic, the
-		// same on both flavors; the operations it runs are covered on MySQL by
-		// the move, split, merge and rebalance tests. It keeps the MySQL pass
-		// under its time limit.
-		t.Skip("run on MariaDB only: flavor-independent (scheduling at fleet size)")
-	}
+	testenv.FlavorNeutral(t)
 	const n = 120
 	servers, sizes := make([]int, n), make([]int, n)
 	for i := range sizes {

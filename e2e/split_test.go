@@ -180,6 +180,7 @@ func TestRangeMergeUnderLoad(t *testing.T) {
 }
 
 func TestMergeAndSplitRefusals(t *testing.T) {
+	testenv.FlavorNeutral(t)
 	c := newCluster(t, "e2e_mref", []int{1, 2, 1}, []int{300, 300, 300})
 	snap := func() string {
 		m, _ := c.store.Load(ctx)

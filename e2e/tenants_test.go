@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/shardctl/shardctl/dbutil"
+	"github.com/shardctl/shardctl/internal/testenv"
 	"github.com/shardctl/shardctl/sandbox"
 )
 
@@ -54,6 +55,7 @@ type keyStatusOut struct {
 // status --keys counts named tenants where the map routes them; --top ranks
 // the fleet's biggest tenants; bad input is refused with exit 2.
 func TestStatusKeysAndTop(t *testing.T) {
+	testenv.FlavorNeutral(t)
 	c := newClusterSeed(t, "e2e_stkeys", []int{1, 2}, sandbox.SeedConfig{Sizes: []int{100, 100}, List: true})
 	s1, s2 := c.shards[0], c.shards[1]
 	addSalaries(t, c.db(1), s1.Schema, 50, 40)
@@ -107,6 +109,7 @@ func TestStatusKeysAndTop(t *testing.T) {
 // changes nothing; the applied run leaves the fleet inside the policy, and
 // a second run has nothing to do; the ledger is clean and no row changed.
 func TestRebalanceListTenants(t *testing.T) {
+	testenv.FlavorNeutral(t)
 	// Server 1 holds shards 1 and 2 (~2,900 rows each, shard 1 with tenant
 	// 5's 3,000 more), servers 2 and 3 one small shard each (~600 rows).
 	c := newClusterSeed(t, "e2e_rebtenants", []int{1, 1, 2, 3}, sandbox.SeedConfig{Sizes: []int{300, 300, 60, 60}, List: true})

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardctl/shardctl/internal/testenv"
+
 	"github.com/creack/pty"
 
 	"github.com/shardctl/shardctl/plans"
@@ -139,6 +141,7 @@ func stepLines(t *testing.T, lines []string, marker string) int {
 // place, a bar during the copy, the cutover attempt with its blackout, the
 // summary below, and no log line on any screen at the default log level.
 func TestTerminalStepView(t *testing.T) {
+	testenv.FlavorNeutral(t)
 	const seeded = 1500
 	c := newCluster(t, "e2e_term", []int{1}, []int{seeded})
 	lp := c.startLoad(100, c.keys("moving", 1, seeded))
@@ -190,6 +193,7 @@ func TestTerminalStepView(t *testing.T) {
 // no colour codes, log lines kept in --log-file, and with --log-level debug
 // printed above one copy of the view.
 func TestTerminalNarrowNoColor(t *testing.T) {
+	testenv.FlavorNeutral(t)
 	c := newCluster(t, "e2e_narrow", []int{1}, []int{200})
 	logFile := filepath.Join(c.dir, "shardctl.log")
 	r := c.startPTY(50, 10, []string{"NO_COLOR=1"}, nil, "move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "--max-blackout", "5s",
@@ -225,6 +229,7 @@ func TestTerminalNarrowNoColor(t *testing.T) {
 // Off a terminal the output is as before: log lines on stderr, the summary
 // on stdout, no view and no escape codes.
 func TestOffTerminalOutput(t *testing.T) {
+	testenv.FlavorNeutral(t)
 	c := newCluster(t, "e2e_offterm", []int{1}, []int{200})
 	r := c.mustRun("move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "--max-blackout", "5s")
 	if !strings.Contains(r.stdout, ": done") || !strings.Contains(r.stderr, "level=INFO") || !strings.Contains(r.stderr, `msg="step done" step=copy`) {
@@ -239,6 +244,7 @@ func TestOffTerminalOutput(t *testing.T) {
 // watching with exit 0 and leaves the plan running; a second watch ends by
 // itself when the plan is done, showing every step and the cutover.
 func TestPlanWatch(t *testing.T) {
+	testenv.FlavorNeutral(t)
 	c := newCluster(t, "e2e_watch", []int{1}, []int{300})
 	hold := filepath.Join(c.dir, "hold-cutover")
 	if err := os.WriteFile(hold, nil, 0o600); err != nil {
