@@ -117,12 +117,12 @@ type Tailer struct {
 	// starts from the set all the same, and the transactions the server sends
 	// from before the position join the set without being applied.
 	fromSet bool
-	tls    *tls.Config   // the binlog reader's TLS (nil: plain)
-	canal  *canal.Canal
-	h      *handler
-	baseFP string
-	lim    limits
-	linger time.Duration
+	tls     *tls.Config // the binlog reader's TLS (nil: plain)
+	canal   *canal.Canal
+	h       *handler
+	baseFP  string
+	lim     limits
+	linger  time.Duration
 
 	ch     chan item
 	ctx    context.Context // applier database work; cancelled once everything stopped

@@ -82,7 +82,7 @@ func onlyHousekeeping(ctx context.Context, src *sql.DB, from, to Position) (bool
 	if err != nil {
 		return false, err
 	}
-	budget := 200 // a longer stretch means real traffic: let the tail catch up
+	budget := 200     // a longer stretch means real traffic: let the tail catch up
 	var seen Position // the end of the last event read
 	file, pos := from.File, from.Pos
 	for {
