@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"testing"
+	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/shardctl/shardctl/dbutil"
@@ -120,5 +121,33 @@ func TestHousekeepingShortcutNeedsTheEvents(t *testing.T) {
 	next := masterStatus(t, p.src)
 	if ok, err := onlyHousekeeping(ctx, p.src, at, next); err != nil || !ok {
 		t.Errorf("onlyHousekeeping(%s, %s) = %v, %v across a rotation: want reached", at, next, ok, err)
+	}
+}
+
+// TestSourceCommittedWaitsForTheAppliedSet: verify's re-checks wait until
+// the source has committed every transaction the tail applied (the binlog
+// dump sends a group before the engine commits it). Here the tail's set
+// holds a GTID the source never ran: the wait runs to its bound, then lets
+// the caller compare again; with the real set it returns at once.
+func TestSourceCommittedWaitsForTheAppliedSet(t *testing.T) {
+	p := newPair(t, "bl_committed", "CREATE TABLE t (id INT PRIMARY KEY)")
+	tl := start1(t, p, masterStatus(t, p.src))
+	tx(t, p.src, "INSERT INTO "+dbutil.Table(p.schema, "t")+" VALUES (1)")
+	waitFor(t, tl, masterStatus(t, p.src))
+	ctx := context.Background()
+	began := time.Now()
+	if err := tl.SourceCommitted(ctx); err != nil || time.Since(began) > time.Second {
+		t.Fatalf("SourceCommitted with everything committed: %v after %s", err, time.Since(began))
+	}
+	if !testenv.MySQL() {
+		return // MariaDB keeps no set of committed GTIDs: nothing to wait on
+	}
+	tl.mu.Lock()
+	ours := tl.applied.GTID
+	tl.applied.GTID += ",3e11fa47-71ca-11e1-9e33-c80aa9429562:1"
+	tl.mu.Unlock()
+	began = time.Now()
+	if err := tl.SourceCommitted(ctx); err != nil || time.Since(began) < time.Second {
+		t.Fatalf("SourceCommitted with %s applied but not on the source (it has %s): %v after %s, want the bound", tl.Applied().GTID, ours, err, time.Since(began))
 	}
 }
