@@ -389,6 +389,7 @@ func (t *Tailer) checkpoint(p Position) error {
 	t.checkpointed = p
 	t.checkpointAt = time.Now()
 	t.mu.Unlock()
+	t.log.Debug("binlog tail checkpoint", "schema", t.cfg.Schema, "applied", p.String(), "gtid", p.GTID)
 	return nil
 }
 

@@ -37,6 +37,11 @@ type handler struct {
 	parser  *parser.Parser // for rename targets, made on first DDL
 	gtid    mysql.GTIDSet  // GTIDs up to the last boundary; nil: the start carried none
 	next    mysql.GTIDSet  // the current group's GTID, added to gtid at its end
+	// before is the start position of a tail started from its GTID set on
+	// the server that wrote the position (gtidhole.go); skip: the current
+	// group lies before it, so only its GTID counts.
+	before Position
+	skip   bool
 
 	mu  sync.Mutex
 	err error // first fatal error; every later callback returns it
@@ -80,7 +85,7 @@ func (h *handler) OnRow(e *canal.RowsEvent) error {
 		return err
 	}
 	h.t.touch()
-	if e.Table.Schema != h.schema() {
+	if h.skip || e.Table.Schema != h.schema() {
 		return nil
 	}
 	tb := h.t.tables[e.Table.Name]
@@ -174,7 +179,7 @@ func (h *handler) flush() error {
 	return h.t.push(item{kind: itemRows, acts: acts})
 }
 
-func (h *handler) OnGTID(_ *replication.EventHeader, ev mysql.BinlogGTIDEvent) error {
+func (h *handler) OnGTID(header *replication.EventHeader, ev mysql.BinlogGTIDEvent) error {
 	if err := h.failed(); err != nil {
 		return err
 	}
@@ -194,6 +199,7 @@ func (h *handler) OnGTID(_ *replication.EventHeader, ev mysql.BinlogGTIDEvent) e
 			h.next = g
 		}
 	}
+	h.skip = h.beforeStart(header)
 	if g, ok := ev.(*replication.MariadbGTIDEvent); ok {
 		h.ddlGroup = g.IsDDL()
 	} else {
@@ -232,6 +238,9 @@ func (h *handler) OnDDL(header *replication.EventHeader, next mysql.Position, qe
 	h.ddlHandled = true
 	changed := h.changed
 	h.changed = nil
+	if h.skip {
+		return nil // before the start: the copy was taken after it
+	}
 	if h.parser == nil {
 		h.parser = parser.New()
 	}
@@ -318,7 +327,7 @@ func (h *handler) OnPosSynced(header *replication.EventHeader, pos mysql.Positio
 		return err
 	}
 	h.t.touch()
-	if header.EventType == replication.QUERY_EVENT && h.ddlGroup && !h.ddlHandled {
+	if header.EventType == replication.QUERY_EVENT && h.ddlGroup && !h.ddlHandled && !h.skip {
 		// A DDL statement canal did not attribute to a table (DROP DATABASE,
 		// CREATE VIEW, ...): check whether the schema changed.
 		at := fmt.Sprintf("at %s:%d", pos.Name, header.LogPos-header.EventSize)
@@ -327,6 +336,9 @@ func (h *handler) OnPosSynced(header *replication.EventHeader, pos mysql.Positio
 		}
 	}
 	h.ddlGroup, h.ddlHandled, h.changed = false, false, nil
+	if header.EventType != replication.ROTATE_EVENT {
+		h.skip = false
+	}
 	p := Position{File: pos.Name, Pos: pos.Pos, Server: h.t.server}
 	if h.gtid != nil {
 		if h.next != nil && header.EventType != replication.ROTATE_EVENT {
@@ -369,7 +381,7 @@ func (h *handler) OnTableNotFound(header *replication.EventHeader, e *replicatio
 // statement naming the schema stops the tail; an unqualified one stops it if
 // the schema's definition changed.
 func (h *handler) onUnparsed(query string) {
-	if h.failed() != nil || !looksLikeDDL(query) || !touchesTables(query) {
+	if h.skip || h.failed() != nil || !looksLikeDDL(query) || !touchesTables(query) {
 		return
 	}
 	at := "after " + h.last.String()

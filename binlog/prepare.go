@@ -93,6 +93,11 @@ func (t *Tailer) prepareSource(ctx context.Context) error {
 		t.byGTID = true
 		t.applied, t.checkpointed = Position{}, Position{}
 	}
+	if !t.byGTID && t.flavor.MySQL && t.cfg.Start.GTID != "" {
+		if t.fromSet, err = startsFromSet(ctx, db, t.cfg.Start.GTID); err != nil {
+			return fmt.Errorf("binlog tail of %s: source: %w", s, err)
+		}
+	}
 	var format, image string
 	if err := db.QueryRowContext(ctx, "SELECT @@GLOBAL.binlog_format, @@GLOBAL.binlog_row_image").Scan(&format, &image); err != nil {
 		return fmt.Errorf("binlog tail of %s: read the source's binlog settings: %w", s, err)

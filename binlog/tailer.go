@@ -111,12 +111,18 @@ type Tailer struct {
 	flavor dbutil.Flavor // the source's
 	server string        // the source's identity (ServerIdentity)
 	byGTID bool          // the start was recorded on another server: start from its GTID set
-	tls    *tls.Config   // the binlog reader's TLS (nil: plain)
-	canal  *canal.Canal
-	h      *handler
-	baseFP string
-	lim    limits
-	linger time.Duration
+	// fromSet: the start was recorded here on MySQL, whose binary log status
+	// may report a GTID set that lacks transactions just before its position
+	// (committed in the same group, not yet counted: gtidhole.go). The tail
+	// starts from the set all the same, and the transactions the server sends
+	// from before the position join the set without being applied.
+	fromSet bool
+	tls     *tls.Config // the binlog reader's TLS (nil: plain)
+	canal   *canal.Canal
+	h       *handler
+	baseFP  string
+	lim     limits
+	linger  time.Duration
 
 	ch     chan item
 	ctx    context.Context // applier database work; cancelled once everything stopped
@@ -236,6 +242,7 @@ func Start(ctx context.Context, cfg Config) (*Tailer, error) {
 		}
 	}()
 	t.log.Info("binlog tail started", "schema", cfg.Schema, "source", cfg.Source.String(), "from", cfg.Start.String(), "tables", len(cfg.Tables))
+	t.log.Debug("binlog tail start", "schema", cfg.Schema, "gtid", cfg.Start.GTID, "by_gtid", t.byGTID || t.fromSet)
 	return t, nil
 }
 
@@ -262,6 +269,9 @@ func (t *Tailer) newCanal() error {
 	t.h = &handler{t: t, file: t.cfg.Start.File, last: t.cfg.Start, shapes: map[string]*shape{}}
 	if t.byGTID {
 		t.h.file, t.h.last = "", Position{}
+	}
+	if t.fromSet {
+		t.h.before = t.cfg.Start
 	}
 	if t.cfg.Start.GTID != "" {
 		g, err := mysql.ParseGTIDSet(t.flavor.Name(), t.cfg.Start.GTID)
@@ -301,7 +311,7 @@ func (t *Tailer) newCanal() error {
 func (t *Tailer) run() {
 	defer close(t.runDone)
 	var err error
-	if t.byGTID {
+	if t.byGTID || t.fromSet {
 		err = t.canal.StartFromGTID(t.h.gtid.Clone())
 	} else {
 		err = t.canal.RunFrom(mysql.Position{Name: t.cfg.Start.File, Pos: t.cfg.Start.Pos})

@@ -33,8 +33,14 @@ func (t *Tailer) WaitFor(ctx context.Context, p Position) error {
 		case <-tick.C:
 			if t.idle() {
 				if ok, err := onlyHousekeeping(ctx, t.src, applied, p); err == nil && ok {
-					// Nothing but housekeeping lies between: p is reached.
-					if err := t.advance(p, time.Time{}, false); err != nil {
+					// Nothing but housekeeping lies between: p is reached,
+					// with the GTIDs of applied (housekeeping carries none;
+					// p's own set, read from MySQL's status, may lack some:
+					// gtidhole.go).
+					reached := p
+					reached.GTID = applied.GTID
+					t.log.Debug("binlog tail reached a position past housekeeping events only", "schema", t.cfg.Schema, "from", applied.String(), "to", p.String())
+					if err := t.advance(reached, time.Time{}, false); err != nil {
 						return err
 					}
 					return nil
@@ -61,16 +67,23 @@ var housekeeping = map[string]bool{
 // reports whether every event in between is housekeeping. An idle server's
 // position sits after such events (a new file's header, a checkpoint), which
 // canal never reports as a position; this tells the tail it has caught up
-// without waiting for the next transaction.
+// without waiting for the next transaction. The events read must reach `to`:
+// MySQL's status reports a position its SHOW BINLOG EVENTS (and the binlog
+// dump) do not show yet while a group is being written, and a zero `from`
+// (a tail on a promoted replica before its first event) says nothing.
 func onlyHousekeeping(ctx context.Context, src *sql.DB, from, to Position) (bool, error) {
-	if from.IsZero() || from.Compare(to) >= 0 {
+	if from.Compare(to) >= 0 {
 		return true, nil
+	}
+	if from.IsZero() {
+		return false, nil
 	}
 	files, err := BinaryLogs(ctx, src)
 	if err != nil {
 		return false, err
 	}
-	budget := 200 // a longer stretch means real traffic: let the tail catch up
+	budget := 200     // a longer stretch means real traffic: let the tail catch up
+	var seen Position // the end of the last event read
 	file, pos := from.File, from.Pos
 	for {
 		rows, err := src.QueryContext(ctx, "SHOW BINLOG EVENTS IN ? FROM ? LIMIT ?", file, pos, budget)
@@ -79,8 +92,8 @@ func onlyHousekeeping(ctx context.Context, src *sql.DB, from, to Position) (bool
 		}
 		for rows.Next() {
 			var name, typ string
-			var at uint64
-			var serverID, end, info any
+			var at, end uint64
+			var serverID, info any
 			if err := rows.Scan(&name, &at, &typ, &serverID, &end, &info); err != nil {
 				rows.Close()
 				return false, err
@@ -93,6 +106,7 @@ func onlyHousekeeping(ctx context.Context, src *sql.DB, from, to Position) (bool
 				rows.Close()
 				return false, nil
 			}
+			seen = Position{File: name, Pos: uint32(end)}
 			budget--
 		}
 		rows.Close()
@@ -100,7 +114,7 @@ func onlyHousekeeping(ctx context.Context, src *sql.DB, from, to Position) (bool
 			return false, err
 		}
 		if file == to.File {
-			return true, nil
+			return seen.Compare(to) >= 0, nil
 		}
 		if budget <= 0 {
 			return false, nil
@@ -148,4 +162,27 @@ func (t *Tailer) nudge(ctx context.Context) {
 				"schema", t.cfg.Schema, "error", err)
 		}
 	}
+}
+
+// SourceCommitted waits, at most two seconds, until the source has committed
+// every transaction the tail applied. A binlog dump sends a group as soon as
+// it is written, before the engine commits it, so for a moment the target
+// holds rows the source does not show yet: a comparison then differs while
+// the source stands still, every re-check alike. MySQL counts a transaction
+// in gtid_executed after its engine commit; MariaDB keeps no such set, and
+// there this returns at once. Past the bound it returns nil: a caller
+// compares again later.
+func (t *Tailer) SourceCommitted(ctx context.Context) error {
+	set := t.Applied().GTID
+	if !t.flavor.MySQL || set == "" {
+		return nil
+	}
+	var timedOut sql.NullInt64
+	if err := t.src.QueryRowContext(ctx, "SELECT WAIT_FOR_EXECUTED_GTID_SET(?, 2)", set).Scan(&timedOut); err != nil {
+		return fmt.Errorf("binlog tail of %s: wait for the source to commit %s: %w", t.cfg.Schema, set, err)
+	}
+	if timedOut.Int64 != 0 {
+		t.log.Debug("binlog tail: the source has not committed everything applied yet", "schema", t.cfg.Schema, "gtid", set)
+	}
+	return nil
 }

@@ -309,10 +309,13 @@ func (r *runner) verify(ctx context.Context) error {
 		SourceSchema: r.p.Source.Schema, TargetSchema: r.p.Target.Schema,
 		ChunkRows: r.p.Options.ChunkRows,
 		// Rows change under a live load: a chunk that differs is checked again
-		// once the tail has applied everything the source had.
+		// once the tail has applied everything the source had, and the source
+		// has committed everything the tail applied (binlog.SourceCommitted).
 		Settle: func(ctx context.Context) error {
-			_, err := r.waitCaughtUp(ctx, 0)
-			return err
+			if _, err := r.waitCaughtUp(ctx, 0); err != nil {
+				return err
+			}
+			return r.tail.SourceCommitted(ctx)
 		},
 		Narrow: true, // a stop at verify names the rows
 	}
