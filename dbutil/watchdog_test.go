@@ -71,17 +71,21 @@ func newFakeServer(t *testing.T, greet bool, late time.Duration, reply string) *
 
 func (s *fakeServer) addr() string { return s.ln.Addr().String() }
 
-// loginProbe is the probe the pools use, with an account no fake server checks.
-var loginProbe = LoginProbe(Config(Addr{Host: "127.0.0.1"}, Creds{User: "probe", Password: "secret", TLS: &TLSOptions{Mode: TLSOff}}, ""))
+// probes are the two probes: the greeting's first byte, and the login the
+// pools use (with an account no fake server checks).
+var probes = []struct {
+	name  string
+	probe Probe
+}{
+	{"greeting", GreetProbe},
+	{"login", LoginProbe(Config(Addr{Host: "127.0.0.1"}, Creds{User: "probe", Password: "secret", TLS: &TLSOptions{Mode: TLSOff}}, ""))},
+}
 
 // A read that nothing answers, on a server whose new connections get no
 // greeting either, fails within After + a tick + Probe with ErrUnanswered,
 // naming the server; the error a caller of the driver sees is Explain'd.
 func TestWatchdogClosesAConnectionNobodyAnswers(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		probe Probe
-	}{{"greeting", GreetProbe}, {"login", loginProbe}} {
+	for _, tc := range probes {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newFakeServer(t, false, 0, "")
 			w := NewWatchdog(200*time.Millisecond, 300*time.Millisecond)
@@ -119,10 +123,7 @@ func TestWatchdogClosesAConnectionNobodyAnswers(t *testing.T) {
 // A read of a long statement on a server that greets new connections keeps
 // waiting through several probes and gets its answer.
 func TestWatchdogWaitsOnAServerThatGreets(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		probe Probe
-	}{{"greeting", GreetProbe}, {"login", loginProbe}} {
+	for _, tc := range probes {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newFakeServer(t, true, 1500*time.Millisecond, "done")
 			w := NewWatchdog(200*time.Millisecond, 300*time.Millisecond)

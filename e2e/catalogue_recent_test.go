@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +11,6 @@ import (
 	"github.com/shardctl/shardctl/binlog"
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/internal/testenv"
-	"github.com/shardctl/shardctl/sandbox"
 )
 
 // recentRefusals are the catalogue's cases for refusals of user input added
@@ -78,23 +75,13 @@ func startUnregisteredReader(t *testing.T, addr dbutil.Addr) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("binary logs of %s: %v %v", addr, files, err)
 	}
-	argv := []string{"mariadb-binlog"}
-	if testenv.MySQL() {
-		argv = []string{"chroot", sandbox.MySQLRoot(), "mysqlbinlog"}
-	}
-	argv = append(argv, "--read-from-remote-server", "--stop-never", "--host=127.0.0.1", "--port="+strconv.Itoa(addr.Port),
-		"--user="+sandbox.ToolUser, "--password="+sandbox.ToolPassword, files[0])
-	reader := exec.Command(argv[0], argv[1:]...)
-	if err := reader.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = reader.Process.Kill(); _ = reader.Wait() })
+	testenv.BinlogReader(t, addr, files[0])
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if dumpThreads(t, db) > 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no binlog dump thread on %s after starting %s", addr, strings.Join(argv[:1], " "))
+			t.Fatalf("no binlog dump thread on %s after starting mysqlbinlog", addr)
 		}
 	}
 }
