@@ -28,10 +28,10 @@ type lazyConn struct {
 	once    sync.Once
 }
 
-// lazyDialer dials with d and wraps each connection in a lazyConn.
-func lazyDialer(d *net.Dialer) func(ctx context.Context, network, addr string) (net.Conn, error) {
+// lazyDialer dials with dial and wraps each connection in a lazyConn.
+func lazyDialer(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := d.DialContext(ctx, network, addr)
+		c, err := dial(ctx, network, addr)
 		if err != nil {
 			return nil, err
 		}

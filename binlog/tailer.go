@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"regexp"
 	"sync"
 	"sync/atomic"
@@ -257,7 +256,10 @@ func (t *Tailer) newCanal() error {
 	cc.ServerID = t.cfg.ServerID
 	cc.HeartbeatPeriod = time.Second
 	cc.ReadTimeout = 3 * time.Second
-	cc.Dialer = lazyDialer(&net.Dialer{Timeout: 10 * time.Second}) // the read timeout, set per packet, applied a few times a second
+	// The read timeout, set per packet, is applied a few times a second
+	// (lazyConn); the watchdog bounds what it does not cover: canal's own
+	// queries (table definitions) have no read timeout.
+	cc.Dialer = lazyDialer(dbutil.WatchedDialer(t.cfg.Creds))
 	cc.MaxReconnectAttempts = 30
 	cc.Dump.ExecutionPath = ""
 	cc.UseDecimal = false // decimals as exact text

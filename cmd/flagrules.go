@@ -42,6 +42,9 @@ var (
 		"map-ttl":      {lo: float64(time.Millisecond), hi: float64(time.Hour)},
 		// A live lock holder checks its lock every 2 s: shorter would call it dead.
 		"stale-lock": {lo: float64(5 * time.Second), hi: float64(24 * time.Hour)},
+		// The connection watchdog (dbutil/watchdog.go).
+		"watchdog-after": {lo: float64(100 * time.Millisecond), hi: float64(24 * time.Hour), off: "never probe"},
+		"watchdog-probe": {lo: float64(100 * time.Millisecond), hi: float64(10 * time.Minute)},
 	}, plans.KindMillis, plans.KindSeconds)
 	numberFlags = withSettings(map[string]limit{
 		"sleep-ms":         {lo: 0, hi: 60_000},

@@ -201,6 +201,12 @@ never from the command line.`,
 	pf.String("tls-ca", "", "PEM file of the CA that signs the servers' certificates (verify-ca, verify-identity) [SHARDCTL_TLS_CA]")
 	pf.String("tls-cert", "", "PEM client certificate, with --tls-key [SHARDCTL_TLS_CERT]")
 	pf.String("tls-key", "", "PEM client key, with --tls-cert [SHARDCTL_TLS_KEY]")
+	// The connection watchdog's thresholds (dbutil/watchdog.go, docs/faults.md):
+	// hidden, as only a test or a very unusual network wants them changed.
+	pf.Duration("watchdog-after", dbutil.DefaultWatchdogAfter, "probe the server of a read or write waiting this long; 0: never [SHARDCTL_WATCHDOG_AFTER]")
+	pf.Duration("watchdog-probe", dbutil.DefaultWatchdogProbe, "close the connection if the probe hears nothing within this [SHARDCTL_WATCHDOG_PROBE]")
+	_ = pf.MarkHidden("watchdog-after")
+	_ = pf.MarkHidden("watchdog-probe")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return withCode(ExitBadInput, fmt.Errorf("%w (see --help)", err))
 	})
@@ -253,6 +259,9 @@ func (a *app) loadConfig(cmd *cobra.Command) error {
 		return err
 	}
 	a.log = log
+	dbutil.SetWatchdog(v.GetDuration("watchdog-after"), v.GetDuration("watchdog-probe"), func(u *dbutil.Unanswered) {
+		log.Warn(u.Error(), "server", u.Addr)
+	})
 	if a.tls, err = dbutil.NewTLS(dbutil.TLSOptions{Mode: v.GetString("tls"), CA: v.GetString("tls-ca"), Cert: v.GetString("tls-cert"), Key: v.GetString("tls-key")}); err != nil {
 		return badInput("%v", err)
 	}

@@ -112,6 +112,10 @@ func Pool(addr Addr, creds Creds, schema string) (*sql.DB, error) {
 }
 
 func pool(cfg *mysql.Config) (*sql.DB, error) {
+	if cfg.DialFunc == nil {
+		cfg = cfg.Clone()
+		watchConfig(cfg) // every pool's connections are watched (watchdog.go)
+	}
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, Redact(fmt.Errorf("connect to %s: %w", cfg.Addr, err), cfg.Passwd)

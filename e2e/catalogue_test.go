@@ -19,13 +19,15 @@ import (
 )
 
 // catState is everything a refused command must leave as it was, read
-// cheaply: the shard maps, every schema, table and trigger of the test's
-// clusters on the three servers with CHECKSUM TABLE, and the plan directory.
+// cheaply: the shard maps and plans tables, every schema, table and trigger
+// of the test's clusters on the three servers with CHECKSUM TABLE, and the
+// plan directory.
 func catState(t *testing.T, cs ...*cluster) string {
 	t.Helper()
 	var b strings.Builder
 	for _, c := range cs {
 		b.WriteString(c.mapJSON())
+		b.WriteString(plansRows(t, c))
 		names, _ := filepath.Glob(filepath.Join(c.planDir, "*"))
 		for _, n := range names {
 			data, _ := os.ReadFile(n)
@@ -308,7 +310,10 @@ func TestBadInputCatalogue(t *testing.T) {
 		badCase{args: []string{"shardmap", "add-range", "--function", "employees", "--lower", "5", "--shard", "2"}, c: pc, code: 2, hint: "which plan " + pid + " owns"},
 		badCase{args: []string{"shardmap", "add-column", "titles", "emp_no", "--function", "employees"}, c: pc, code: 2, hint: "plan abort " + pid},
 	)
-	before := catState(t, c, h, pc)
+	recent, more, checkRecent := recentRefusals(t, c)
+	cases = append(cases, recent...)
+	all := append([]*cluster{c, h, pc}, more...)
+	before := catState(t, all...)
 	status := statusSansEstimates(t, c.mustRun("status", "-o", "json").stdout)
 	start := time.Now()
 	for _, bc := range cases {
@@ -354,12 +359,13 @@ func TestBadInputCatalogue(t *testing.T) {
 				}
 			}
 		}
-		if after := catState(t, c, h, pc); after != before {
+		if after := catState(t, all...); after != before {
 			t.Errorf("%s changed the state:\n%s", name, lineDiff(before, after))
 			before = after
 		}
 	}
 	t.Logf("%d cases in %s", len(cases), time.Since(start).Round(time.Millisecond))
+	checkRecent()
 	if after := statusSansEstimates(t, c.mustRun("status", "-o", "json").stdout); after != status {
 		t.Fatalf("status changed:\nbefore %s\nafter  %s", status, after)
 	}

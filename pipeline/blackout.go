@@ -303,6 +303,12 @@ func (r *runner) lift(ctx context.Context, b *blackout, w blackoutWork, idx int,
 	}
 	r.mu.Lock()
 	r.p.Attempts[idx].Result = b.backedOff + reason.Error()
+	if err != nil {
+		// The fence may still hold: the attempt stays open, as a killed
+		// run's would, so the retries hurry (inBlackout), the run's last
+		// word says so (stillFenced), and a resume lifts or re-arms it.
+		r.p.Attempts[idx].Result = b.trying + " (undoing it failed: " + err.Error() + ")"
+	}
 	r.p.Attempts[idx].BlackoutM = took
 	r.p.Attempts[idx].Blockers = held
 	r.mu.Unlock()

@@ -111,7 +111,9 @@ func outOfSpace(err error) bool {
 // classify wraps a step's failure in a StepError.
 func classify(op, shard, step, planID string, err error) error {
 	se := &StepError{Operation: op, Shard: shard, Step: step, Transient: Transient(err), Err: err}
-	if !se.Transient {
+	if se.Transient {
+		se.Err = dbutil.Explain(err) // a connection the watchdog closed: which server, what to check
+	} else {
 		se.Hint = hint(err, planID)
 	}
 	return se

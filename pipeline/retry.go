@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/lock"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/shardmap"
@@ -60,7 +61,7 @@ func Resumable(err error, p *plans.Plan) bool {
 // resume' does).
 func RunRetrying(ctx context.Context, env Env, p *plans.Plan) error {
 	if p.Options.RetryForMS <= 0 {
-		return Run(ctx, env, p)
+		return stillFenced(Run(ctx, env, p), p)
 	}
 	env, gaveUp := holdOnFailure(env, p)
 	rt := retrier{
@@ -89,9 +90,28 @@ func RunRetrying(ctx context.Context, env Env, p *plans.Plan) error {
 		now:   time.Now,
 		sleep: sleep,
 	}
-	err := rt.do(ctx)
+	err := stillFenced(rt.do(ctx), p)
 	gaveUp(err)
 	return err
+}
+
+// stillFenced adds to a run's failure, when it stops with the shard's fence
+// held and the map not switched, that the shard stays fenced and offline and
+// the command that ends it: the failure that ends the run may be a later
+// attempt's (taking the lock, a connection) that knows nothing of the fence
+// an earlier attempt left.
+func stillFenced(err error, p *plans.Plan) error {
+	if Transient(err) {
+		err = dbutil.Explain(err) // a connection the watchdog closed: which server, what to check
+	}
+	if err == nil || p == nil || p.CutOver() || (p.Checkpoints.Final.IsZero() && !inBlackout(p)) {
+		return err
+	}
+	if msg := err.Error(); strings.Contains(msg, "fenced") && strings.Contains(msg, "plan resume "+p.ID) {
+		return err // said already
+	}
+	return fmt.Errorf("%w; shard %d may stay fenced at its source %s/%s and its mappings offline (writes to it wait or fail): 'shardctl plan resume %s' ends it once the servers answer (or 'shardctl plan abort %s' lifts the fence)",
+		err, p.Source.ShardID, p.Source.Addr(), p.Source.Schema, p.ID, p.ID)
 }
 
 // holdOnFailure holds back env's on-failure hook: gaveUp runs it for the

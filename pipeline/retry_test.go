@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -201,5 +202,35 @@ func TestOnFailureHookRunsOnceWhenTheRetriesEnd(t *testing.T) {
 	gaveUp(nil)
 	if len(calls) != 0 {
 		t.Fatalf("a healed run ran %v", calls)
+	}
+}
+
+// A run that stops with the fence held and the map not switched says so and
+// names the resume, whatever its last failure was (taking the lock, say);
+// a run past its cutover, or one whose message already says it, is left as is.
+func TestStillFencedSaysSo(t *testing.T) {
+	p := &plans.Plan{ID: "move-1", Steps: []plans.StepRecord{{Name: plans.StepFence, State: plans.Done}, {Name: plans.StepCutover}}}
+	p.Source.ShardID = 1
+	lockErr := errors.New("lock: invalid connection")
+	if got := stillFenced(lockErr, p); got != lockErr {
+		t.Errorf("no fence held: %v", got)
+	}
+	p.Checkpoints.Final = plans.Position{File: "binlog.000002", Pos: 4}
+	got := stillFenced(lockErr, p)
+	if !errors.Is(got, lockErr) || !strings.Contains(got.Error(), "fenced") || !strings.Contains(got.Error(), "'shardctl plan resume move-1'") {
+		t.Errorf("fence held: %v", got)
+	}
+	if again := stillFenced(got, p); again != got {
+		t.Errorf("said twice: %v", again)
+	}
+	// An attempt whose undo failed (the source unreachable) stays open.
+	p.Checkpoints.Final = plans.Position{}
+	p.Attempts = []plans.Attempt{{Result: attemptFencing + " (undoing it failed: invalid connection)"}}
+	if got := stillFenced(lockErr, p); !strings.Contains(got.Error(), "fenced") {
+		t.Errorf("an attempt left open: %v", got)
+	}
+	p.Steps[1].State = plans.Done
+	if got := stillFenced(lockErr, p); got != lockErr {
+		t.Errorf("cut over: %v", got)
 	}
 }

@@ -3,8 +3,6 @@ package throttle
 import (
 	"context"
 	"database/sql"
-	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -41,17 +39,7 @@ func TestDiscoverReportsUnregisteredReader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	argv := []string{"mariadb-binlog"}
-	if testenv.MySQL() {
-		argv = []string{"chroot", sandbox.MySQLRoot(), "mysqlbinlog"}
-	}
-	argv = append(argv, "--read-from-remote-server", "--stop-never", "--host=127.0.0.1", "--port="+strconv.Itoa(f.Primary().Port),
-		"--user="+sandbox.ToolUser, "--password="+sandbox.ToolPassword, files[0])
-	reader := exec.Command(argv[0], argv[1:]...)
-	if err := reader.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = reader.Process.Kill(); _ = reader.Wait() })
+	testenv.BinlogReader(t, f.Primary(), files[0])
 	waitDumpThreads(t, pdb, 2)
 	got, err := Discover(context.Background(), pdb, "the source")
 	if err == nil || !strings.Contains(err.Error(), "2 binlog dump connection(s)") || !strings.Contains(err.Error(), "lists 1 replica") {

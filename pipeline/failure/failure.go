@@ -43,7 +43,7 @@ func Transient(err error) bool {
 		return false
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
 		errors.Is(err, ErrLockLost), errors.Is(err, ErrBudget),
-		errors.Is(err, driver.ErrBadConn), errors.Is(err, mysql.ErrInvalidConn),
+		errors.Is(err, driver.ErrBadConn), errors.Is(err, mysql.ErrInvalidConn), errors.Is(err, dbutil.ErrUnanswered),
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return true
 	case errors.Is(err, binlog.ErrDDL), errors.Is(err, fkcheck.ErrCrossing), errors.Is(err, ErrMapCollision):
