@@ -97,11 +97,13 @@ func (s *stride) extent(min, max *big.Int) {
 
 // observe learns from a chunk (lo, hi] that held rows source rows: the next
 // step is its width scaled to n rows, at most grow times that width; none
-// (chunk.Upper next) after a chunk far over n rows, or where the keys are
-// too sparse for n rows within maxStride*n of them.
+// (chunk.Upper next) after an empty chunk or one far over n rows, or where
+// the keys are too sparse for n rows within maxStride*n of them.
 func (s *stride) observe(lo, hi []string, rows int64) {
 	s.step, s.fresh = nil, false
-	if len(hi) != 1 || rows > overFull*s.n {
+	// An empty chunk says nothing of where the rows resume: a step could
+	// walk a gap of any width a few keys at a time.
+	if len(hi) != 1 || rows == 0 || rows > overFull*s.n {
 		return
 	}
 	from, ok := s.from(lo)
@@ -114,7 +116,7 @@ func (s *stride) observe(lo, hi []string, rows int64) {
 		return
 	}
 	ideal := new(big.Int).Mul(width, big.NewInt(s.n))
-	ideal.Quo(ideal, big.NewInt(max(rows, 1)))
+	ideal.Quo(ideal, big.NewInt(rows))
 	if ideal.Cmp(big.NewInt(maxStride*s.n)) > 0 {
 		return
 	}
