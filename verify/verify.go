@@ -66,6 +66,9 @@ type Verifier struct {
 	// after every chunk with where All has got to (resume.go).
 	From       *Checkpoint
 	Checkpoint func(Checkpoint) error
+	// upperOnly finds every bound with chunk.Upper (stride.go): the
+	// benchmark's and tests' way to compare with the stepped bounds.
+	upperOnly bool
 }
 
 const (
@@ -92,8 +95,7 @@ func (v *Verifier) table(ctx context.Context, t tables.Table, after []string, re
 		return res, wrap(sc.step, err)
 	}
 	defer sc.close()
-	src, key, where, whereArgs := sc.src, sc.key, sc.where, sc.whereArgs
-	n := v.chunkRows()
+	key, where, whereArgs := sc.key, sc.where, sc.whereArgs
 	retries := 0
 	if v.Settle != nil {
 		retries = v.Retries
@@ -102,12 +104,16 @@ func (v *Verifier) table(ctx context.Context, t tables.Table, after []string, re
 		}
 	}
 
+	st, err := v.stride(ctx, sc)
+	if err != nil {
+		return res, wrap("read the key's extent", err)
+	}
 	lo := after
 	for {
 		if err := ctx.Err(); err != nil {
 			return res, wrap("interrupted", err)
 		}
-		hi, more, err := chunk.Upper(ctx, src, key, lo, where, whereArgs, n)
+		hi, more, err := v.bound(ctx, sc, st, lo)
 		if err != nil {
 			return res, wrap(fmt.Sprintf("find the chunk after key %q", lo), err)
 		}
@@ -140,6 +146,9 @@ func (v *Verifier) table(ctx context.Context, t tables.Table, after []string, re
 				}
 			}
 			res.Mismatches = append(res.Mismatches, c)
+		}
+		if st != nil {
+			st.observe(lo, hi, c.SourceRows)
 		}
 		res.Chunks++
 		res.Rows += c.SourceRows

@@ -300,8 +300,10 @@ func TestAllAndKeyTypes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Chunks of one row: one per row, plus each table's open-ended last one.
-	if res.Tables != 3 || res.Rows != 9 || res.Chunks != 9+3 || len(res.Mismatches) != 0 {
+	// Chunks of one row: one per row, plus each table's open-ended last
+	// one, plus the empty chunk a's stepped bounds try after key 0 before
+	// the gap sends them back to chunk.Upper (stride.go).
+	if res.Tables != 3 || res.Rows != 9 || res.Chunks != 9+3+1 || len(res.Mismatches) != 0 {
 		t.Fatalf("all: %+v", res)
 	}
 	run(t, p.dst, "UPDATE "+dbutil.Table(p.tname, "b")+" SET v = 'z' WHERE k = 0x00 AND d = 10000000000000000000000000000000000000")
