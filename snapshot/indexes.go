@@ -106,7 +106,11 @@ func indexSession(ctx context.Context, db *sql.DB) (*sql.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	_, err = conn.ExecContext(ctx, "SET SESSION innodb_ddl_buffer_size = GREATEST(@@SESSION.innodb_ddl_buffer_size, ?)", ddlBuffer)
+	var have int64
+	err = conn.QueryRowContext(ctx, "SELECT @@SESSION.innodb_ddl_buffer_size").Scan(&have)
+	if err == nil && have < ddlBuffer {
+		_, err = conn.ExecContext(ctx, "SET SESSION innodb_ddl_buffer_size = ?", ddlBuffer)
+	}
 	if err != nil && dbutil.ErrNumber(err) == 0 { // not the server refusing it: the session is broken
 		chunk.Release(conn)
 		return nil, err
