@@ -62,8 +62,7 @@ func TestUnforcedSaveRunsInTheBackground(t *testing.T) {
 	if err := r.save(false); err != nil {
 		t.Fatalf("the unforced save itself: %v", err)
 	}
-	r.saving.Lock() // the background save has ended
-	r.saving.Unlock()
+	waitSaved(r)
 	r.lastSave = time.Time{}
 	if err := r.save(false); err == nil {
 		t.Fatal("the background save's failure was lost")
@@ -71,4 +70,10 @@ func TestUnforcedSaveRunsInTheBackground(t *testing.T) {
 	if err := r.save(true); err == nil {
 		t.Fatal("a forced save into a missing directory succeeded")
 	}
+}
+
+// waitSaved returns once r's background save, if any, has ended.
+func waitSaved(r *runner) {
+	r.saving.Lock()
+	defer r.saving.Unlock()
 }
