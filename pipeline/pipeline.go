@@ -81,6 +81,7 @@ type runner struct {
 	mu           sync.Mutex // guards p while copy/tail goroutines update checkpoints
 	saving       sync.Mutex // one save at a time (held while writing, without mu)
 	lastSave     time.Time
+	saveErr      error // an unforced save's failure, for the next save to return (guarded by saving)
 	tail         *binlog.Tailer
 	thr          *Throttler
 	floors       map[string]map[string]uint64 // per receiving schema, what its AUTO_INCREMENT counters are at least since the last carry (autoinc.go)
@@ -272,6 +273,11 @@ func (r *runner) shardName() string {
 // database's copy are written without holding up the tail's checkpoints (a
 // save inside the blackout runs alongside the final catch-up). Saves are
 // written one at a time, in order; an unforced one skips while another runs.
+// An unforced save is written in the background: its two fsyncs and the
+// sharding database's copy would otherwise stall the copy's writers, which
+// checkpoint while holding their watermark (measured in docs/BENCHMARKS-history.md);
+// its failure is returned by the next unforced save. A forced save waits for
+// it, then writes its own snapshot and returns its own outcome.
 func (r *runner) save(force bool) error {
 	if !force {
 		if !r.saving.TryLock() {
@@ -280,7 +286,17 @@ func (r *runner) save(force bool) error {
 	} else {
 		r.saving.Lock()
 	}
-	defer r.saving.Unlock()
+	held := true
+	defer func() {
+		if held {
+			r.saving.Unlock()
+		}
+	}()
+	if err := r.saveErr; err != nil && !force { // guarded by r.saving; a forced save writes anew
+		r.saveErr = nil
+		return err
+	}
+	r.saveErr = nil
 	r.mu.Lock()
 	if !force && time.Since(r.lastSave) < 500*time.Millisecond {
 		r.mu.Unlock()
@@ -296,6 +312,19 @@ func (r *runner) save(force bool) error {
 	if err != nil {
 		return err
 	}
+	if !force {
+		held = false
+		go func() {
+			defer r.saving.Unlock()
+			r.saveErr = r.write(snap)
+		}()
+		return nil
+	}
+	return r.write(snap)
+}
+
+// write saves snap as the plan file and hands it to Saved.
+func (r *runner) write(snap *plans.Plan) error {
 	if err := plans.Save(r.env.PlanPath, snap); err != nil {
 		return err
 	}

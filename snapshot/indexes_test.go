@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shardctl/shardctl/chunk"
+	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/internal/testenv"
 	"github.com/shardctl/shardctl/watermark"
 )
@@ -132,5 +134,29 @@ func TestIndexesBuiltAfterCopyResume(t *testing.T) {
 	// A table done already builds nothing more (and a second build is harmless).
 	if err := c.buildIndexes(ctx, "p"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The index build's session sorts in a 64 MiB buffer on MySQL (a larger
+// setting of the server's is kept), and opens on MariaDB, which has no such
+// variable.
+func TestIndexSessionSortBuffer(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	conn, err := indexSession(ctx, f.dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer chunk.Release(conn)
+	var n int64
+	err = conn.QueryRowContext(ctx, "SELECT @@SESSION.innodb_ddl_buffer_size").Scan(&n)
+	switch {
+	case testenv.MySQL() && (err != nil || n < ddlBuffer):
+		t.Fatalf("innodb_ddl_buffer_size %d (%v), want at least %d", n, err, ddlBuffer)
+	case !testenv.MySQL() && dbutil.ErrNumber(err) != 1193:
+		t.Fatalf("MariaDB: want unknown variable (1193), got %d, %v", n, err)
+	}
+	if err := conn.PingContext(ctx); err != nil {
+		t.Fatalf("the session after the setting: %v", err)
 	}
 }
