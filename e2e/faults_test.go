@@ -161,10 +161,16 @@ func TestFaultMatrix(t *testing.T) {
 				}
 				ok := st.Run(cell, func(t *testing.T) {
 					ran = append(ran, cell)
-					// the last cell may have left the fleet in an unknown
-					// state; the cluster outlives the cell
+					// A fleet kept from cell to cell (a move's) is the
+					// parent's: its cluster outlives the cell. The others'
+					// are the cell's, their pools closed with it. A failed
+					// cell may have left the fleet in an unknown state.
 					if broken || f.seeded != op.name || !op.kept() {
-						f.seed(parent, op)
+						life := parent
+						if !op.kept() {
+							life = t
+						}
+						f.seed(life, op)
 					}
 					f.cell(t, cell, op, step, k)
 				})
