@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"regexp"
@@ -185,7 +186,7 @@ func TestFaultMatrix(t *testing.T) {
 	t.Logf("%s: %d cells ran: %s", mode, len(ran), strings.Join(ran, ", "))
 	for _, op := range faultOps {
 		if w, ok := f.worst[op.name]; ok {
-			t.Logf("worst blackout of the %q cells: %.1f ms (%s)", op.name, w.ms, w.cell)
+			t.Logf("worst blackout of the %s cells: %.1f ms (%s)", cmp.Or(op.name, "move"), w.ms, w.cell)
 		}
 	}
 }
