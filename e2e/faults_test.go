@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"regexp"
@@ -15,6 +16,7 @@ import (
 	"github.com/shardctl/shardctl/internal/testenv"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/sandbox"
+	"github.com/shardctl/shardctl/shardmap"
 )
 
 // faultsEnv runs the whole fault matrix when set to "full"; unset, the
@@ -69,33 +71,28 @@ var faultKinds = func() []faultKind {
 	return append(ks, faultKind{"latency", roleAll, "latency"})
 }()
 
-// faultSubset is the cells CI runs: each of the 13 faults once, each of the
-// 7 steps at least once, fixed.
-var faultSubset = []string{
-	"copy/source-crash", "catchup/target-crash", "verify/shardmap-crash",
-	"fence/source-stall", "cutover/target-stall", "cleanup/shardmap-stall",
-	"window/source-reset", "copy/target-reset", "fence/shardmap-reset",
-	"catchup/source-blackhole", "cutover/target-blackhole", "verify/shardmap-blackhole",
-	"cleanup/latency",
-}
-
-// faultFleet is the matrix's one fleet: shard 1 of a cluster whose every
-// path from shardctl (the load's router included) goes through a proxy per
-// server; cells move the shard between servers 2 and 3, alternating.
+// faultFleet is the matrix's one fleet: a cluster whose every path from
+// shardctl (the load's router included) goes through a proxy per server.
+// A move's cells move shard 1 between servers 2 and 3, alternating; the
+// other operations' cells each seed the fleet afresh.
 type faultFleet struct {
 	c       *cluster
 	proxies map[int]*faultproxy.Proxy
-	at      int // the server shard 1 is on
-	worst   struct {
-		ms   float64
-		cell string
-	}
+	seeded  string // the operation whose layout the fleet holds; "-": none
+	at      int    // the server a move's shard 1 is on
+	worst   map[string]worstBlackout
+}
+
+// worstBlackout is the longest blackout an operation's cells saw, and where.
+type worstBlackout struct {
+	ms   float64
+	cell string
 }
 
 func newFaultFleet(t *testing.T) *faultFleet {
 	t.Helper()
 	env := testenv.Get(t)
-	f := &faultFleet{proxies: map[int]*faultproxy.Proxy{}}
+	f := &faultFleet{proxies: map[int]*faultproxy.Proxy{}, seeded: "-", worst: map[string]worstBlackout{}}
 	for i := 1; i <= 3; i++ {
 		p, err := faultproxy.New(env.Addr(i).String())
 		if err != nil {
@@ -104,14 +101,22 @@ func newFaultFleet(t *testing.T) *faultFleet {
 		t.Cleanup(func() { p.Close() })
 		f.proxies[i] = p
 	}
-	f.seed(t)
 	return f
 }
 
-// seed (re)builds the cluster with shard 1 on server 2, reached through its proxy.
-func (f *faultFleet) seed(t *testing.T) {
+// seed (re)builds the cluster in op's layout, every shard reached through
+// its server's proxy, and the shard map too.
+func (f *faultFleet) seed(t *testing.T, op faultOp) {
 	t.Helper()
-	f.c = newClusterAt(t, "e2e_faults", []dbutil.Addr{f.addr(2)}, []int{300}, false)
+	var addrs []dbutil.Addr
+	for _, s := range op.servers {
+		addrs = append(addrs, f.addr(s))
+	}
+	f.c = newClusterAtSeed(t, "e2e_faults", addrs, sandbox.SeedConfig{Sizes: op.sizes, List: op.list})
+	f.c.via = map[string]int{}
+	for i := range f.proxies {
+		f.c.via[f.addr(i).String()] = i
+	}
 	body, err := os.ReadFile(f.c.config)
 	if err != nil {
 		t.Fatal(err)
@@ -124,20 +129,22 @@ func (f *faultFleet) seed(t *testing.T) {
 	if err := os.WriteFile(f.c.config, []byte(proxied), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	f.at = 2
+	f.seeded, f.at = op.name, op.servers[0]
 }
 
 func (f *faultFleet) addr(server int) dbutil.Addr {
 	return dbutil.Addr{Host: "127.0.0.1", Port: f.proxies[server].Addr().Port}
 }
 
-// TestFaultMatrix: a move of one shard under the ledger load, held at a step
-// while a server crashes, stalls, or its connections are reset, black-holed
-// or slowed, then let go into the fault, which heals within the retry
-// budget. Each cell either finishes by itself or stops with exit 3 (leaving
-// the shard unfenced and online, or saying so with the command that ends it)
-// and finishes on plan resume; the ledger is clean, the shard at its target,
-// the plan done, its blackout recorded. The subset runs unless
+// TestFaultMatrix: a move of one shard, a split, a merge and a key move
+// under the ledger load, each held at a step while a server crashes, stalls,
+// or its connections are reset, black-holed or slowed, then let go into the
+// fault, which heals within the retry budget. Each cell either finishes by
+// itself or stops with exit 3 (leaving the moving keys' shard unfenced and
+// online, or saying so with the command that ends it) and finishes on plan
+// resume; the ledger is clean, every row at its key's shard and the rows
+// the load does not write unchanged, the keys at their target, the plan
+// done, its blackout recorded. The covering subset runs unless
 // SHARDCTL_FAULTS=full.
 func TestFaultMatrix(t *testing.T) {
 	st := testenv.NewSubtests(t)
@@ -146,20 +153,30 @@ func TestFaultMatrix(t *testing.T) {
 	parent := t
 	var ran []string
 	broken := false
-	for _, step := range faultSteps {
-		for _, k := range faultKinds {
-			cell := step.name + "/" + k.name
-			if !full && !slices.Contains(faultSubset, cell) {
-				continue
-			}
-			ok := st.Run(cell, func(t *testing.T) {
-				ran = append(ran, cell)
-				if broken { // the last cell left the fleet in an unknown state
-					f.seed(parent) // the cluster outlives the cell
+	for _, op := range faultOps {
+		for _, step := range faultSteps {
+			for _, k := range faultKinds {
+				cell := op.cell(step.name, k.name)
+				if !full && !slices.Contains(faultSubset, cell) {
+					continue
 				}
-				f.cell(t, cell, step, k)
-			})
-			broken = !ok
+				ok := st.Run(cell, func(t *testing.T) {
+					ran = append(ran, cell)
+					// A fleet kept from cell to cell (a move's) is the
+					// parent's: its cluster outlives the cell. The others'
+					// are the cell's, their pools closed with it. A failed
+					// cell may have left the fleet in an unknown state.
+					if broken || f.seeded != op.name || !op.kept() {
+						life := parent
+						if !op.kept() {
+							life = t
+						}
+						f.seed(life, op)
+					}
+					f.cell(t, cell, op, step, k)
+				})
+				broken = !ok
+			}
 		}
 	}
 	mode := "the covering subset (" + faultsEnv + "=full runs all)"
@@ -167,22 +184,35 @@ func TestFaultMatrix(t *testing.T) {
 		mode = "the full matrix"
 	}
 	t.Logf("%s: %d cells ran: %s", mode, len(ran), strings.Join(ran, ", "))
-	t.Logf("worst blackout in the matrix: %.1f ms (%s)", f.worst.ms, f.worst.cell)
+	for _, op := range faultOps {
+		if w, ok := f.worst[op.name]; ok {
+			t.Logf("worst blackout of the %s cells: %.1f ms (%s)", cmp.Or(op.name, "move"), w.ms, w.cell)
+		}
+	}
 }
 
-// cell runs one move of shard 1 to the other server with the fault k
-// injected at step, and checks what it left.
-func (f *faultFleet) cell(t *testing.T, cell string, step faultStep, k faultKind) {
+// cell runs op with the fault k injected at step, and checks what it left.
+// Long on purpose: one cell's story, start to checks, read top to bottom.
+func (f *faultFleet) cell(t *testing.T, cell string, op faultOp, step faultStep, k faultKind) {
 	c := f.c
 	c.t = t // the cells share the cluster; its checks report to the running cell
-	from, to := f.at, 5-f.at
+	from, to := 2, 3
+	if op.kept() {
+		from, to = f.at, 5-f.at
+	}
 	server := map[string]int{roleSource: from, roleTarget: to, roleShardmap: 1}[k.role]
 	before := planFiles(t, c.planDir)
-	lp := c.startLoad(100, c.keys("moving", 1, 300))
+	moving, staying := op.groups(c)
+	groups := []string{moving}
+	if staying != "" {
+		groups = append(groups, staying)
+	}
+	sums := c.fleetSums(groups)
+	lp := c.startLoad(100, groups...)
 
-	args := []string{"move", "--shard", "1", "--to", f.addr(to).String(), "--yes",
+	args := append(op.args(f, to), "--yes",
 		"--max-blackout", faultMaxBlackout.String(), "--retry-for", faultRetryFor.String(),
-		"--chunk-rows", "50", "--prune-chunk-rows", "50"}
+		"--chunk-rows", "50", "--prune-chunk-rows", "50")
 	hold, done, out := startHeld(t, c, step.point, "", append(args, step.args...))
 
 	heal := f.inject(t, k, server)
@@ -196,26 +226,34 @@ func (f *faultFleet) cell(t *testing.T, cell string, step faultStep, k faultKind
 	spell := time.Since(began)
 
 	code := exitWithin(t, done, 3*time.Minute)
-	t.Logf("%s: the move exited %d; the fault lasted %s; retries: %d", cell, code, spell.Round(100*time.Millisecond), strings.Count(out.String(), "retrying in "))
+	t.Logf("%s: %s exited %d; the fault lasted %s; retries: %d", cell, args[0], code, spell.Round(100*time.Millisecond), strings.Count(out.String(), "retrying in "))
 	path := newPlanFile(t, c.planDir, before)
+	movingKey := groupLo(t, moving)
 	switch code {
 	case 0:
-		f.wantUnfenced(t, cell, "")
+		f.wantUnfenced(t, cell, movingKey, "")
 	case 3:
-		t.Logf("the move's output ends:\n%s", lastLines(out.String(), 4))
-		f.wantUnfenced(t, cell, lastLines(out.String(), 6))
+		t.Logf("the output ends:\n%s", lastLines(out.String(), 4))
+		f.wantUnfenced(t, cell, movingKey, lastLines(out.String(), 6))
 		p, err := plans.Load(path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		c.mustRun("plan", "resume", p.ID)
 	default:
-		t.Fatalf("%s: the move exited %d; want 0, or 3 and a resume:\n%s", cell, code, out.String())
+		t.Fatalf("%s: %s exited %d; want 0, or 3 and a resume:\n%s", cell, args[0], code, out.String())
 	}
 	lp.stop(t)
 	c.checkLedger(lp)
-	f.wantUnfenced(t, cell, "")
-	f.wantShardAt(t, to)
+	f.wantUnfenced(t, cell, movingKey, "")
+	f.wantKeyAt(t, movingKey, to)
+	if staying != "" {
+		f.wantKeyAt(t, groupLo(t, staying), op.stayAt)
+	}
+	c.ownership()
+	if after := c.fleetSums(groups); fmt.Sprint(after) != fmt.Sprint(sums) {
+		t.Errorf("%s: the rows the load does not write differ:\nbefore %v\nafter  %v", cell, sums, after)
+	}
 	p, err := plans.Load(path)
 	if err != nil {
 		t.Fatal(err)
@@ -226,8 +264,8 @@ func (f *faultFleet) cell(t *testing.T, cell string, step faultStep, k faultKind
 	f.at = to
 	bo := p.Result.BlackoutMS
 	t.Logf("%s: blackout %.1f ms (%d attempts)", cell, bo, len(p.Attempts))
-	if bo > f.worst.ms {
-		f.worst.ms, f.worst.cell = bo, cell
+	if bo > f.worst[op.name].ms {
+		f.worst[op.name] = worstBlackout{bo, cell}
 	}
 	// A correctness bound, far above any blackout seen: the budget, the
 	// retry budget and the fault itself.
@@ -350,51 +388,65 @@ func newPlanFile(t *testing.T, dir string, before []string) string {
 // resumeCommand is how an exit message names the command that ends a fence.
 var resumeCommand = regexp.MustCompile(`shardctl plan (resume|abort) \S+`)
 
-// wantUnfenced fails the test if shard 1 is fenced where the map serves it
-// (a source past its cutover stays fenced until its cleanup, by design) or
-// has a mapping offline, unless msg (the exit message) says so and names the
-// command that ends it ("": nothing may be left).
-func (f *faultFleet) wantUnfenced(t *testing.T, cell, msg string) {
+// wantUnfenced fails the test if the shard the map serves key from is
+// fenced there (a source past its cutover stays fenced until its cleanup,
+// by design: the map no longer serves the key from it), or if any mapping
+// is offline, unless msg (the exit message) says so and names the command
+// that ends it ("": nothing may be left).
+func (f *faultFleet) wantUnfenced(t *testing.T, cell string, key int64, msg string) {
 	t.Helper()
-	left := fenceLeft(t, f.c, f.serving(t))
+	server, schema := f.serving(t, key)
+	left := fencedIn(t, f.c, server, schema)
+	m, err := f.c.store.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mp := range m.Mappings {
+		if mp.Status == shardmap.Offline {
+			left = append(left, fmt.Sprintf("with a mapping offline: %+v", mp))
+		}
+	}
 	if len(left) == 0 {
 		return
 	}
 	if msg == "" {
-		t.Fatalf("%s: shardctl exited leaving shard 1 %s", cell, strings.Join(left, "; "))
+		t.Fatalf("%s: shardctl exited leaving key %d's shard %s", cell, key, strings.Join(left, "; "))
 	}
 	said := strings.Contains(msg, "fence") || strings.Contains(msg, "offline")
 	if !said || !resumeCommand.MatchString(msg) {
-		t.Fatalf("%s: shardctl exited 3 leaving shard 1 %s, and its message does not say so with the command that ends it:\n%s", cell, strings.Join(left, "; "), msg)
+		t.Fatalf("%s: shardctl exited 3 leaving key %d's shard %s, and its message does not say so with the command that ends it:\n%s", cell, key, strings.Join(left, "; "), msg)
 	}
 	t.Logf("%s: left %s, as the exit message says", cell, strings.Join(left, "; "))
 }
 
-// serving is the server whose proxy the map locates shard 1 at.
-func (f *faultFleet) serving(t *testing.T) int {
+// serving is the server (by its proxy) and schema the map serves key from.
+func (f *faultFleet) serving(t *testing.T, key int64) (int, string) {
 	t.Helper()
 	m, err := f.c.store.Load(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, _ := m.Location(1)
+	fn, err := m.Function("employees")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := m.Lookup(fn, fmt.Sprint(key))
+	if err != nil {
+		t.Fatalf("lookup %d: %v", key, err)
+	}
 	for _, server := range []int{2, 3} {
-		if l.Addr() == f.addr(server) {
-			return server
+		if res.Location.Addr() == f.addr(server) {
+			return server, res.Location.Schema
 		}
 	}
-	t.Fatalf("shard 1 is at %s, no server's proxy", l.Addr())
-	return 0
+	t.Fatalf("key %d is at %s, no server's proxy", key, res.Location.Addr())
+	return 0, ""
 }
 
-// wantShardAt fails the test unless the map locates shard 1 at server's proxy.
-func (f *faultFleet) wantShardAt(t *testing.T, server int) {
+// wantKeyAt fails the test unless the map serves key from server's proxy.
+func (f *faultFleet) wantKeyAt(t *testing.T, key int64, server int) {
 	t.Helper()
-	m, err := f.c.store.Load(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if l, _ := m.Location(1); l.Addr() != f.addr(server) {
-		t.Fatalf("shard 1 is at %s, want server %d's proxy %s", l.Addr(), server, f.addr(server))
+	if at, _ := f.serving(t, key); at != server {
+		t.Fatalf("key %d is at server %d, want server %d (its proxy %s)", key, at, server, f.addr(server))
 	}
 }

@@ -55,6 +55,7 @@ type cluster struct {
 	store   *shardmap.Store
 	shards  []sandbox.SeededShard
 	planDir string
+	via     map[string]int // addresses that stand for a server (the fault matrix's proxies)
 }
 
 // newCluster seeds len(sizes) range shards of the employees schema; shard k

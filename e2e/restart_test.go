@@ -321,21 +321,7 @@ func fenceLeft(t *testing.T, c *cluster, servers ...int) []string {
 	t.Helper()
 	var left []string
 	for _, server := range servers {
-		var n, armed int
-		if err := c.db(server).QueryRow("SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ? AND TRIGGER_NAME LIKE ?",
-			c.shards[0].Schema, fence.TriggerPrefix+"%").Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n > 0 {
-			left = append(left, fmt.Sprintf("fenced on server %d (%d fence triggers)", server, n))
-		}
-		if err := c.db(server).QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
-			c.shards[0].Schema, fence.FenceTable).Scan(&armed); err != nil {
-			t.Fatal(err)
-		}
-		if armed > 0 {
-			left = append(left, fmt.Sprintf("fenced on server %d (the armed fence's table %s)", server, fence.FenceTable))
-		}
+		left = append(left, fencedIn(t, c, server, c.shards[0].Schema)...)
 	}
 	m, err := c.store.Load(ctx)
 	if err != nil {
@@ -345,6 +331,29 @@ func fenceLeft(t *testing.T, c *cluster, servers ...int) []string {
 		if mp.Status == shardmap.Offline {
 			left = append(left, fmt.Sprintf("with a mapping offline: %+v", mp))
 		}
+	}
+	return left
+}
+
+// fencedIn says what fences schema on server: fence triggers, the armed
+// fence's table.
+func fencedIn(t *testing.T, c *cluster, server int, schema string) []string {
+	t.Helper()
+	var left []string
+	var n, armed int
+	if err := c.db(server).QueryRow("SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ? AND TRIGGER_NAME LIKE ?",
+		schema, fence.TriggerPrefix+"%").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n > 0 {
+		left = append(left, fmt.Sprintf("fenced on server %d (%d fence triggers in %s)", server, n, schema))
+	}
+	if err := c.db(server).QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
+		schema, fence.FenceTable).Scan(&armed); err != nil {
+		t.Fatal(err)
+	}
+	if armed > 0 {
+		left = append(left, fmt.Sprintf("fenced on server %d (the armed fence's table %s.%s)", server, schema, fence.FenceTable))
 	}
 	return left
 }

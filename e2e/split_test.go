@@ -44,6 +44,9 @@ func (c *cluster) ownership() map[int]int64 {
 }
 
 func (c *cluster) serverIndex(addr string) int {
+	if i, ok := c.via[addr]; ok {
+		return i
+	}
 	for i := 1; i <= 3; i++ {
 		if c.env.Addr(i).String() == addr {
 			return i

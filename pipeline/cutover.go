@@ -80,8 +80,15 @@ func (r *runner) fence(ctx context.Context) error {
 			}
 			return err
 		},
+		// Taking the mappings offline may have failed before it split a
+		// range: what it never made is not put back online (a not-found
+		// there would turn a lost connection into a refusal).
 		online: func(ctx context.Context) error {
-			return r.env.Store.Apply(ctx, "put the mappings back online", shardmap.OnlineAgain(r.p.Offline))
+			m, err := r.env.Store.Load(ctx)
+			if err != nil {
+				return err
+			}
+			return r.env.Store.Apply(ctx, "put the mappings back online", m.Held(shardmap.OnlineAgain(r.p.Offline)))
 		},
 		// The step's end carries the final position, which the cutover reads;
 		// it is saved while the target catches up, not after.

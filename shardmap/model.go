@@ -367,3 +367,20 @@ func OnlineAgain(cs []Change) []Change {
 	}
 	return out
 }
+
+// Held keeps the changes of cs whose mapping m holds (a set of LIST points is
+// kept as it is): a mapping that an interrupted change never made, such as
+// a split's new range when taking it offline failed, is not offline and has
+// nothing to put back online.
+func (m *Map) Held(cs []Change) []Change {
+	var out []Change
+	for _, c := range cs {
+		if len(c.Ref.Points) == 0 {
+			if _, ok := find(m, c.Ref); !ok {
+				continue
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
