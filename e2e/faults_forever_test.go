@@ -38,6 +38,8 @@ const (
 func TestFaultNeverHeals(t *testing.T) {
 	st := testenv.NewSubtests(t)
 	f := newFaultFleet(t)
+	move := faultOps[0] // the cells move a whole shard, on the move's fleet
+	f.seed(t, move)
 	parent := t
 	broken := false
 	for _, tc := range []struct {
@@ -49,7 +51,7 @@ func TestFaultNeverHeals(t *testing.T) {
 	} {
 		ok := st.Run(tc.cell, func(t *testing.T) {
 			if broken {
-				f.seed(parent)
+				f.seed(parent, move)
 			}
 			f.forever(t, tc.cell, tc.point, tc.role)
 		})
@@ -66,7 +68,9 @@ func (f *faultFleet) forever(t *testing.T, cell, point, role string) {
 	from, to := f.at, 5-f.at
 	server := map[string]int{roleSource: from, roleTarget: to, roleShardmap: 1}[role]
 	before := planFiles(t, c.planDir)
-	lp := c.startLoad(100, c.keys("moving", 1, 300))
+	moving := c.keys("moving", 1, 300)
+	movingKey := groupLo(t, moving)
+	lp := c.startLoad(100, moving)
 
 	args := []string{"move", "--shard", "1", "--to", f.addr(to).String(), "--yes",
 		"--max-blackout", faultMaxBlackout.String(), "--retry-for", foreverRetryFor.String(),
@@ -98,10 +102,10 @@ func (f *faultFleet) forever(t *testing.T, cell, point, role string) {
 	if !strings.Contains(out.String(), "answered nothing") {
 		t.Errorf("%s: the move's output never says the server stopped answering:\n%s", cell, out.String())
 	}
-	f.wantUnfenced(t, cell, msg)
+	f.wantUnfenced(t, cell, movingKey, msg)
 	// Its last word, not an earlier line, must say so: the failure that ends
 	// the run may be a later retry's that knows nothing of the fence.
-	if final := lastLines(out.String(), 1); len(fenceLeft(t, c, f.serving(t))) > 0 && (!strings.Contains(final, "fenced") || !resumeCommand.MatchString(final)) {
+	if final := lastLines(out.String(), 1); len(fencedAt(t, f, movingKey)) > 0 && (!strings.Contains(final, "fenced") || !resumeCommand.MatchString(final)) {
 		t.Errorf("%s: the shard is left fenced or offline and the error does not say so with the command that ends it:\n%s", cell, final)
 	}
 
@@ -113,8 +117,8 @@ func (f *faultFleet) forever(t *testing.T, cell, point, role string) {
 	c.mustRun("plan", "resume", q.ID)
 	lp.stop(t)
 	c.checkLedger(lp)
-	f.wantUnfenced(t, cell, "")
-	f.wantShardAt(t, to)
+	f.wantUnfenced(t, cell, movingKey, "")
+	f.wantKeyAt(t, movingKey, to)
 	if q, err = plans.Load(path); err != nil {
 		t.Fatal(err)
 	}
@@ -122,4 +126,11 @@ func (f *faultFleet) forever(t *testing.T, cell, point, role string) {
 		t.Fatalf("the plan is %s after the resume, want done", q.State)
 	}
 	f.at = to
+}
+
+// fencedAt is what is left fenced where the map serves key.
+func fencedAt(t *testing.T, f *faultFleet, key int64) []string {
+	t.Helper()
+	server, _ := f.serving(t, key)
+	return fenceLeft(t, f.c, server)
 }
