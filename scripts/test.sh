@@ -2,7 +2,9 @@
 # The test command: installs what is missing (MariaDB, staticcheck), then runs
 # gofmt, go vet, staticcheck and the whole suite against real MariaDB servers
 # that the tests start themselves, then the server-using packages once more on
-# Oracle MySQL 9.7 (SHARDCTL_TEST_MYSQL=0 leaves that pass out).
+# Oracle MySQL 9.7 (SHARDCTL_TEST_MYSQL=0 leaves that pass out). The e2e tests
+# of shardctl's own logic (testenv.FlavorNeutral) run in the MariaDB pass only;
+# SHARDCTL_TEST_EVERY_FLAVOR=1 runs them in the MySQL pass too.
 # Usage: scripts/test.sh [--unit | --fast] [go test args...]
 #   (none)  the full suite, what CI runs
 #   --fast  the same without the e2e package (both flavors' servers, no benchmark smoke test)
