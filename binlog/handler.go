@@ -42,6 +42,11 @@ type handler struct {
 	// group lies before it, so only its GTID counts.
 	before Position
 	skip   bool
+	// group is where the current group began (its GTID event), the place a
+	// carried schema change is recorded at: the same on every run that reads
+	// it, whether the tail started at a position or from a GTID set (then the
+	// last boundary is the start of the file until a group ends).
+	group Position
 
 	mu  sync.Mutex
 	err error // first fatal error; every later callback returns it
@@ -200,6 +205,13 @@ func (h *handler) OnGTID(header *replication.EventHeader, ev mysql.BinlogGTIDEve
 		}
 	}
 	h.skip = h.beforeStart(header)
+	h.group = Position{}
+	if header != nil && h.file != "" && header.LogPos >= header.EventSize {
+		h.group = Position{File: h.file, Pos: header.LogPos - header.EventSize, Server: h.t.server}
+		if h.gtid != nil {
+			h.group.GTID = h.gtid.String()
+		}
+	}
 	if g, ok := ev.(*replication.MariadbGTIDEvent); ok {
 		h.ddlGroup = g.IsDDL()
 	} else {
@@ -283,7 +295,7 @@ func (h *handler) carry(query, defaultDB, at, mode string) error {
 		cols[i] = c.Name
 	}
 	t.Columns = cols // rows after the statement are checked against these
-	d := &CarriedDDL{Table: t.Name, Statement: query, Columns: cols, At: h.last, Mode: mode}
+	d := &CarriedDDL{Table: t.Name, Statement: query, Columns: cols, At: h.at(), Mode: mode}
 	if mode == DDLApply {
 		d.Ran = retarget(query, s, h.t.cfg.TargetSchema)
 	}
@@ -299,7 +311,7 @@ func (h *handler) carry(query, defaultDB, at, mode string) error {
 // it there. canal waits meanwhile; schema changes are rare.
 func (h *handler) carryShadowed(t *tables.Table, query, at string) error {
 	s := h.schema()
-	d := &CarriedDDL{Table: t.Name, Statement: query, At: h.last, Mode: DDLApply,
+	d := &CarriedDDL{Table: t.Name, Statement: query, At: h.at(), Mode: DDLApply,
 		Ran: retarget(query, s, h.t.cfg.TargetSchema), def: make(chan *schema.Table, 1)}
 	if err := h.flush(); err != nil {
 		return err
@@ -347,7 +359,7 @@ func (h *handler) OnPosSynced(header *replication.EventHeader, pos mysql.Positio
 		}
 		p.GTID = h.gtid.String()
 	}
-	h.file, h.last = pos.Name, p
+	h.file, h.last, h.group = pos.Name, p, Position{}
 	h.t.events.Add(1)
 	acts := h.pending
 	h.pending = nil
@@ -414,4 +426,12 @@ func (h *handler) checkSchema(statement, at string) error {
 	// The change may also come from a later statement the tail has not read
 	// yet; stopping here is early, never late.
 	return ddlError(h.schema(), "", statement, at+" (the schema's tables or columns differ from when the tail started)")
+}
+
+// at is where the group being read began: its GTID event, else the last boundary.
+func (h *handler) at() Position {
+	if !h.group.IsZero() {
+		return h.group
+	}
+	return h.last
 }

@@ -18,7 +18,10 @@ func (r *runner) carriedDDL(_ context.Context, d binlog.CarriedDDL) error {
 	r.mu.Lock()
 	seen := false
 	for i, old := range r.p.DDL {
-		if old.Position == plans.Position(d.At) && old.Statement == d.Statement {
+		// The place, not the GTID set written beside it: a resumed tail may
+		// spell the same set another way.
+		at := plans.Position(d.At)
+		if old.Position.File == at.File && old.Position.Pos == at.Pos && old.Position.Server == at.Server && old.Statement == d.Statement {
 			seen = true
 			if d.Note != "" {
 				r.p.DDL[i].Note = d.Note
