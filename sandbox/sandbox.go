@@ -10,6 +10,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -268,6 +269,10 @@ func (c Config) launch(ctx context.Context, i int, name string, argv []string, t
 	}
 	argv = append(argv, targs...)
 	argv = append(argv, c.ExtraArgs...)
+	var logStart int64 // the error log is appended to across starts: read this start's part
+	if st, err := os.Stat(errorLog); err == nil {
+		logStart = st.Size()
+	}
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -286,7 +291,7 @@ func (c Config) launch(ctx context.Context, i int, name string, argv []string, t
 		return fmt.Errorf("start %s: %w", name, err)
 	}
 	go func() { _ = cmd.Wait() }() // reap if it exits while we are alive
-	if err := c.waitReady(ctx, i, ready); err != nil {
+	if err := c.waitStarted(ctx, i, ready, errorLog, logStart); err != nil {
 		return fmt.Errorf("%w (see %s)", err, errorLog)
 	}
 	return c.createAccounts(ctx, i)
@@ -392,12 +397,31 @@ func (c Config) ping(ctx context.Context, i int) bool {
 }
 
 func (c Config) waitReady(ctx context.Context, i int, limit time.Duration) error {
+	return c.waitStarted(ctx, i, limit, "", 0)
+}
+
+// ErrPortInUse: a starting server found its port taken (by a process that
+// took it after the port was found free); a start on other ports can succeed.
+var ErrPortInUse = errors.New("the server's port is in use")
+
+// waitStarted is waitReady for a server just launched whose error log
+// (errorLog, from byte from on) says why it stopped: a server that cannot
+// bind its port writes so and exits before its pid file exists, so without
+// the log the wait would run to its limit.
+func (c Config) waitStarted(ctx context.Context, i int, limit time.Duration, errorLog string, from int64) error {
 	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
+	for n := 0; time.Now().Before(deadline); n++ {
 		if c.ping(ctx, i) {
 			return nil
 		}
+		exited := false
 		if pid := c.pid(i); pid > 0 && !alive(pid) {
+			exited = true
+		}
+		if errorLog != "" && (exited || n%10 == 9) && portTaken(errorLog, from) {
+			return fmt.Errorf("%w: port %d (see %s)", ErrPortInUse, c.port(i), errorLog)
+		}
+		if exited {
 			return errors.New("the server exited during start-up")
 		}
 		select {
@@ -530,4 +554,20 @@ func Kill(c Config, i int) error {
 		return fmt.Errorf("sandbox server %d is not running", i)
 	}
 	return syscall.Kill(pid, syscall.SIGKILL)
+}
+
+// portTaken reports whether the error log, from byte from on, says the
+// server could not bind its port (MariaDB and MySQL both write
+// "Address already in use").
+func portTaken(errorLog string, from int64) bool {
+	f, err := os.Open(errorLog)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if _, err := f.Seek(from, io.SeekStart); err != nil {
+		return false
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, 1<<20))
+	return bytes.Contains(b, []byte("Address already in use"))
 }

@@ -2,7 +2,9 @@ package sandbox_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -137,5 +139,26 @@ func TestServersDieWithTheTestBinary(t *testing.T) {
 			t.Fatalf("the server still runs 10 s after the process that started it ended: %+v %v", st, err)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// A server whose port another process took after it was found free stops
+// with ErrPortInUse as soon as its error log says so (testenv then starts
+// the sandbox on other ports), not after the start-up limit: in CI a MySQL
+// server waited 5 minutes on a port the other flavor's pass had taken.
+func TestPortTakenFailsWithErrPortInUse(t *testing.T) {
+	testenv.Get(t) // the servers can start here
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	cfg := sandbox.Config{Dir: t.TempDir(), Servers: 1, BasePort: l.Addr().(*net.TCPAddr).Port, Flavor: testenv.Flavor(), DieWithParent: true}
+	t.Cleanup(func() { _ = sandbox.Down(context.Background(), cfg, true) })
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	_, err = sandbox.Up(ctx, cfg)
+	if !errors.Is(err, sandbox.ErrPortInUse) {
+		t.Fatalf("Up on a taken port: %v, want ErrPortInUse", err)
 	}
 }

@@ -8,6 +8,7 @@ package testenv
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -93,16 +94,28 @@ func Get(t testing.TB) *Env {
 			envErr = err
 			return
 		}
-		port, err := FreePorts(servers)
-		if err != nil {
-			envErr = err
-			return
-		}
-		cfg := sandbox.Config{Dir: dir, Servers: servers, BasePort: port, Flavor: Flavor(), DieWithParent: true}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		srv, err := sandbox.Up(ctx, cfg)
-		if err != nil {
+		var cfg sandbox.Config
+		var srv []sandbox.Server
+		// Ports found free can be taken by another test binary's servers
+		// before ours bind them (the two flavors' passes start many at once):
+		// such a start is tried again on other ports.
+		for try := 1; ; try++ {
+			port, err := FreePorts(servers)
+			if err != nil {
+				envErr = err
+				return
+			}
+			cfg = sandbox.Config{Dir: dir, Servers: servers, BasePort: port, Flavor: Flavor(), DieWithParent: true}
+			if srv, err = sandbox.Up(ctx, cfg); err == nil || !errors.Is(err, sandbox.ErrPortInUse) || try == 3 {
+				envErr = err
+				break
+			}
+			fmt.Fprintf(os.Stderr, "testenv: %v; starting the sandbox again on other ports\n", err)
+			_ = sandbox.Down(context.Background(), cfg, true)
+		}
+		if err := envErr; err != nil {
 			// The data directories go with the failed start: their logs are
 			// printed first, so CI shows why a server did not come up.
 			for i := 1; i <= servers; i++ {
