@@ -289,18 +289,14 @@ func (w *Watchdog) record(u *Unanswered) {
 	}
 }
 
-func (c *watchedConn) Read(b []byte) (int, error) {
-	c.seq.Add(1)
-	c.busy.Add(1)
-	n, err := c.Conn.Read(b)
-	c.busy.Add(-1)
-	return n, c.why(err)
-}
+func (c *watchedConn) Read(b []byte) (int, error)  { return c.watch(c.Conn.Read, b) }
+func (c *watchedConn) Write(b []byte) (int, error) { return c.watch(c.Conn.Write, b) }
 
-func (c *watchedConn) Write(b []byte) (int, error) {
+// watch runs one read or write, marked busy (and moved) for the scan.
+func (c *watchedConn) watch(op func([]byte) (int, error), b []byte) (int, error) {
 	c.seq.Add(1)
 	c.busy.Add(1)
-	n, err := c.Conn.Write(b)
+	n, err := op(b)
 	c.busy.Add(-1)
 	return n, c.why(err)
 }
