@@ -81,8 +81,12 @@ run_pass() {
   local out="$work/$name.out"
   : >"$out"
   set +e
-  go test -count=1 -timeout "$limit" "$@" >"$out" 2>&1
-  local prc=$?
+  if [ "$name" = mariadb ]; then # the pass in the foreground prints as it goes
+    go test -count=1 -timeout "$limit" "$@" 2>&1 | tee "$out"
+  else
+    go test -count=1 -timeout "$limit" "$@" >"$out" 2>&1
+  fi
+  local prc=${PIPESTATUS[0]}
   set -e
   if [ "$prc" -ne 0 ]; then
     retry_failed "$limit" "$out" && prc=0
@@ -121,61 +125,23 @@ retry_failed() {
     fi
   done
   cat "$out.retry" >>"$out"
+  [ "$out" != "$work/mariadb.out" ] || cat "$out.retry"
   rm -f "$out.retry"
   return $ok
 }
 rc=0
-# The passes run side by side: each flavor's packages but e2e, and each
-# flavor's e2e package in two halves, each half a test binary of its own with
-# its own sandbox servers on free ports. The e2e tests run one after another
-# within a binary and spend most of their time waiting (a route grace, a
-# killed process's resume, a server's restart, the load's phases): measured
-# 2026-11-27 with go test -json and a per-process CPU sampler, one flavor's
-# e2e package kept 0.55-0.67 of a core busy (889 CPU-s in 1622 s on MariaDB,
-# 1015 in 1506 on MySQL), so two binaries per flavor fill the 2 cores the
-# single one left idle. E2E_FIRST_HALF names the first half's tests (the
-# longest ones, balanced by that measurement); every other e2e test, a new
-# one included, runs in the second half, so no test runs twice or never.
-# The 35-minute limits are a hang guard, not a budget.
-E2E_FIRST_HALF='TestBadInputCatalogue|TestCorpus|TestCrashMatrix|TestDDLIgnoredWhenTheOperatorChangesTheTarget|TestFaultMatrix|TestFaultNeverHeals|TestFaultSubsetCovers|TestKeyMoves|TestRebalanceListTenants|TestServerRestartsDuringSteps|TestServerRestartsDuringTail|TestVT|TestVersionNextToTheBinary'
-for name in ${E2E_FIRST_HALF//|/ }; do
-  grep -q "^func $name(" e2e/*_test.go || log "WARNING: E2E_FIRST_HALF names $name, which e2e does not have: the halves may be unbalanced"
-done
-# start_flavor FLAVOR PACKAGES...: the flavor's passes in the background; a
-# full run (no go test flags given) splits the e2e package in two halves.
-passes=() names=()
-start_flavor() {
-  local fl=$1; shift
-  local pkgs=() e2e=""
-  if [ "$split_e2e" = 1 ]; then
-    for p in "$@"; do
-      if [ "$p" = github.com/shardctl/shardctl/e2e ]; then e2e=$p; else pkgs+=("$p"); fi
-    done
-  else
-    pkgs=("$@")
-  fi
-  if [ ${#pkgs[@]} -gt 0 ]; then
-    SHARDCTL_TEST_FLAVOR=$fl run_pass "$fl" 35m "${pkgs[@]}" &
-    passes+=($!)
-    names+=("$fl")
-  fi
-  if [ -n "$e2e" ]; then
-    SHARDCTL_TEST_FLAVOR=$fl run_pass "$fl-e2e-1" 35m -run "^($E2E_FIRST_HALF)\$" "$e2e" &
-    passes+=($!)
-    SHARDCTL_TEST_FLAVOR=$fl run_pass "$fl-e2e-2" 35m -skip "^($E2E_FIRST_HALF)\$" "$e2e" &
-    passes+=($!)
-    names+=("$fl-e2e-1" "$fl-e2e-2")
-  fi
-}
-split_e2e=0
-all_pkgs=$(go list "${@:-./...}" 2>/dev/null || true)
-if [ $# -eq 0 ] || [ "$*" = "$all_pkgs" ] || [ "$*" = "$(echo $all_pkgs)" ]; then
-  split_e2e=1
-  set -- $all_pkgs
-fi
-log "go test (real MariaDB and MySQL servers side by side; a missing server fails when CI is set)"
-trap 'kill ${passes[*]} 2>/dev/null || true' EXIT
-start_flavor mariadb "$@"
+# The two flavors' passes run side by side: each pass is mostly its e2e
+# package, which alone keeps 0.87 of a core busy (servers, load and
+# shardctl together: 457 CPU-s in 524 s on MariaDB), so side by side they
+# take about 14 minutes (805 s and 842 s) where one after the other takes
+# about 18, and the whole suite fits the 20-minute budget. Each pass
+# has its own servers on free ports; the MySQL pass's output is printed
+# when both are done, so the log reads one pass at a time. The 35-minute
+# limits are a hang guard, not a budget (35, since the tenant, replica,
+# retry and doctor tests joined the e2e package): side by side, an e2e package took
+# 11-14 minutes on this machine.
+log "go test (real MariaDB servers; a missing server fails when CI is set)"
+mysql_pass=""
 if [ "${SHARDCTL_TEST_MYSQL:-1}" != 0 ]; then
   if [ -n "$mysql_err" ]; then
     echo "FAIL mysql-root: $mysql_err" >>"$work/mysql.all"
@@ -183,34 +149,22 @@ if [ "${SHARDCTL_TEST_MYSQL:-1}" != 0 ]; then
   else
     # every package that starts servers, on Oracle MySQL 9.7 (in CI a
     # missing MySQL root is a failure)
-    mpkgs=$(go list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' "$@" 2>/dev/null \
+    mpkgs=$(go list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' "${@:-./...}" 2>/dev/null \
       | grep ' github.com/shardctl/shardctl/internal/testenv' | awk '{print $1}' || true)
     if [ -n "$mpkgs" ]; then
-      start_flavor mysql $mpkgs
+      SHARDCTL_TEST_FLAVOR=mysql run_pass mysql 35m $mpkgs &
+      mysql_pass=$!
+      trap 'kill $mysql_pass 2>/dev/null || true' EXIT
     fi
   fi
 fi
-# The passes' outputs are printed as each ends, one pass at a time, so the
-# log reads one pass at a time and shows progress.
-printed=()
-while [ ${#printed[@]} -lt ${#names[@]} ]; do
-  for i in "${!names[@]}"; do
-    n=${names[$i]}
-    # a pass whose shell died without its result counts as failed
-    if [ ! -e "$work/$n.rc" ] && ! kill -0 "${passes[$i]}" 2>/dev/null; then
-      sleep 1
-      [ -e "$work/$n.rc" ] || { echo "FAIL $n: the pass ended without a result" >>"$work/$n.all"; echo 1 >"$work/$n.rc"; }
-    fi
-    if [ -e "$work/$n.rc" ] && [[ " ${printed[*]} " != *" $n "* ]]; then
-      log "go test: the $n pass (exit $(cat "$work/$n.rc"))"
-      cat "$work/$n.out"
-      printed+=("$n")
-    fi
-  done
-  [ ${#printed[@]} -ge ${#names[@]} ] || sleep 5
-done
-wait || true
-trap - EXIT
+SHARDCTL_TEST_FLAVOR=mariadb run_pass mariadb 35m "${@:-./...}"
+if [ -n "$mysql_pass" ]; then
+  wait "$mysql_pass" || true
+  trap - EXIT
+  log "go test on Oracle MySQL (the packages that start servers; ran beside the MariaDB pass)"
+  cat "$work/mysql.out"
+fi
 for f in "$work"/*.rc; do
   [ "$(cat "$f")" = 0 ] || rc=$(cat "$f")
 done
