@@ -10,7 +10,7 @@
 #   5. peak memory of move                  1M vs 5M rows
 #   6. copy of 4 tables of mixed types, 1M rows in all  vs mydumper+myloader
 #   7. verify (chunked checksums) of a 1M-row shard and its copy  vs pt-table-checksum on one server
-#   8. the copy's floor: the copy row's rows loaded from a file by the mariadb client (info)
+#   8. the copy's floor: the copy row's rows loaded from a file by the mariadb client, without and with the k_1 index (info; the copy step against it)
 #   9. a split's planning with its foreign-key check on the rows (a child referencing its parent by id, 1M child rows)
 #      vs the same planning without the key, and the same join as one statement; a merge's planning (collision scan)
 #  10. a fleet of 1,000 small shards on the 3 servers: status, status --exact, rebalance --dry-run, plan list;
@@ -381,9 +381,13 @@ measure_copy() {
 # measure_floor: what loading one sysbench table costs the target server by
 # itself, without shardctl or a source in the way: the copy row's rows, dumped
 # to a file, loaded with the mariadb client's LOAD DATA LOCAL (what shardctl's
-# writers send) into an empty table on server 3 (binlog on; no secondary
-# index, which the copy builds after the rows). One session, then two at once
-# on the file's halves; with the table's AUTO_INCREMENT and without it.
+# writers send) into an empty table on server 3 (binlog on). The rows alone
+# (no secondary index): one session, then two at once on the file's halves;
+# with the table's AUTO_INCREMENT and without it. Then the end state the copy
+# produces, sysbench's k_1 index included, two ways: the one-session table
+# of rows given its k_1 by the server's own ALTER TABLE … ADD KEY (what
+# shardctl does after the rows), and a fresh table created with k_1 loaded in
+# one session (the index kept up row by row).
 # MariaDB latches the primary key's root page for every row written to a table
 # with AUTO_INCREMENT (the persistent counter, MDEV-6076): two sessions into
 # such a table mostly wait for each other, which is why shardctl's writers
@@ -397,16 +401,14 @@ measure_floor() {
   for ai in AUTO_INCREMENT ""; do
     tag=ai; [ -n "$ai" ] || tag=plain
     for n in 1 2; do
-      M 3 -e "DROP DATABASE IF EXISTS floor; CREATE DATABASE floor; CREATE TABLE floor.sbtest1 (id INT NOT NULL $ai,
-        k INT NOT NULL DEFAULT 0, c CHAR(120) NOT NULL DEFAULT '', pad CHAR(60) NOT NULL DEFAULT '', PRIMARY KEY (id)) ENGINE=InnoDB"
-      settle 3
+      floor_table "$ai" ""
       cpu_mark "floor_$tag$n"
       t0=$(now)
       if [ "$n" = 1 ]; then
-        M 3 --local-infile=1 -e "LOAD DATA LOCAL INFILE '$WORK/floor.tsv' INTO TABLE floor.sbtest1 CHARACTER SET binary" || fail "LOAD DATA failed"
+        floor_load "$WORK/floor.tsv"
       else
-        M 3 --local-infile=1 -e "LOAD DATA LOCAL INFILE '$WORK/floor-half.00' INTO TABLE floor.sbtest1 CHARACTER SET binary" &
-        M 3 --local-infile=1 -e "LOAD DATA LOCAL INFILE '$WORK/floor-half.01' INTO TABLE floor.sbtest1 CHARACTER SET binary" || fail "LOAD DATA failed"
+        floor_load "$WORK/floor-half.00" &
+        floor_load "$WORK/floor-half.01"
         wait $! || fail "LOAD DATA failed"
       fi
       t1=$(now)
@@ -414,10 +416,51 @@ measure_floor() {
       put "floor_$tag${n}_s" "$(f "$t1 - $t0")"
       put "floor_$tag${n}_cpu_s" "$(srv_cpu "floor_$tag$n")"
       progress "floor: $n session(s), ${ai:-no AUTO_INCREMENT}: $(get "floor_$tag${n}_s") s, servers $(get "floor_$tag${n}_cpu_s") CPU-s"
+      [ "$tag$n" = ai1 ] || continue
+      # The copy's end state: the same table given its secondary index afterwards.
+      settle 3
+      cpu_mark floor_alter
+      t0=$(now)
+      M 3 -e "ALTER TABLE floor.sbtest1 ADD KEY k_1 (k)" || fail "ALTER TABLE … ADD KEY failed"
+      t1=$(now)
+      put floor_alter_s "$(f "$t1 - $t0")"
+      put floor_alter_cpu_s "$(srv_cpu floor_alter)"
+      put floor_idx_alter_s "$(f "$(get floor_ai1_s) + $(get floor_alter_s)")"
+      put floor_idx_alter_cpu_s "$(f "$(get floor_ai1_cpu_s) + $(get floor_alter_cpu_s)")"
+      progress "floor: ADD KEY k_1 after the rows: $(get floor_alter_s) s, servers $(get floor_alter_cpu_s) CPU-s"
     done
   done
+  # The same end state with the index there from the start.
+  floor_table AUTO_INCREMENT ", KEY k_1 (k)"
+  cpu_mark floor_keyed
+  t0=$(now)
+  floor_load "$WORK/floor.tsv"
+  t1=$(now)
+  [ "$(count 3 floor)" = "$COPY_ROWS" ] || fail "LOAD DATA loaded $(count 3 floor) rows, not $COPY_ROWS"
+  put floor_idx_keyed_s "$(f "$t1 - $t0")"
+  put floor_idx_keyed_cpu_s "$(srv_cpu floor_keyed)"
+  progress "floor: 1 session into a table created with k_1: $(get floor_idx_keyed_s) s, servers $(get floor_idx_keyed_cpu_s) CPU-s"
+  # The floor of the copy's end state is the faster of the two ways.
+  if awk -v a="$(get floor_idx_alter_s)" -v b="$(get floor_idx_keyed_s)" 'BEGIN { exit !(a <= b) }'; then
+    put floor_idx_s "$(get floor_idx_alter_s)"; put floor_idx_how "rows, then ADD KEY"
+  else
+    put floor_idx_s "$(get floor_idx_keyed_s)"; put floor_idx_how "table created with the key"
+  fi
   M 3 -e "DROP DATABASE floor"
   rm -f "$WORK/floor.tsv" "$WORK/floor-half."*
+}
+
+# floor_table AUTO_INCREMENT|"" EXTRA: a fresh, empty floor.sbtest1 on server 3
+# (EXTRA: more elements, e.g. a KEY), settled
+floor_table() {
+  M 3 -e "DROP DATABASE IF EXISTS floor; CREATE DATABASE floor; CREATE TABLE floor.sbtest1 (id INT NOT NULL $1,
+    k INT NOT NULL DEFAULT 0, c CHAR(120) NOT NULL DEFAULT '', pad CHAR(60) NOT NULL DEFAULT '', PRIMARY KEY (id)$2) ENGINE=InnoDB"
+  settle 3
+}
+
+# floor_load FILE: LOAD DATA LOCAL of FILE into floor.sbtest1 on server 3, one session
+floor_load() {
+  M 3 --local-infile=1 -e "LOAD DATA LOCAL INFILE '$1' INTO TABLE floor.sbtest1 CHARACTER SET binary" || fail "LOAD DATA failed"
 }
 
 # ---------------------------------------------------------------- 6. copy of mixed types
@@ -1336,6 +1379,15 @@ table() {
     r=$(div "$(get floor_plain1_s)" "$(get floor_plain2_s)")
     row "same, the table without AUTO_INCREMENT" \
       "1 session: $(get floor_plain1_s) s, $(get floor_plain1_cpu_s) server CPU-s" "2 sessions: $(get floor_plain2_s) s, $(get floor_plain2_cpu_s) server CPU-s" "${r}× (2 vs 1)" "(info)" "—"
+    r=$(div "$(get floor_idx_keyed_s)" "$(get floor_idx_alter_s)")
+    row "the floor of the copy's end state (the k_1 index built too), with AUTO_INCREMENT, one session: the rows, then the server's own \`ALTER TABLE … ADD KEY k_1 (k)\`, vs the rows into a table created with k_1" \
+      "rows + ADD KEY: $(get floor_ai1_s) + $(get floor_alter_s) = $(get floor_idx_alter_s) s, $(get floor_idx_alter_cpu_s) server CPU-s" "created with the key: $(get floor_idx_keyed_s) s, $(get floor_idx_keyed_cpu_s) server CPU-s" "${r}× (keyed vs ADD KEY)" "(info)" "—"
+  fi
+  if ! failed copy && ! failed floor; then
+    c=$(get copy_step_s)
+    r=$(div "$c" "$(get floor_idx_s)")
+    row "the copy step against its floor: the copy row's \`step_seconds.copy\` (rows and k_1) vs the floor of the same end state ($(get floor_idx_how)); the rows-only floor (1 session, no index) beside it" \
+      "$c s" "$(get floor_idx_s) s (rows only: $(get floor_ai1_s) s, $(div "$c" "$(get floor_ai1_s)")×)" "${r}× the floor" "≤ 1.2×" "$(met "$r" "<=" 1.2)"
   fi
   if failed copymixed; then failrow "copy of 4 tables of mixed types, $(K $MIXED_ROWS) rows" copymixed "≥ 1.5× mydumper"; else
     c=$(get mixed_move_s)

@@ -1,15 +1,21 @@
 package snapshot
 
 import (
+	"bytes"
 	"context"
+	"database/sql"
 	"fmt"
+	"io"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/internal/testenv"
@@ -27,10 +33,14 @@ import (
 // SHARDCTL_BENCH_ROUNDS the rounds (default 2); SHARDCTL_BENCH_INSERT=1
 // writes with INSERTs instead of LOAD DATA, SHARDCTL_BENCH_INDEXES_FIRST=1
 // creates the secondary indexes with the table, SHARDCTL_BENCH_READERS sets
-// the readers per table (default 1), SHARDCTL_BENCH_CONCURRENT_AUTOINC=1 lets
+// the readers per table (default 1), SHARDCTL_BENCH_CHUNK the rows per chunk
+// (default 5000; a list such as 5000,20000 takes turns by round),
+// SHARDCTL_BENCH_GROUP the chunks one LOAD DATA may carry where the writers
+// take turns (groupChunks; a list takes turns by round too), SHARDCTL_BENCH_CONCURRENT_AUTOINC=1 lets
 // the writers write at once (see hasAutoInc), SHARDCTL_BENCH_DURABLE=1 makes
 // the target durable (innodb_flush_log_at_trx_commit = 1, sync_binlog = 1,
-// for both tools); SHARDCTL_BENCH_NO_TOOLS=1 leaves out
+// for both tools); SHARDCTL_BENCH_FLOOR=1 adds the target's floor to each
+// round (floorRound); SHARDCTL_BENCH_NO_TOOLS=1 leaves out
 // mydumper and myloader.
 func BenchmarkCopySysbench1M(b *testing.B) {
 	t := b
@@ -78,6 +88,12 @@ func BenchmarkCopySysbench1M(b *testing.B) {
 		c.IndexesFirst = os.Getenv("SHARDCTL_BENCH_INDEXES_FIRST") == "1"
 		c.ConcurrentAutoInc = os.Getenv("SHARDCTL_BENCH_CONCURRENT_AUTOINC") == "1"
 		c.Readers = testenv.EnvInt("SHARDCTL_BENCH_READERS", defaultReaders)
+		if gs := strings.Split(os.Getenv("SHARDCTL_BENCH_GROUP"), ","); gs[0] != "" {
+			groupChunks, _ = strconv.Atoi(gs[(round-1)%len(gs)])
+		}
+		if sizes := strings.Split(os.Getenv("SHARDCTL_BENCH_CHUNK"), ","); sizes[0] != "" {
+			c.ChunkRows, _ = strconv.Atoi(sizes[(round-1)%len(sizes)])
+		}
 		if err := c.CreateTables(ctx, ts); err != nil {
 			t.Fatal(err)
 		}
@@ -85,6 +101,9 @@ func BenchmarkCopySysbench1M(b *testing.B) {
 		testenv.Flush(t, f.dst)
 		cpu := startCPU(t, env)
 		start := time.Now()
+		// The last chunk's commit ends the rows phase; the rest is the index build.
+		var rowsDone atomic.Int64
+		c.Progress = func(string, int64) { rowsDone.Store(int64(time.Since(start))) }
 		wm, err := c.CopyTable(ctx, table(t, ts, "sbtest1"), watermark.Mark{}, func(watermark.Mark) error { return nil })
 		if err != nil {
 			t.Fatal(err)
@@ -94,8 +113,12 @@ func BenchmarkCopySysbench1M(b *testing.B) {
 			t.Fatalf("copied %d rows", wm.Rows)
 		}
 		b.ReportMetric(float64(rows)/el.Seconds(), "rows/s")
-		t.Logf("round %d: shardctl copy (insert %v, indexes first %v, %d readers, writers of an AUTO_INCREMENT table at once forced %v), chunk %d, %d writers: %s, %.0f rows/s; CPU s: %s", round, c.NoLoadData, c.IndexesFirst, c.Readers, c.ConcurrentAutoInc, defaultChunkRows, writers, el.Round(time.Millisecond), float64(rows)/el.Seconds(), cpu.stop(0))
+		rowsEl := time.Duration(rowsDone.Load())
+		t.Logf("round %d: shardctl copy (insert %v, indexes first %v, %d readers, writers of an AUTO_INCREMENT table at once forced %v), chunk %d, group %d, %d writers: %s (rows %s, indexes %s), %.0f rows/s; CPU s: %s", round, c.NoLoadData, c.IndexesFirst, c.Readers, c.ConcurrentAutoInc, c.chunkRows(), groupChunks, writers, el.Round(time.Millisecond), rowsEl.Round(time.Millisecond), (el - rowsEl).Round(time.Millisecond), float64(rows)/el.Seconds(), cpu.stop(0))
 
+		if os.Getenv("SHARDCTL_BENCH_FLOOR") == "1" {
+			floorRound(t, f, env, round, rows)
+		}
 		if errDump != nil || errLoad != nil || os.Getenv("SHARDCTL_BENCH_NO_TOOLS") == "1" {
 			continue
 		}
@@ -150,4 +173,42 @@ func (m *cpuMeter) stop(tools float64) string {
 		client = tools
 	}
 	return fmt.Sprintf("source %.2f, target %.2f, client %.2f", m.env.ServerCPU(m.t, 1)-m.src, m.env.ServerCPU(m.t, 2)-m.dst, client)
+}
+
+// floorRound measures what the copy's end state costs the target by itself:
+// the same rows, read beforehand, in one LOAD DATA LOCAL statement of one
+// session into an empty table without its secondary index, then the
+// server's own ADD KEY; the copy's writers send the same text.
+func floorRound(t *testing.B, f fixture, env *testenv.Env, round, rows int) {
+	ctx := context.Background()
+	var data []byte
+	raw, dest := dbutil.Dest[sql.RawBytes](4)
+	n := 0
+	err := dbutil.ScanEach(ctx, f.src, "SELECT id, k, c, pad FROM "+dbutil.Table(f.sname, "sbtest1")+" ORDER BY id", nil, dest, func() error {
+		for i, v := range raw {
+			if i > 0 {
+				data = append(data, '\t')
+			}
+			data = appendField(data, v)
+		}
+		data = append(data, '\n')
+		n++
+		return nil
+	})
+	if err != nil || n != rows {
+		t.Fatalf("read %d rows: %v", n, err)
+	}
+	exec(t, f.dst, "DROP DATABASE IF EXISTS "+dbutil.QuoteIdent(f.tname))
+	exec(t, f.dst, "CREATE DATABASE "+dbutil.QuoteIdent(f.tname))
+	exec(t, f.dst, "CREATE TABLE "+dbutil.Table(f.tname, "sbtest1")+" (id INT NOT NULL AUTO_INCREMENT, k INT NOT NULL DEFAULT 0, c CHAR(120) NOT NULL DEFAULT '', pad CHAR(60) NOT NULL DEFAULT '', PRIMARY KEY (id)) ENGINE=InnoDB")
+	mysql.RegisterReaderHandler("floor", func() io.Reader { return bytes.NewReader(data) })
+	defer mysql.DeregisterReaderHandler("floor")
+	testenv.Flush(t, f.dst)
+	cpu := startCPU(t, env)
+	start := time.Now()
+	exec(t, f.dst, "LOAD DATA LOCAL INFILE 'Reader::floor' INTO TABLE "+dbutil.Table(f.tname, "sbtest1")+" CHARACTER SET binary")
+	loaded := time.Since(start)
+	exec(t, f.dst, "ALTER TABLE "+dbutil.Table(f.tname, "sbtest1")+" ADD KEY k_1 (k)")
+	el := time.Since(start)
+	t.Logf("round %d: floor, one LOAD DATA of the rows then ADD KEY: %s (rows %s, index %s); CPU s: %s", round, el.Round(time.Millisecond), loaded.Round(time.Millisecond), (el - loaded).Round(time.Millisecond), cpu.stop(0))
 }

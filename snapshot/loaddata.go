@@ -64,26 +64,16 @@ func refusedLocal(err error) bool {
 // appendField appends v to dst as one field of LOAD DATA's default format
 // (FIELDS TERMINATED BY '\t' ESCAPED BY '\\' LINES TERMINATED BY '\n'):
 // NULL is \N; backslash, tab, newline, carriage return and NUL are escaped;
-// every other byte, binary or not, goes as it is.
+// every other byte, binary or not, goes as it is. A table lookup per byte,
+// not a switch: this loop sees every byte the copy reads.
 func appendField(dst, v []byte) []byte {
 	if v == nil {
 		return append(dst, '\\', 'N')
 	}
 	start := 0
 	for i, c := range v {
-		var e byte
-		switch c {
-		case '\\':
-			e = '\\'
-		case '\t':
-			e = 't'
-		case '\n':
-			e = 'n'
-		case '\r':
-			e = 'r'
-		case 0:
-			e = '0'
-		default:
+		e := fieldEscape[c]
+		if e == 0 {
 			continue
 		}
 		dst = append(dst, v[start:i]...)
@@ -92,6 +82,10 @@ func appendField(dst, v []byte) []byte {
 	}
 	return append(dst, v[start:]...)
 }
+
+// fieldEscape maps a byte appendField escapes to the letter after its
+// backslash, and every other byte to 0.
+var fieldEscape = [256]byte{'\\': '\\', '\t': 't', '\n': 'n', '\r': 'r', 0: '0'}
 
 // loadText is the LOAD DATA statement for reader name; replace makes rows
 // already on the target give way to the chunk's; charset is the text's
@@ -135,14 +129,24 @@ func loadCharset(ctx context.Context, db *sql.DB, schema, table string) (string,
 
 var readerSeq atomic.Int64
 
-// loadChunk writes one chunk with LOAD DATA LOCAL. LOAD DATA LOCAL cannot
-// stop mid-stream, so a duplicate key skips the row instead of failing: a
-// short count means the target already held some of the chunk's rows (after
-// a resume), and the chunk is loaded again with REPLACE so those rows take
-// the source's values, as the upsert does.
-func loadChunk(ctx context.Context, conn *sql.Conn, text func(name string, replace bool) string, b batch) error {
+// loadChunks writes chunks with one LOAD DATA LOCAL statement. LOAD DATA
+// LOCAL cannot stop mid-stream, so a duplicate key skips the row instead of
+// failing: a short count means the target already held some of the chunks'
+// rows (after a resume), and the chunks are loaded again with REPLACE so
+// those rows take the source's values, as the upsert does.
+func loadChunks(ctx context.Context, conn *sql.Conn, text func(name string, replace bool) string, bs []batch) error {
 	name := "shardctl-" + strconv.FormatInt(readerSeq.Add(1), 10)
-	mysql.RegisterReaderHandler(name, func() io.Reader { return bytes.NewReader(*b.data) })
+	rows := 0
+	for _, b := range bs {
+		rows += b.rows
+	}
+	mysql.RegisterReaderHandler(name, func() io.Reader {
+		rs := make([]io.Reader, len(bs))
+		for i, b := range bs {
+			rs[i] = bytes.NewReader(*b.data)
+		}
+		return io.MultiReader(rs...)
+	})
 	defer mysql.DeregisterReaderHandler(name)
 	res, err := conn.ExecContext(ctx, text(name, false))
 	if refusedLocal(err) {
@@ -155,13 +159,30 @@ func loadChunk(ctx context.Context, conn *sql.Conn, text func(name string, repla
 	if err != nil {
 		return err
 	}
-	if n == int64(b.rows) {
+	if n == int64(rows) {
 		return nil
 	}
 	if _, err := conn.ExecContext(ctx, text(name, true)); err != nil {
-		return fmt.Errorf("reload with REPLACE after %d of %d rows went in: %w", n, b.rows, err)
+		return fmt.Errorf("reload with REPLACE after %d of %d rows went in: %w", n, rows, err)
 	}
 	return nil
+}
+
+// gather adds to bs the chunks already waiting in ch, up to max chunks in
+// all, without waiting for more. ok is false once ch is closed.
+func gather(ch <-chan batch, bs []batch, most int) (_ []batch, ok bool) {
+	for len(bs) < most {
+		select {
+		case b, open := <-ch:
+			if !open {
+				return bs, false
+			}
+			bs = append(bs, b)
+		default:
+			return bs, true
+		}
+	}
+	return bs, true
 }
 
 // bufPool recycles chunk buffers between the reader and the writers.
