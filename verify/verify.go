@@ -71,6 +71,9 @@ type Verifier struct {
 	// upperOnly finds every bound with chunk.Upper (stride.go): the
 	// benchmark's and tests' way to compare with the stepped bounds.
 	upperOnly bool
+	// checked, if set, sees every check's outcome as the walk records it:
+	// the tests' way to count what differed.
+	checked func(attempt int, differs bool)
 }
 
 const (

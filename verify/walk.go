@@ -243,6 +243,9 @@ func (w *walker) strideReady() bool {
 // chunk that differs with a re-check to come waits for the next Settle,
 // anything else is final.
 func (w *walker) record(t task) {
+	if w.v.checked != nil {
+		w.v.checked(t.attempt, t.c.differs())
+	}
 	if t.attempt == 0 && w.st != nil {
 		w.first[t.seq] = t.c
 		for c, ok := w.first[w.observed]; ok; c, ok = w.first[w.observed] {
