@@ -159,12 +159,12 @@ type walker struct {
 	p        *pool
 	threads  int
 	retries  int
-	lo       []string // where the next chunk starts
-	walking  bool     // chunks remain after lo
-	ahead    *Chunk   // the next chunk, its bound found, not sent yet
-	next     int      // the next chunk's number
-	first    map[int]Chunk
-	observed int // chunks whose first check stride has observed, in order
+	lo       []string      // where the next chunk starts
+	walking  bool          // chunks remain after lo
+	ahead    *Chunk        // the next chunk, its bound found, not sent yet
+	next     int           // the next chunk's number
+	first    map[int]Chunk // first checks the stride has not observed yet
+	observed int           // chunks whose first check the stride has observed, in order
 	pending  []task
 	final    map[int]Chunk
 	prefix   int // chunks counted in res, in order
@@ -215,7 +215,7 @@ func (w *walker) run(ctx context.Context) error {
 func (w *walker) feed(ctx context.Context) error {
 	for {
 		room := len(w.pending) < pendingBound
-		if w.ahead == nil && w.walking && room && w.strideReady() {
+		if w.ahead == nil && w.walking && room && w.learned() {
 			hi, more, err := w.v.bound(ctx, w.bsc, w.st, w.lo)
 			if err != nil {
 				return fmt.Errorf("find the chunk after key %q: %w", w.lo, err)
@@ -232,14 +232,27 @@ func (w *walker) feed(ctx context.Context) error {
 	}
 }
 
-// strideReady reports whether the next bound may be found: stepped bounds
-// learn from the chunk threads places back, so the chunks do not depend on
-// which check ends first.
-func (w *walker) strideReady() bool {
-	return w.st == nil || w.next-w.threads < w.observed
+// learned brings the stride up to what the next bound may learn from: the
+// first checks of the chunks up to threads places back, observed in order
+// and no further, so the chunks do not depend on which check ends first.
+// It is false while one of them is still under way.
+func (w *walker) learned() bool {
+	if w.st == nil {
+		return true
+	}
+	for w.observed <= w.next-w.threads {
+		c, ok := w.first[w.observed]
+		if !ok {
+			return false
+		}
+		w.st.observe(c.Lo, c.Hi, c.SourceRows)
+		delete(w.first, w.observed)
+		w.observed++
+	}
+	return true
 }
 
-// record takes a check's outcome: its first check teaches the stride, a
+// record takes a check's outcome: its first check is kept for the stride, a
 // chunk that differs with a re-check to come waits for the next Settle,
 // anything else is final.
 func (w *walker) record(t task) {
@@ -248,11 +261,6 @@ func (w *walker) record(t task) {
 	}
 	if t.attempt == 0 && w.st != nil {
 		w.first[t.seq] = t.c
-		for c, ok := w.first[w.observed]; ok; c, ok = w.first[w.observed] {
-			w.st.observe(c.Lo, c.Hi, c.SourceRows)
-			delete(w.first, w.observed)
-			w.observed++
-		}
 	}
 	if t.c.differs() && !t.last {
 		w.pending = append(w.pending, t)
