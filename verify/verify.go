@@ -71,6 +71,9 @@ type Verifier struct {
 	// upperOnly finds every bound with chunk.Upper (stride.go): the
 	// benchmark's and tests' way to compare with the stepped bounds.
 	upperOnly bool
+	// pendingMax, if set, replaces pendingBound: 1 settles for each
+	// differing chunk at once, the benchmark's way to compare.
+	pendingMax int
 	// checked, if set, sees every check's outcome as the walk records it:
 	// the tests' way to count what differed.
 	checked func(attempt int, differs bool)
@@ -101,8 +104,11 @@ func (v *Verifier) table(ctx context.Context, t tables.Table, after []string, re
 		return res, wrap(sc.step, err)
 	}
 	defer sc.close()
-	w := &walker{v: v, table: t.Name, threads: v.threads(), lo: after, walking: true, res: res, done: done,
+	w := &walker{v: v, table: t.Name, threads: v.threads(), bound: pendingBound, lo: after, walking: true, res: res, done: done,
 		first: map[int]Chunk{}, final: map[int]Chunk{}}
+	if v.pendingMax > 0 {
+		w.bound = v.pendingMax
+	}
 	if v.Settle != nil {
 		w.retries = v.Retries
 		if w.retries == 0 {
@@ -118,7 +124,7 @@ func (v *Verifier) table(ctx context.Context, t tables.Table, after []string, re
 	}
 	defer chunk.Release(conn)
 	w.bsc = bsc
-	if w.p, err = v.startPool(ctx, sc, w.threads, w.threads+pendingBound); err != nil {
+	if w.p, err = v.startPool(ctx, sc, w.threads, w.threads+w.bound); err != nil {
 		return res, wrap("open sessions", err)
 	}
 	defer w.p.stop()

@@ -159,6 +159,7 @@ type walker struct {
 	p        *pool
 	threads  int
 	retries  int
+	bound    int           // pending chunks that call for a Settle (pendingBound)
 	lo       []string      // where the next chunk starts
 	walking  bool          // chunks remain after lo
 	ahead    *Chunk        // the next chunk, its bound found, not sent yet
@@ -199,7 +200,7 @@ func (w *walker) run(ctx context.Context) error {
 			return t.err
 		}
 		w.record(t)
-		if len(w.pending) >= pendingBound {
+		if len(w.pending) >= w.bound {
 			if err := w.settle(ctx); err != nil {
 				return err
 			}
@@ -214,7 +215,7 @@ func (w *walker) run(ctx context.Context) error {
 // ahead) and sends chunks while a worker is free.
 func (w *walker) feed(ctx context.Context) error {
 	for {
-		room := len(w.pending) < pendingBound
+		room := len(w.pending) < w.bound
 		if w.ahead == nil && w.walking && room && w.learned() {
 			hi, more, err := w.v.bound(ctx, w.bsc, w.st, w.lo)
 			if err != nil {
