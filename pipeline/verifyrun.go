@@ -87,10 +87,10 @@ type VerifyRequest struct {
 	// ChunkRows per chunk; MaxRows differing rows named per chunk (0: chunks
 	// only); Threads chunks compared at once (0: verify's default).
 	ChunkRows, MaxRows, Threads int
-	Repair             bool             // make the copy match the serving side, then compare again
-	Resume             bool             // continue from the checkpoint of the same comparison
-	Progress           func(rows int64) // optional: the source rows of each chunk compared
-	Compared           func()           // optional: the first comparison ended
+	Repair                      bool             // make the copy match the serving side, then compare again
+	Resume                      bool             // continue from the checkpoint of the same comparison
+	Progress                    func(rows int64) // optional: the source rows of each chunk compared
+	Compared                    func()           // optional: the first comparison ended
 }
 
 // VerifyReport is what a verify found: the comparison, where a --resume

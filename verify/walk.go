@@ -150,7 +150,7 @@ func (v *Verifier) run(ctx context.Context, sc *scope, t *task) error {
 	return nil
 }
 
-// walk is the state of one table's comparison.
+// walker is the state of one table's comparison.
 type walker struct {
 	v        *Verifier
 	table    string
