@@ -13,15 +13,17 @@ import (
 
 // BenchmarkVerifyThreads times a verification of a 1M-row sysbench-like
 // table (SHARDCTL_BENCH_ROWS) idle at 1, 2 and 4 threads, and under
-// SHARDCTL_BENCH_WRITES updates a second on the source (default 300; 0:
-// idle only) with a Settle that applies the writes logged so far to the
-// target, as a caught-up tail would: settling for each differing chunk at
-// once against the shared settles, in CPU seconds of each server and of
-// this process beside the wall time: go test ./verify -run '^$' -bench
-// VerifyThreads -benchtime 1x (SHARDCTL_BENCH_ROUNDS rounds, alternated,
-// default 2). This Settle costs a few statements; the pipeline's also
-// waits for the tail to reach a fresh source position, so it
-// understates what sharing settles saves there.
+// SHARDCTL_BENCH_WRITES row updates a second on the source (default 1200,
+// the row changes of 300 sysbench write transactions; 0: idle only) that a
+// stand-in tail applies to the target every 20 ms, with a Settle that reads
+// the source (as the pipeline's reads its position) and waits for the tail
+// to apply what was written before: settling for
+// each differing chunk at once against the shared settles, in CPU seconds
+// of each server and of this process beside the wall time: go test
+// ./verify -run '^$' -bench VerifyThreads -benchtime 1x -v
+// (SHARDCTL_BENCH_ROUNDS rounds, alternated, default 2). The pipeline's
+// Settle also reads a fresh source position and (MySQL) waits for the
+// source's commit, so this understates what sharing settles saves there.
 func BenchmarkVerifyThreads(b *testing.B) {
 	t := b
 	rows, p := sysbenchPair(b, 1000000)
@@ -29,26 +31,32 @@ func BenchmarkVerifyThreads(b *testing.B) {
 	ctx := context.Background()
 	tb := p.table(t, "sbtest1")
 	src, dst := dbutil.Table(p.sname, "sbtest1"), dbutil.Table(p.tname, "sbtest1")
-	rate := testenv.EnvInt("SHARDCTL_BENCH_WRITES", 300)
+	rate := testenv.EnvInt("SHARDCTL_BENCH_WRITES", 1200)
 
+	// The writer logs each update once the source committed it; the tail
+	// applies the log to the target every 20 ms, as the binlog
+	// tail does, so the target lags by a batch; a Settle waits until the
+	// tail has applied every write logged before it was called.
 	var mu sync.Mutex
+	cond := sync.NewCond(&mu)
 	var log [][2]int
+	logged, applied := 0, 0
 	settles := 0
 	settle := func(ctx context.Context) error {
 		settles++
+		var one int
+		if err := p.src.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+			return err
+		}
 		mu.Lock()
-		todo := log
-		log = nil
-		mu.Unlock()
-		for _, w := range todo {
-			if _, err := p.dst.ExecContext(ctx, "UPDATE "+dst+" SET k = ? WHERE id = ?", w[1], w[0]); err != nil {
-				return err
-			}
+		defer mu.Unlock()
+		for want := logged; applied < want; {
+			cond.Wait()
 		}
 		return nil
 	}
-	// writing starts rate updates a second on the source; the func it
-	// returns stops them and lets the target catch up.
+	// writing starts rate updates a second on the source and the tail; the
+	// func it returns stops them once the target has caught up.
 	writing := func() func() {
 		wctx, stop := context.WithCancel(ctx)
 		var wg sync.WaitGroup
@@ -68,15 +76,39 @@ func BenchmarkVerifyThreads(b *testing.B) {
 				}
 				mu.Lock()
 				log = append(log, [2]int{id, -n})
+				logged++
 				mu.Unlock()
 			}
 		})
+		tailDone := make(chan struct{})
+		go func() {
+			defer close(tailDone)
+			for {
+				mu.Lock()
+				todo := log
+				log = nil
+				mu.Unlock()
+				for _, w := range todo {
+					if _, err := p.dst.ExecContext(ctx, "UPDATE "+dst+" SET k = ? WHERE id = ?", w[1], w[0]); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+				mu.Lock()
+				applied += len(todo)
+				cond.Broadcast()
+				idle := wctx.Err() != nil && len(log) == 0
+				mu.Unlock()
+				if idle {
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}()
 		return func() {
 			stop()
 			wg.Wait()
-			if err := settle(ctx); err != nil {
-				t.Fatal(err)
-			}
+			<-tailDone
 		}
 	}
 
@@ -104,9 +136,15 @@ func BenchmarkVerifyThreads(b *testing.B) {
 				stop = writing()
 			}
 			settles = 0
+			mu.Lock()
+			written := logged
+			mu.Unlock()
 			w, s, d, me := time.Now(), env.ServerCPU(t, 1), env.ServerCPU(t, 2), testenv.SelfCPU()
 			res, err := v.Table(ctx, tb)
 			c := cost{time.Since(w).Seconds(), env.ServerCPU(t, 1) - s, env.ServerCPU(t, 2) - d, testenv.SelfCPU() - me, float64(settles), 0}
+			mu.Lock()
+			written = logged - written
+			mu.Unlock()
 			if stop != nil {
 				stop()
 			}
@@ -122,8 +160,8 @@ func BenchmarkVerifyThreads(b *testing.B) {
 			if res.Rows != int64(rows) {
 				t.Fatalf("%s: %d rows", vr.name, res.Rows)
 			}
-			t.Logf("round %d, %s: %d chunks, %.2f s wall; CPU-s: source %.2f, target %.2f, shardctl %.2f; %.0f settles, %.0f chunks Changing",
-				r+1, vr.name, res.Chunks, c.wall, c.src, c.dst, c.self, c.settles, c.changing)
+			t.Logf("round %d, %s: %d chunks, %.2f s wall; CPU-s: source %.2f, target %.2f, shardctl %.2f; %.0f settles, %.0f chunks Changing; %.0f writes/s",
+				r+1, vr.name, res.Chunks, c.wall, c.src, c.dst, c.self, c.settles, c.changing, float64(written)/c.wall)
 			s2 := &sums[i]
 			s2.wall, s2.src, s2.dst, s2.self, s2.settles, s2.changing = s2.wall+c.wall, s2.src+c.src, s2.dst+c.dst, s2.self+c.self, s2.settles+c.settles, s2.changing+c.changing
 		}
