@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -39,13 +40,17 @@ func BenchmarkVerifyThreads(b *testing.B) {
 	cond := sync.NewCond(&mu)
 	var log [][2]int
 	logged, applied := 0, 0
+	dead := false // the tail stopped on an error: a Settle must not wait for it
 	settles := 0
 	settle := func(ctx context.Context) error {
 		settles++
 		mu.Lock()
 		defer mu.Unlock()
-		for want := logged; applied < want; {
+		for want := logged; applied < want && !dead; {
 			cond.Wait()
+		}
+		if dead {
+			return errors.New("the stand-in tail stopped")
 		}
 		return nil
 	}
@@ -85,6 +90,10 @@ func BenchmarkVerifyThreads(b *testing.B) {
 				for _, w := range todo {
 					if _, err := p.dst.ExecContext(ctx, "UPDATE "+dst+" SET k = ? WHERE id = ?", w[1], w[0]); err != nil {
 						t.Error(err)
+						mu.Lock()
+						dead = true
+						cond.Broadcast()
+						mu.Unlock()
 						return
 					}
 				}
