@@ -67,6 +67,7 @@ var (
 		"range-width":      {lo: 1, hi: unbounded},
 		"seed":             {lo: -unbounded, hi: unbounded},
 		"max-rows":         {lo: 1, hi: 1_000_000, off: "chunks only"},
+		"threads":          {lo: 1, hi: 64},
 		"top":              {lo: 1, hi: 1_000_000, off: "not given"},
 	}, plans.KindInt, plans.KindInt64, plans.KindMillisN)
 	// choiceFlags take one of a few words.

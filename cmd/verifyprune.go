@@ -15,7 +15,7 @@ import (
 )
 
 func (a *app) verifyCmd() *cobra.Command {
-	var shard, chunkRows, maxRows int
+	var shard, chunkRows, maxRows, threads int
 	var against, schema, planRef string
 	var repair, resume bool
 	c := &cobra.Command{
@@ -44,7 +44,7 @@ instead of starting over. A verify that ran to its end removes its checkpoint.`,
 		Args: argsUsage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			req := pipeline.VerifyRequest{Shard: shard, Schema: schema, PlanRef: planRef, PlanDir: a.planDir(),
-				ChunkRows: chunkRows, MaxRows: maxRows, Repair: repair, Resume: resume}
+				ChunkRows: chunkRows, MaxRows: maxRows, Threads: threads, Repair: repair, Resume: resume}
 			if planRef == "" && shard > 0 && against != "" {
 				addr, err := dbutil.ParseAddr(against)
 				if err != nil {
@@ -75,6 +75,7 @@ instead of starting over. A verify that ran to its end removes its checkpoint.`,
 	c.Flags().StringVar(&schema, "schema", "", "schema of the copy (default: the shard's schema name)")
 	c.Flags().StringVar(&planRef, "plan", "", "verify a plan's source against its target")
 	c.Flags().IntVar(&chunkRows, "chunk-rows", 5000, "rows per chunk")
+	c.Flags().IntVar(&threads, "threads", plans.DefaultOptions().VerifyThreads, "chunks compared at once, each on its own session on each side")
 	c.Flags().IntVar(&maxRows, "max-rows", 100, "differing rows listed per chunk (0: name chunks only)")
 	c.Flags().BoolVar(&resume, "resume", false, "continue an interrupted verify of the same comparison from its last checkpoint")
 	c.Flags().BoolVar(&repair, "repair", false, "make the copy match the serving side for the rows that differ, then verify again")

@@ -344,7 +344,7 @@ func (r *runner) waitPostpone(ctx context.Context) error {
 
 // recheckChunks compares the deferred verify chunks once more.
 func (r *runner) recheckChunks(ctx context.Context) ([]verify.Chunk, error) {
-	v := &verify.Verifier{Source: r.src, Target: r.dst, SourceSchema: r.p.Source.Schema, TargetSchema: r.p.Target.Schema}
+	v := &verify.Verifier{Source: r.src, Target: r.dst, SourceSchema: r.p.Source.Schema, TargetSchema: r.p.Target.Schema, Threads: r.p.Options.VerifyThreads}
 	var differ []verify.Chunk
 	for _, t := range r.p.Copy {
 		var cs []verify.Chunk

@@ -308,9 +308,11 @@ func (r *runner) verify(ctx context.Context) error {
 		Source: r.src, Target: r.dst,
 		SourceSchema: r.p.Source.Schema, TargetSchema: r.p.Target.Schema,
 		ChunkRows: r.p.Options.ChunkRows,
+		Threads:   r.p.Options.VerifyThreads,
 		// Rows change under a live load: a chunk that differs is checked again
 		// once the tail has applied everything the source had, and the source
-		// has committed everything the tail applied (binlog.SourceCommitted).
+		// has committed everything the tail applied (binlog.SourceCommitted);
+		// one settle serves every chunk waiting for it (verify/walk.go).
 		Settle: func(ctx context.Context) error {
 			if _, err := r.waitCaughtUp(ctx, 0); err != nil {
 				return err

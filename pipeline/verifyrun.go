@@ -84,12 +84,13 @@ type VerifyRequest struct {
 	Schema  string
 	PlanRef string
 	PlanDir string // the plan directory, where the checkpoint is kept too
-	// ChunkRows per chunk; MaxRows differing rows named per chunk (0: chunks only).
-	ChunkRows, MaxRows int
-	Repair             bool             // make the copy match the serving side, then compare again
-	Resume             bool             // continue from the checkpoint of the same comparison
-	Progress           func(rows int64) // optional: the source rows of each chunk compared
-	Compared           func()           // optional: the first comparison ended
+	// ChunkRows per chunk; MaxRows differing rows named per chunk (0: chunks
+	// only); Threads chunks compared at once (0: verify's default).
+	ChunkRows, MaxRows, Threads int
+	Repair                      bool             // make the copy match the serving side, then compare again
+	Resume                      bool             // continue from the checkpoint of the same comparison
+	Progress                    func(rows int64) // optional: the source rows of each chunk compared
+	Compared                    func()           // optional: the first comparison ended
 }
 
 // VerifyReport is what a verify found: the comparison, where a --resume
@@ -208,7 +209,7 @@ func Verify(ctx context.Context, env Env, req VerifyRequest) (VerifyReport, erro
 		defer l.Release()
 	}
 	v := &verify.Verifier{Source: sdb, Target: tdb, SourceSchema: src.Schema, TargetSchema: dst.Schema, ChunkRows: req.ChunkRows,
-		Narrow: req.MaxRows > 0, MaxRows: req.MaxRows,
+		Threads: req.Threads, Narrow: req.MaxRows > 0, MaxRows: req.MaxRows,
 		Progress: func(_ string, n int64) {
 			if req.Progress != nil {
 				req.Progress(n)

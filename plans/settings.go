@@ -14,15 +14,16 @@ import (
 
 // Options tune a run. They live in the plan so a resume runs the same way.
 type Options struct {
-	ChunkRows      int    `json:"chunk_rows"`       // copy and verify chunk size
-	PruneChunkRows int    `json:"prune_chunk_rows"` // cleanup DELETE ... LIMIT size
-	Parallel       int    `json:"parallel"`         // tables copied at once
-	Verify         bool   `json:"verify"`           // chunked checksums before the fence
-	LockWaitMS     Millis `json:"lock_wait_ms"`     // fence: how long CREATE TRIGGER may wait for a table's metadata lock
-	FenceAttempts  int    `json:"fence_attempts"`   // cutover attempts (each within the blackout budget) before the step gives up
-	CatchupMS      Millis `json:"catchup_ms"`       // catch-up is done when the target reaches a fresh source position within this
-	PruneSleepMS   Millis `json:"prune_sleep_ms"`   // cleanup: pause between chunks
-	MaxRate        int64  `json:"max_rate"`         // copy and cleanup rows/s cap (0 = none)
+	ChunkRows      int    `json:"chunk_rows"`               // copy and verify chunk size
+	PruneChunkRows int    `json:"prune_chunk_rows"`         // cleanup DELETE ... LIMIT size
+	Parallel       int    `json:"parallel"`                 // tables copied at once
+	Verify         bool   `json:"verify"`                   // chunked checksums before the fence
+	VerifyThreads  int    `json:"verify_threads,omitempty"` // chunks the verify step compares at once (0, in a plan made before it: verify's default)
+	LockWaitMS     Millis `json:"lock_wait_ms"`             // fence: how long CREATE TRIGGER may wait for a table's metadata lock
+	FenceAttempts  int    `json:"fence_attempts"`           // cutover attempts (each within the blackout budget) before the step gives up
+	CatchupMS      Millis `json:"catchup_ms"`               // catch-up is done when the target reaches a fresh source position within this
+	PruneSleepMS   Millis `json:"prune_sleep_ms"`           // cleanup: pause between chunks
+	MaxRate        int64  `json:"max_rate"`                 // copy and cleanup rows/s cap (0 = none)
 
 	MaxBlackoutMS     Millis   `json:"max_blackout_ms"`               // cutover budget: fence + final catch-up must fit, else back off and retry
 	BackoffMS         Millis   `json:"backoff_ms"`                    // first pause after a backed-off cutover attempt (doubles, up to 30 s)
@@ -73,7 +74,7 @@ func (o Options) RouteGrace() time.Duration {
 
 // DefaultOptions are the settings a plan starts with.
 func DefaultOptions() Options {
-	return Options{ChunkRows: 5000, PruneChunkRows: 1000, Parallel: 4, Verify: true, LockWaitMS: 1000, FenceAttempts: 10, CatchupMS: 500,
+	return Options{ChunkRows: 5000, PruneChunkRows: 1000, Parallel: 4, Verify: true, VerifyThreads: 2, LockWaitMS: 1000, FenceAttempts: 10, CatchupMS: 500,
 		MaxBlackoutMS: 1000, BackoffMS: 500, RouteGraceMS: MillisOf(DefaultRouteGrace), RetryForMS: MillisOf(DefaultRetryFor)}
 }
 
@@ -122,6 +123,8 @@ var Settings = []Setting{
 		Usage: "skip the chunked checksum step before the fence"},
 	{Flag: "chunk-rows", Kind: KindInt, Field: func(o *Options) any { return &o.ChunkRows }, Lo: 1, Hi: 1_000_000, OnRun: true,
 		Usage: "rows per copy and verify chunk"},
+	{Flag: "verify-threads", Kind: KindInt, Field: func(o *Options) any { return &o.VerifyThreads }, Lo: 1, Hi: 64, OnRun: true,
+		Usage: "chunks the verify step compares at once, each on its own session on the source and on the target"},
 	{Flag: "prune-chunk-rows", Kind: KindInt, Field: func(o *Options) any { return &o.PruneChunkRows }, Lo: 1, Hi: 1_000_000, OnRun: true,
 		Usage: "rows per cleanup DELETE ... LIMIT"},
 	{Flag: "parallel", Kind: KindInt, Field: func(o *Options) any { return &o.Parallel }, Lo: 1, Hi: 64, OnRun: true,

@@ -57,18 +57,26 @@ type Verifier struct {
 	ChunkRows                  int                             // rows per chunk, default 5000
 	Settle                     func(ctx context.Context) error // optional: on a mismatch, called (e.g. to let the binlog tail catch up) before the chunk is checked again
 	Retries                    int                             // re-checks after Settle, default 5 when Settle is set; none without Settle
+	Threads                    int                             // chunks compared at once, each on its own pair of sessions (default 2, walk.go)
 	Progress                   func(table string, rows int64)  // optional, source rows of each chunk
 	// Narrow: each chunk that still differs (and did not keep changing) is
 	// read again row by row to name the rows that differ (rows.go).
 	Narrow  bool
 	MaxRows int // rows listed per differing chunk, default 100
 	// From continues All from a checkpoint; Checkpoint, if set, is called
-	// after every chunk with where All has got to (resume.go).
+	// after every chunk of the finished prefix with where All has got to
+	// (resume.go).
 	From       *Checkpoint
 	Checkpoint func(Checkpoint) error
 	// upperOnly finds every bound with chunk.Upper (stride.go): the
 	// benchmark's and tests' way to compare with the stepped bounds.
 	upperOnly bool
+	// pendingMax, if set, replaces pendingBound: 1 settles for each
+	// differing chunk at once, the benchmark's way to compare.
+	pendingMax int
+	// checked, if set, sees every check's outcome as the walk records it:
+	// the tests' way to count what differed.
+	checked func(attempt int, differs bool)
 }
 
 const (
@@ -84,7 +92,8 @@ func (v *Verifier) Table(ctx context.Context, t tables.Table) (Result, error) {
 
 // table verifies t from the chunk after key `after` (nil: from the start),
 // adding to res (what earlier chunks of t found); done, if set, is called
-// after every chunk with its upper key and the table's result so far.
+// with the upper key of each chunk of the finished prefix and the table's
+// result up to it (walk.go).
 func (v *Verifier) table(ctx context.Context, t tables.Table, after []string, res Result, done func(hi []string, res Result) error) (Result, error) {
 	res.Tables = 1
 	wrap := func(step string, err error) error {
@@ -95,76 +104,35 @@ func (v *Verifier) table(ctx context.Context, t tables.Table, after []string, re
 		return res, wrap(sc.step, err)
 	}
 	defer sc.close()
-	key, where, whereArgs := sc.key, sc.where, sc.whereArgs
-	retries := 0
+	w := &walker{v: v, table: t.Name, threads: v.threads(), bound: pendingBound, lo: after, walking: true, res: res, done: done,
+		first: map[int]Chunk{}, final: map[int]Chunk{}}
+	if v.pendingMax > 0 {
+		w.bound = v.pendingMax
+	}
 	if v.Settle != nil {
-		retries = v.Retries
-		if retries == 0 {
-			retries = defaultRetries
+		w.retries = v.Retries
+		if w.retries == 0 {
+			w.retries = defaultRetries
 		}
 	}
-
-	st, err := v.stride(ctx, sc)
-	if err != nil {
+	if w.st, err = v.stride(ctx, sc); err != nil {
 		return res, wrap("read the key's extent", err)
 	}
-	lo := after
-	for {
-		if err := ctx.Err(); err != nil {
-			return res, wrap("interrupted", err)
-		}
-		hi, more, err := v.bound(ctx, sc, st, lo)
-		if err != nil {
-			return res, wrap(fmt.Sprintf("find the chunk after key %q", lo), err)
-		}
-		rng, rngArgs, err := key.Range(lo, hi)
-		if err != nil {
-			return res, wrap("chunk bounds", err)
-		}
-		cond := rng + " AND " + where
-		args := append(rngArgs, whereArgs...)
-		c := Chunk{Range: watermark.Range{Table: t.Name, Lo: lo, Hi: hi}}
-		for attempt := 0; ; attempt++ {
-			before := c.SourceSum
-			if err := v.check(ctx, sc, cond, args, &c); err != nil {
-				return res, wrap(fmt.Sprintf("checksum chunk (%q, %q]", lo, hi), err)
-			}
-			if attempt > 0 && c.SourceSum != before {
-				c.Changing = true
-			}
-			if c.SourceRows == c.TargetRows && c.SourceSum == c.TargetSum || attempt >= retries {
-				break
-			}
-			if err := v.Settle(ctx); err != nil {
-				return res, wrap("settle", err)
-			}
-		}
-		if c.SourceRows != c.TargetRows || c.SourceSum != c.TargetSum {
-			if v.Narrow && !c.Changing {
-				if err := v.list(ctx, sc, &c); err != nil {
-					return res, wrap(fmt.Sprintf("name the rows of chunk (%q, %q]", lo, hi), err)
-				}
-			}
-			res.Mismatches = append(res.Mismatches, c)
-		}
-		if st != nil {
-			st.observe(lo, hi, c.SourceRows)
-		}
-		res.Chunks++
-		res.Rows += c.SourceRows
-		if v.Progress != nil {
-			v.Progress(t.Name, c.SourceRows)
-		}
-		if done != nil {
-			if err := done(hi, res); err != nil {
-				return res, wrap("checkpoint", err)
-			}
-		}
-		if !more {
-			return res, nil
-		}
-		lo = hi
+	bsc, conn, err := v.boundSession(ctx, sc)
+	if err != nil {
+		return res, wrap("open source session", err)
 	}
+	defer chunk.Release(conn)
+	w.bsc = bsc
+	if w.p, err = v.startPool(ctx, sc, w.threads, w.threads+w.bound); err != nil {
+		return res, wrap("open sessions", err)
+	}
+	defer w.p.stop()
+	if err := w.run(ctx); err != nil {
+		// The walker's errors name their step.
+		return w.res, fmt.Errorf("verify %s.%s against %s.%s: %w", v.SourceSchema, t.Name, v.TargetSchema, t.Name, err)
+	}
+	return w.res, nil
 }
 
 // Recheck compares the given chunks of t once each and returns those that
@@ -174,23 +142,34 @@ func (v *Verifier) Recheck(ctx context.Context, t tables.Table, cs []Chunk) ([]C
 	wrap := func(err error) error {
 		return fmt.Errorf("verify %s.%s against %s.%s: re-check: %w", v.SourceSchema, t.Name, v.TargetSchema, t.Name, err)
 	}
+	if len(cs) == 0 {
+		return nil, nil
+	}
 	sc, err := v.open(ctx, t)
 	if err != nil {
 		return nil, wrap(fmt.Errorf("%s: %w", sc.step, err))
 	}
 	defer sc.close()
-	key, where, whereArgs := sc.key, sc.where, sc.whereArgs
-	var differ []Chunk
-	for _, c := range cs {
-		rng, rngArgs, err := key.Range(c.Lo, c.Hi)
-		if err != nil {
-			return nil, wrap(err)
-		}
+	p, err := v.startPool(ctx, sc, min(v.threads(), len(cs)), len(cs))
+	if err != nil {
+		return nil, wrap(err)
+	}
+	defer p.stop()
+	for i, c := range cs {
 		c.Changing = false
-		if err := v.check(ctx, sc, rng+" AND "+where, append(rngArgs, whereArgs...), &c); err != nil {
-			return nil, wrap(err)
+		p.send(task{seq: i, c: c})
+	}
+	got := make([]Chunk, len(cs))
+	for range cs {
+		t := p.receive()
+		if t.err != nil {
+			return nil, wrap(t.err)
 		}
-		if c.SourceRows != c.TargetRows || c.SourceSum != c.TargetSum {
+		got[t.seq] = t.c
+	}
+	var differ []Chunk
+	for _, c := range got {
+		if c.differs() {
 			differ = append(differ, c)
 		}
 	}

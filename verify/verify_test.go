@@ -296,15 +296,21 @@ func TestAllAndKeyTypes(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := p.verifier(1)
+	v.Threads = 1
 	res, err := v.All(ctx, ts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Chunks of one row: one per row, plus each table's open-ended last
 	// one, plus the empty chunk a's stepped bounds try after key 0 before
-	// the gap sends them back to chunk.Upper (stride.go).
+	// the gap sends them back to chunk.Upper (stride.go). More threads
+	// learn the step from a chunk further back: other chunks, same rows.
 	if res.Tables != 3 || res.Rows != 9 || res.Chunks != 9+3+1 || len(res.Mismatches) != 0 {
 		t.Fatalf("all: %+v", res)
+	}
+	v.Threads = 4
+	if res, err := v.All(ctx, ts); err != nil || res.Tables != 3 || res.Rows != 9 || res.Chunks < 9+3 || len(res.Mismatches) != 0 {
+		t.Fatalf("all, 4 threads: %+v %v", res, err)
 	}
 	run(t, p.dst, "UPDATE "+dbutil.Table(p.tname, "b")+" SET v = 'z' WHERE k = 0x00 AND d = 10000000000000000000000000000000000000")
 	run(t, p.dst, "UPDATE "+dbutil.Table(p.tname, "a")+" SET v = 'z' WHERE u = 18446744073709551614")
