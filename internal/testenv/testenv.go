@@ -9,6 +9,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -40,6 +41,12 @@ var (
 // was started. When tests failed, the data directories are kept and the error
 // log of any server that died is printed, so CI shows why.
 func Main(m *testing.M) {
+	flag.Parse() // testing.Short needs the flags; m.Run parses them only later
+	if !testing.Short() {
+		for _, d := range sweepStale(os.TempDir(), sweepMySQLSB(), time.Now()) {
+			fmt.Fprintf(os.Stderr, "testenv: removed %s, a sandbox an earlier test binary left (no server runs in it)\n", d)
+		}
+	}
 	code := m.Run()
 	stopOther(code != 0 || os.Getenv("SHARDCTL_TEST_KEEP") != "")
 	if env != nil {
