@@ -133,10 +133,10 @@ rc=0
 # The two flavors' passes run side by side, each with its own servers on
 # free ports; the MySQL pass's output is printed when both are done, so the
 # log reads one pass at a time. Each pass is mostly its e2e package, whose
-# tests run one after another; together the two passes keep both cores busy
-# (measured 2026-11-27: splitting each e2e package in two binaries saturated
-# the cores, left them idle 0.3% of the run and made it slower, so more
-# parallelism here does not shorten the suite). The 35-minute limits are a
+# tests run one after another; together the two passes keep both cores 82%
+# busy (a CI run on a quiet machine, 2026-11-28: 3,207 CPU-s in 1,968 s), and
+# splitting each e2e package in two binaries saturated the cores (idle 0.3%)
+# and made the run slower: more parallelism here does not shorten the suite. The 35-minute limits are a
 # hang guard, not a budget: side by side, an e2e package took 25-27 minutes.
 log "go test (real MariaDB servers; a missing server fails when CI is set)"
 mysql_pass=""
