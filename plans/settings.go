@@ -72,7 +72,10 @@ func (o Options) RouteGrace() time.Duration {
 	return o.RouteGraceMS.D()
 }
 
-// DefaultOptions are the settings a plan starts with.
+// DefaultOptions are the settings a plan starts with. VerifyThreads: on a
+// 2-core machine that runs both servers, two chunks at once hide each
+// chunk's round trips behind the other's checksum; more only queue on the
+// same cores (docs/verify.md).
 func DefaultOptions() Options {
 	return Options{ChunkRows: 5000, PruneChunkRows: 1000, Parallel: 4, Verify: true, VerifyThreads: 2, LockWaitMS: 1000, FenceAttempts: 10, CatchupMS: 500,
 		MaxBlackoutMS: 1000, BackoffMS: 500, RouteGraceMS: MillisOf(DefaultRouteGrace), RetryForMS: MillisOf(DefaultRetryFor)}

@@ -16,26 +16,23 @@ import (
 	"sync"
 
 	"github.com/shardctl/shardctl/chunk"
+	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/watermark"
 )
 
 const (
-	// defaultThreads: chunks compared at once. Measured on a 2-core machine
-	// that runs both servers (docs/verify.md): two hide each chunk's
-	// round trips and per-statement work behind the other's checksum; more
-	// only queue on the same two cores.
-	defaultThreads = 2
 	// pendingBound caps the chunks waiting for a Settle, so memory and the
 	// wait before a re-check stay bounded.
 	pendingBound = 64
 )
 
-// threads is how many chunks are compared at once.
+// threads is how many chunks are compared at once: by default the plans'
+// default, so a plan, the verify command and a Verifier agree.
 func (v *Verifier) threads() int {
 	if v.Threads > 0 {
 		return v.Threads
 	}
-	return defaultThreads
+	return plans.DefaultOptions().VerifyThreads
 }
 
 // task is one check of one chunk: its first (attempt 0) or a re-check after
