@@ -26,7 +26,7 @@ func TestTargetFullDuringCopy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := sandbox.Config{Dir: t.TempDir(), Servers: 1, BasePort: port, Flavor: testenv.Flavor(), DieWithParent: true}
+	cfg := sandbox.Config{Dir: t.TempDir(), Servers: 1, BasePort: port, Flavor: testenv.Flavor(), DieWithParent: true, Lean: true}
 	limit := func(max string) {
 		t.Helper()
 		_ = sandbox.Down(ctx, cfg, false)

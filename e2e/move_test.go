@@ -450,7 +450,7 @@ func TestMoveRefusesASourceWithoutBinlog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := sandbox.Config{Dir: t.TempDir(), Servers: 1, BasePort: port, ExtraArgs: []string{"--skip-log-bin"}, Flavor: testenv.Flavor(), DieWithParent: true}
+	cfg := sandbox.Config{Dir: t.TempDir(), Servers: 1, BasePort: port, ExtraArgs: []string{"--skip-log-bin"}, Flavor: testenv.Flavor(), DieWithParent: true, Lean: true}
 	if _, err := sandbox.Up(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ func TestTLSRequiredEverywhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb := sandbox.Config{Dir: t.TempDir(), Servers: 2, BasePort: port, Flavor: testenv.Flavor(), ServerIDBase: 20, TLS: true, DieWithParent: true,
+	sb := sandbox.Config{Dir: t.TempDir(), Servers: 2, BasePort: port, Flavor: testenv.Flavor(), ServerIDBase: 20, TLS: true, DieWithParent: true, Lean: true,
 		ExtraArgs: []string{"--require-secure-transport=ON"}}
 	upCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	srv, err := sandbox.Up(upCtx, sb)

@@ -328,7 +328,7 @@ func TestMoveReverseWindowEnds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := sandbox.Config{Dir: t.TempDir(), Servers: 1, BasePort: port, ExtraArgs: []string{"--skip-log-bin"}, DieWithParent: true}
+	cfg := sandbox.Config{Dir: t.TempDir(), Servers: 1, BasePort: port, ExtraArgs: []string{"--skip-log-bin"}, DieWithParent: true, Lean: true}
 	if _, err := sandbox.Up(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}

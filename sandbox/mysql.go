@@ -140,7 +140,26 @@ func (c Config) startMySQL(ctx context.Context, i int) error {
 		// Tests build rows with recursive CTEs (MariaDB has seq_1_to_N tables).
 		"--cte-max-recursion-depth=10000000",
 	)
+	if c.Lean {
+		args = append(args, leanPerformanceSchema...)
+	}
 	return c.launch(ctx, i, "mysqld", args, in, filepath.Join(home, "mysqld.out"), filepath.Join(home, "error.log"), 300*time.Second) // several test binaries start MySQL sandboxes at once on 2 cores: 2 minutes was seen to run out
+}
+
+// leanPerformanceSchema is Config.Lean's performance_schema sizing.
+var leanPerformanceSchema = []string{
+	"--performance-schema-digests-size=0",
+	"--performance-schema-max-digest-length=0",
+	"--performance-schema-max-sql-text-length=0",
+	"--performance-schema-error-size=0",
+	"--performance-schema-events-statements-history-size=0",
+	"--performance-schema-events-statements-history-long-size=0",
+	"--performance-schema-events-stages-history-size=0",
+	"--performance-schema-events-stages-history-long-size=0",
+	"--performance-schema-events-waits-history-size=0",
+	"--performance-schema-events-waits-history-long-size=0",
+	"--performance-schema-events-transactions-history-size=0",
+	"--performance-schema-events-transactions-history-long-size=0",
 }
 
 var templateMu sync.Mutex

@@ -109,7 +109,7 @@ func TestServersDieWithTheTestBinary(t *testing.T) {
 	ctx := context.Background()
 	if dir := os.Getenv("SHARDCTL_TEST_ORPHAN_DIR"); dir != "" {
 		port, _ := strconv.Atoi(os.Getenv("SHARDCTL_TEST_ORPHAN_PORT"))
-		cfg := sandbox.Config{Dir: dir, Servers: 1, BasePort: port, Flavor: testenv.Flavor(), DieWithParent: true}
+		cfg := sandbox.Config{Dir: dir, Servers: 1, BasePort: port, Flavor: testenv.Flavor(), DieWithParent: true, Lean: true}
 		if _, err := sandbox.Up(ctx, cfg); err != nil {
 			fmt.Println("sandbox up:", err)
 			os.Exit(2)
@@ -153,7 +153,7 @@ func TestPortTakenFailsWithErrPortInUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	cfg := sandbox.Config{Dir: t.TempDir(), Servers: 1, BasePort: l.Addr().(*net.TCPAddr).Port, Flavor: testenv.Flavor(), DieWithParent: true}
+	cfg := sandbox.Config{Dir: t.TempDir(), Servers: 1, BasePort: l.Addr().(*net.TCPAddr).Port, Flavor: testenv.Flavor(), DieWithParent: true, Lean: true}
 	t.Cleanup(func() { _ = sandbox.Down(context.Background(), cfg, true) })
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()

@@ -61,7 +61,7 @@ func OtherFlavor(t testing.TB) *Env {
 			return
 		}
 		// server_ids apart from the shared sandbox's (1…3) and the fleets'.
-		cfg := sandbox.Config{Dir: dir, Servers: 1, BasePort: port, Flavor: flavor, ServerIDBase: 90, DieWithParent: true}
+		cfg := sandbox.Config{Dir: dir, Servers: 1, BasePort: port, Flavor: flavor, ServerIDBase: 90, DieWithParent: true, Lean: true}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
 		srv, err := sandbox.Up(ctx, cfg)

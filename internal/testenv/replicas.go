@@ -40,7 +40,7 @@ func Replicated(t testing.TB, n int, opts ...func(*sandbox.Config)) *Fleet {
 	fleetIDs += 10
 	base := fleetIDs
 	fleetMu.Unlock()
-	cfg := sandbox.Config{Dir: t.TempDir(), Servers: 1, Replicas: n, BasePort: port, Flavor: Flavor(), ServerIDBase: base, DieWithParent: true}
+	cfg := sandbox.Config{Dir: t.TempDir(), Servers: 1, Replicas: n, BasePort: port, Flavor: Flavor(), ServerIDBase: base, DieWithParent: true, Lean: true}
 	for _, o := range opts {
 		o(&cfg)
 	}

@@ -114,7 +114,7 @@ func Get(t testing.TB) *Env {
 				envErr = err
 				return
 			}
-			cfg = sandbox.Config{Dir: dir, Servers: servers, BasePort: port, Flavor: Flavor(), DieWithParent: true}
+			cfg = sandbox.Config{Dir: dir, Servers: servers, BasePort: port, Flavor: Flavor(), DieWithParent: true, Lean: true}
 			if srv, err = sandbox.Up(ctx, cfg); err == nil || !errors.Is(err, sandbox.ErrPortInUse) || try == 3 {
 				envErr = err
 				break
