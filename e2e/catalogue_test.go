@@ -97,6 +97,7 @@ type badCase struct {
 // json, and nothing changed anywhere.
 func TestBadInputCatalogue(t *testing.T) {
 	testenv.FlavorNeutral(t)
+	alongside(t)
 	c := newCluster(t, "e2e_cat", []int{1, 2, 1}, []int{120, 120, 60})
 	h := newClusterOpts(t, "e2e_cath", []int{1, 2}, []int{60, 60}, true)
 	s1, s3 := c.env.Addr(1).String(), c.env.Addr(3).String()

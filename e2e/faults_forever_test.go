@@ -36,6 +36,7 @@ const (
 // fence up on a source that becomes unreachable; the cutover with the
 // sharding database unreachable.
 func TestFaultNeverHeals(t *testing.T) {
+	alongside(t)
 	st := testenv.NewSubtests(t)
 	f := newFaultFleet(t)
 	move := faultOps[0] // the cells move a whole shard, on the move's fleet

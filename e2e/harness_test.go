@@ -45,6 +45,19 @@ func TestMain(m *testing.M) {
 
 var ctx = context.Background()
 
+// alongside runs a top-level test in parallel with the package's other
+// alongside tests, once the sequential tests are done (go test runs two at
+// a time on 2 cores). Only tests that touch the shared servers through their
+// own schemas and never kill, restart or reconfigure a server may call it.
+// It pairs the tests that mostly wait for a budget to run out
+// (TestFaultNeverHeals, TestBadInputCatalogue: some 135 s of waiting in a
+// pass at 20% of a core) with the crash matrix's CPU, rather than leaving
+// the waits on the pass's critical path.
+func alongside(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+}
+
 // cluster is one test's world: a shard map schema and shards with their own names.
 type cluster struct {
 	t       *testing.T

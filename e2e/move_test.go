@@ -136,6 +136,7 @@ var crashPoints = func() []string {
 // and cleanup, then 'plan resume'. The ledger, the fleet-wide checksums and
 // the ownership of every row must pass.
 func TestCrashMatrix(t *testing.T) {
+	alongside(t)
 	st := testenv.NewSubtests(t)
 	const seeded = 3000
 	cases := []crashCase{
