@@ -71,6 +71,7 @@ func newPlan(t *testing.T, dir string, known ...string) *plans.Plan {
 // the safe ones, and once the rest are ended doctor finds nothing.
 func TestDoctorFindsAndEndsHalfFinishedStates(t *testing.T) {
 	testenv.FlavorNeutral(t)
+	alongside(t)
 	c := newCluster(t, "e2e_doctor", []int{1, 1, 2}, []int{300, 300, 300})
 	s3 := c.env.Addr(3).String()
 	src1 := c.shards[0].Schema

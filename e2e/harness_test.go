@@ -49,10 +49,12 @@ var ctx = context.Background()
 // alongside tests, once the sequential tests are done (go test runs two at
 // a time on 2 cores). Only tests that touch the shared servers through their
 // own schemas and never kill, restart or reconfigure a server may call it.
-// It pairs the tests that mostly wait for a budget to run out
-// (TestFaultNeverHeals, TestBadInputCatalogue: some 135 s of waiting in a
-// pass at 20% of a core) with the crash matrix's CPU, rather than leaving
-// the waits on the pass's critical path.
+// It pairs the tests that mostly wait (for a retry budget to run out, a
+// stale lock to age: TestFaultNeverHeals, TestBadInputCatalogue,
+// TestDoctorFindsAndEndsHalfFinishedStates, some 175 s of a MariaDB pass at
+// a fifth of a core) with the crash matrix's CPU, rather than leaving the
+// waits on the pass's critical path. (The doctor reads only its own shard
+// map's schemas, so the other tests' fences are not its findings.)
 func alongside(t *testing.T) {
 	t.Helper()
 	t.Parallel()
