@@ -58,7 +58,7 @@ func (r rebalanceOut) ops() string {
 // a third run finds nothing to do; --drain empties a server; the ledger is
 // clean and no row changed.
 func TestRebalanceFromCron(t *testing.T) {
-	testenv.FlavorNeutral(t)
+	testenv.FlavorNeutralInMySQLPass(t)
 	c := newCluster(t, "e2e_rebal", []int{1, 2, 2, 1, 1, 1, 2, 2}, []int{1000, 100, 100, 300, 300, 300, 300, 300})
 	for i, s := range c.shards {
 		t.Logf("shard %d: %d rows on %s", i+1, s.Rows, s.Server)
@@ -214,7 +214,7 @@ func TestRebalanceHashRing(t *testing.T) {
 // could be done) instead of 0 "nothing to do". A run's settings flags apply
 // to the stopped plans it continues.
 func TestRebalanceTellsTheTruth(t *testing.T) {
-	testenv.FlavorNeutral(t)
+	testenv.FlavorNeutralInMySQLPass(t)
 	c := newCluster(t, "e2e_rebtruth", []int{1, 2}, []int{300, 280})
 	s1, s2 := c.env.Addr(1).String(), c.env.Addr(2).String()
 	type out struct {

@@ -109,7 +109,7 @@ func TestStatusKeysAndTop(t *testing.T) {
 // changes nothing; the applied run leaves the fleet inside the policy, and
 // a second run has nothing to do; the ledger is clean and no row changed.
 func TestRebalanceListTenants(t *testing.T) {
-	testenv.FlavorNeutral(t)
+	testenv.FlavorNeutralInMySQLPass(t)
 	// Server 1 holds shards 1 and 2 (~2,900 rows each, shard 1 with tenant
 	// 5's 3,000 more), servers 2 and 3 one small shard each (~600 rows).
 	c := newClusterSeed(t, "e2e_rebtenants", []int{1, 1, 2, 3}, sandbox.SeedConfig{Sizes: []int{300, 300, 60, 60}, List: true})

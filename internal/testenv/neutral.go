@@ -2,6 +2,8 @@ package testenv
 
 import (
 	"os"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -23,6 +25,32 @@ func FlavorNeutral(t testing.TB) {
 	if neutralSkipped() {
 		t.Skipf("flavor-neutral: runs in the MariaDB pass (%s=1 runs it on %s too)", EveryFlavorEnv, Flavor())
 	}
+}
+
+// PassesEnv is set by scripts/test.sh to the flavors' passes it runs side
+// by side ("mariadb,mysql", or "mariadb" without a MySQL pass).
+const PassesEnv = "SHARDCTL_TEST_PASSES"
+
+// FlavorNeutralInMySQLPass is FlavorNeutral for a test the suite runs in
+// the MySQL pass instead: the MariaDB pass carries every other neutral test
+// and is the longer of the two passes that run side by side, so a few of
+// its neutral tests move over to even them out. Where no MySQL pass runs
+// beside it (go test by hand, SHARDCTL_TEST_MYSQL=0) the test runs in the
+// MariaDB pass; EveryFlavorEnv=1 runs it in both.
+func FlavorNeutralInMySQLPass(t testing.TB) {
+	t.Helper()
+	if inMySQLPassSkipped() {
+		t.Skipf("flavor-neutral: runs in the MySQL pass beside this one (%s=1 runs it here too)", EveryFlavorEnv)
+	}
+}
+
+// inMySQLPassSkipped reports whether this pass leaves out the neutral tests
+// that run in the MySQL pass.
+func inMySQLPassSkipped() bool {
+	if MySQL() || os.Getenv(EveryFlavorEnv) == "1" {
+		return false
+	}
+	return slices.Contains(strings.Split(os.Getenv(PassesEnv), ","), "mysql")
 }
 
 // neutralSkipped reports whether this pass leaves the flavor-neutral tests out.
