@@ -524,7 +524,7 @@ func TestPlanOutThenApply(t *testing.T) {
 // the last checkpoint repeats the committed part, and every acknowledged
 // write ends at its key's shard, in its last state (issue 22).
 func TestParallelApplyKilledMidBatch(t *testing.T) {
-	const seeded = 1500
+	const seeded = 3000
 	c := newCluster(t, "e2e_parallel", []int{1, 1}, []int{seeded, 500})
 	groups := []string{c.keys("moving", 1, seeded), c.keys("staying", 2, 500)}
 	before := c.fleetSums(groups)
