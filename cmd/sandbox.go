@@ -102,7 +102,7 @@ func (a *app) sbDown() *cobra.Command {
 			})
 		},
 	}
-	c.Flags().BoolVar(&purge, "purge", false, "delete the data directories too")
+	c.Flags().BoolVar(&purge, "purge", false, "delete the data directories too (the servers are killed rather than shut down cleanly: their data goes next)")
 	return c
 }
 
