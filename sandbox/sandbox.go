@@ -297,8 +297,18 @@ func (c Config) launch(ctx context.Context, i int, name string, argv []string, t
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", name, err)
 	}
-	go func() { _ = cmd.Wait() }() // reap if it exits while we are alive
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }() // reap if it exits while we are alive
 	if err := c.waitStarted(ctx, i, ready, errorLog, logStart); err != nil {
+		// A start that failed leaves no process behind: a server that could
+		// not bind its port still shuts InnoDB down (and writes its buffer
+		// pool dump) for a second or more, into the data directory a retry
+		// on other ports is about to fill again.
+		_ = cmd.Process.Kill()
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+		}
 		return fmt.Errorf("%w (see %s)", err, errorLog)
 	}
 	return c.createAccounts(ctx, i)

@@ -1,6 +1,7 @@
 package sandbox_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -160,5 +161,14 @@ func TestPortTakenFailsWithErrPortInUse(t *testing.T) {
 	_, err = sandbox.Up(ctx, cfg)
 	if !errors.Is(err, sandbox.ErrPortInUse) {
 		t.Fatalf("Up on a taken port: %v, want ErrPortInUse", err)
+	}
+	// The failed server is gone when Up returns: left shutting down, it
+	// wrote into the data directory a start on other ports filled again.
+	arg := []byte(fmt.Sprintf("--port=%d\x00", cfg.BasePort))
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, f := range procs {
+		if b, err := os.ReadFile(f); err == nil && bytes.Contains(b, arg) {
+			t.Fatalf("a server of the failed start still runs: %s", bytes.ReplaceAll(b, []byte{0}, []byte(" ")))
+		}
 	}
 }
