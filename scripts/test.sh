@@ -20,10 +20,6 @@ case "${1:-}" in
 esac
 # nonE2E lists every package but the end-to-end tests, which all need servers.
 nonE2E() { go list ./... | grep -v '/e2e$'; }
-# e2eFirst lists the packages with the end-to-end tests first: go test starts
-# its test binaries in the order given, and the e2e package, a pass's longest
-# by far, is its critical path, so it starts at once, not after a few others.
-e2eFirst() { go list "$@" | grep '/e2e$' || true; go list "$@" | grep -v '/e2e$'; }
 
 check_gofmt() {
   log "gofmt"
@@ -152,7 +148,7 @@ if [ "${SHARDCTL_TEST_MYSQL:-1}" != 0 ]; then
     # every package that starts servers, on Oracle MySQL 9.7 (in CI a
     # missing MySQL root is a failure)
     mpkgs=$(go list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' "${@:-./...}" 2>/dev/null \
-      | grep ' github.com/shardctl/shardctl/internal/testenv' | awk '{print $1}' | awk '/\/e2e$/ {print; next} {rest = rest $0 "\n"} END {printf "%s", rest}' || true)
+      | grep ' github.com/shardctl/shardctl/internal/testenv' | awk '{print $1}' || true)
     if [ -n "$mpkgs" ]; then
       # A few flavor-neutral e2e tests run in this pass rather than the
       # MariaDB one, to even out the two (testenv.FlavorNeutralInMySQLPass).
@@ -163,7 +159,7 @@ if [ "${SHARDCTL_TEST_MYSQL:-1}" != 0 ]; then
     fi
   fi
 fi
-SHARDCTL_TEST_FLAVOR=mariadb run_pass mariadb 35m $(e2eFirst "${@:-./...}")
+SHARDCTL_TEST_FLAVOR=mariadb run_pass mariadb 35m "${@:-./...}"
 if [ -n "$mysql_pass" ]; then
   wait "$mysql_pass" || true
   trap - EXIT
