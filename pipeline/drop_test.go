@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/internal/testenv"
 	"github.com/shardctl/shardctl/sandbox"
 )
@@ -13,7 +14,7 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 // A <table>.TRG- backup that MariaDB left in a schema's directory makes DROP
-// DATABASE fail (1010); dropSchema clears it and drops the schema.
+// DATABASE fail (1010); dbutil.DropSchema clears it and drops the schema.
 func TestDropSchemaClearsTriggerBackups(t *testing.T) {
 	if testenv.Flavor() == sandbox.FlavorMySQL {
 		t.Skip("MySQL keeps triggers in its data dictionary")
@@ -41,7 +42,7 @@ func TestDropSchemaClearsTriggerBackups(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "drop_trg", "t.TRG-"), trg, 0o660); err != nil {
 		t.Fatal(err)
 	}
-	if err := dropSchema(ctx, db, "drop_trg", []string{"t"}); err != nil {
+	if err := dbutil.DropSchema(ctx, db, "drop_trg", []string{"t"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "drop_trg")); !os.IsNotExist(err) {

@@ -82,7 +82,7 @@ func (r *runner) undoTargetCopy(ctx context.Context, what string, kept *[]string
 		case err != nil:
 			return fmt.Errorf("%s: %w", what, err)
 		default:
-			if err := dropSchema(ctx, r.dst, p.Target.Schema, schemaTables(p)); err != nil {
+			if err := dbutil.DropSchema(ctx, r.dst, p.Target.Schema, schemaTables(p)); err != nil {
 				return fmt.Errorf("%s: drop the target copy %s on %s: %w", what, p.Target.Schema, p.Target.Addr(), err)
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/binlog"
+	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/fence"
 	"github.com/shardctl/shardctl/internal/fault"
 	"github.com/shardctl/shardctl/pipeline/interlock"
@@ -390,7 +391,7 @@ func (r *runner) cleanup(ctx context.Context) error {
 		if err := interlock.GuardRemoval(ctx, r.env.Store, r.p.Source, nil); err != nil {
 			return err
 		}
-		if err := dropSchema(ctx, r.src, r.p.Source.Schema, schemaTables(r.p)); err != nil {
+		if err := dbutil.DropSchema(ctx, r.src, r.p.Source.Schema, schemaTables(r.p)); err != nil {
 			return fmt.Errorf("drop source schema %s: %w", r.p.Source.Schema, err)
 		}
 	} else if err := schemaobj.Replace(ctx, r.src, r.p.Source.Schema, r.p.Source.Schema, r.p.SourceTriggers, false); err != nil {
