@@ -71,4 +71,3 @@ func clearTriggerBackups(ctx context.Context, db *sql.DB, schema string, tables 
 	}
 	return nil
 }
-

@@ -21,14 +21,11 @@ import (
 // refused with errors that say so.
 func TestTLSRequiredEverywhere(t *testing.T) {
 	env := testenv.Get(t)
-	port, err := testenv.FreePorts(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sb := sandbox.Config{Dir: t.TempDir(), Servers: 2, BasePort: port, Flavor: testenv.Flavor(), ServerIDBase: 20, TLS: true, DieWithParent: true, Lean: true,
-		ExtraArgs: []string{"--require-secure-transport=ON"}}
 	upCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	srv, err := sandbox.Up(upCtx, sb)
+	sb, srv, err := testenv.UpOnFreePorts(upCtx, 2, func(port int) sandbox.Config {
+		return sandbox.Config{Dir: t.TempDir(), Servers: 2, BasePort: port, Flavor: testenv.Flavor(), ServerIDBase: 20, TLS: true, DieWithParent: true, Lean: true,
+			ExtraArgs: []string{"--require-secure-transport=ON"}}
+	})
 	cancel()
 	t.Cleanup(func() { _ = sandbox.Down(context.Background(), sb, true) })
 	if err != nil {

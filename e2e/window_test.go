@@ -324,15 +324,14 @@ func TestMoveReverseWindowEnds(t *testing.T) {
 		t.Fatalf("merge --reverse-window --dry-run does not show the revert: exit %d\n%s", r.code, r.stderr)
 	}
 	// A target without a binlog cannot be tailed back: refused before anything changes.
-	port, err := testenv.FreePorts(1)
+	cfg, _, err := testenv.UpOnFreePorts(ctx, 1, func(port int) sandbox.Config {
+		return sandbox.Config{Dir: t.TempDir(), Servers: 1, BasePort: port, ExtraArgs: []string{"--skip-log-bin"}, DieWithParent: true, Lean: true}
+	})
+	t.Cleanup(func() { sandbox.Down(ctx, cfg, true) })
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := sandbox.Config{Dir: t.TempDir(), Servers: 1, BasePort: port, ExtraArgs: []string{"--skip-log-bin"}, DieWithParent: true, Lean: true}
-	if _, err := sandbox.Up(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sandbox.Down(ctx, cfg, true) })
+	port := cfg.BasePort
 	v0, _ := c.store.Version(ctx)
 	if r := c.run(nil, "move", "--shard", "1", "--to", fmt.Sprintf("127.0.0.1:%d", port), "--reverse-window", "1m", "--yes"); r.code != 2 || !strings.Contains(r.stderr, "no binary log to tail back") {
 		t.Fatalf("window onto a target without binlog: exit %d\n%s", r.code, r.stderr)

@@ -55,16 +55,12 @@ func OtherFlavor(t testing.TB) *Env {
 			otherErr = err
 			return
 		}
-		port, err := FreePorts(1)
-		if err != nil {
-			otherErr = err
-			return
-		}
-		// server_ids apart from the shared sandbox's (1…3) and the fleets'.
-		cfg := sandbox.Config{Dir: dir, Servers: 1, BasePort: port, Flavor: flavor, ServerIDBase: 90, DieWithParent: true, Lean: true}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		srv, err := sandbox.Up(ctx, cfg)
+		// server_ids apart from the shared sandbox's (1…3) and the fleets'.
+		cfg, srv, err := UpOnFreePorts(ctx, 1, func(port int) sandbox.Config {
+			return sandbox.Config{Dir: dir, Servers: 1, BasePort: port, Flavor: flavor, ServerIDBase: 90, DieWithParent: true, Lean: true}
+		})
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "testenv: the %s server did not start; the end of its error log:\n%s\n", flavor, logTail(cfg, 1))
 			_ = sandbox.Down(context.Background(), cfg, true)

@@ -32,21 +32,19 @@ func Replicated(t testing.TB, n int, opts ...func(*sandbox.Config)) *Fleet {
 		t.Skip("needs real servers: skipped under -short (scripts/test.sh --fast or the full suite runs it)")
 	}
 	skipUnavailable(t, serversAvailable())
-	port, err := FreePorts(1 + n)
-	if err != nil {
-		t.Fatal(err)
-	}
 	fleetMu.Lock()
 	fleetIDs += 10
 	base := fleetIDs
 	fleetMu.Unlock()
-	cfg := sandbox.Config{Dir: t.TempDir(), Servers: 1, Replicas: n, BasePort: port, Flavor: Flavor(), ServerIDBase: base, DieWithParent: true, Lean: true}
-	for _, o := range opts {
-		o(&cfg)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	srv, err := sandbox.Up(ctx, cfg)
+	cfg, srv, err := UpOnFreePorts(ctx, 1+n, func(port int) sandbox.Config {
+		cfg := sandbox.Config{Dir: t.TempDir(), Servers: 1, Replicas: n, BasePort: port, Flavor: Flavor(), ServerIDBase: base, DieWithParent: true, Lean: true}
+		for _, o := range opts {
+			o(&cfg)
+		}
+		return cfg
+	})
 	t.Cleanup(func() { _ = sandbox.Down(context.Background(), cfg, true) })
 	if err != nil {
 		t.Fatal(err)

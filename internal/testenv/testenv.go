@@ -8,10 +8,8 @@ package testenv
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -103,26 +101,13 @@ func Get(t testing.TB) *Env {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		var cfg sandbox.Config
-		var srv []sandbox.Server
 		// Ports found free can be taken by another test binary's servers
 		// before ours bind them (the two flavors' passes start many at once):
 		// such a start is tried again on other ports.
-		for try := 1; ; try++ {
-			port, err := FreePorts(servers)
-			if err != nil {
-				envErr = err
-				return
-			}
-			cfg = sandbox.Config{Dir: dir, Servers: servers, BasePort: port, Flavor: Flavor(), DieWithParent: true, Lean: true}
-			if srv, err = sandbox.Up(ctx, cfg); err == nil || !errors.Is(err, sandbox.ErrPortInUse) || try == 3 {
-				envErr = err
-				break
-			}
-			fmt.Fprintf(os.Stderr, "testenv: %v; starting the sandbox again on other ports\n", err)
-			_ = sandbox.Down(context.Background(), cfg, true)
-		}
-		if err := envErr; err != nil {
+		cfg, srv, err := UpOnFreePorts(ctx, servers, func(port int) sandbox.Config {
+			return sandbox.Config{Dir: dir, Servers: servers, BasePort: port, Flavor: Flavor(), DieWithParent: true, Lean: true}
+		})
+		if err != nil {
 			// The data directories go with the failed start: their logs are
 			// printed first, so CI shows why a server did not come up.
 			for i := 1; i <= servers; i++ {
@@ -270,34 +255,6 @@ func (e *Env) DB(t testing.TB, i int, schema string) *sql.DB {
 	}
 	t.Cleanup(func() { db.Close() })
 	return db
-}
-
-// FreePorts finds n consecutive free loopback ports and returns the first.
-func FreePorts(n int) (int, error) {
-	for attempt := 0; attempt < 50; attempt++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		base := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if base+n > 65535 {
-			continue
-		}
-		ok := true
-		for p := base; p < base+n; p++ {
-			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-			if err != nil {
-				ok = false
-				break
-			}
-			l.Close()
-		}
-		if ok {
-			return base, nil
-		}
-	}
-	return 0, fmt.Errorf("no run of %d free ports found", n)
 }
 
 // Dump runs query and renders each row as its quoted column values joined by
