@@ -80,6 +80,11 @@ func TestMoveUnderLoad(t *testing.T) {
 		t.Errorf("writes to the moving shard failed: %+v", g)
 	}
 	c.checkLedger(lp)
+	// Under the load each table is compared in one snapshot per side
+	// (verify/freeze.go), none chunk by chunk.
+	if !strings.Contains(r.stderr, "verify: table compared in one snapshot per side") || strings.Contains(r.stderr, "verify: table compared chunk by chunk") {
+		t.Errorf("the verify step did not compare every table in one snapshot per side:\n%s", r.stderr)
+	}
 	if schemaExists(t, src, c.shards[0].Schema) {
 		t.Errorf("source schema %s still exists after the move", c.shards[0].Schema)
 	}
@@ -462,15 +467,14 @@ func TestMovePurgedUnderCopyFailsAtOnce(t *testing.T) {
 // A source without a binary log is refused before anything changes.
 func TestMoveRefusesASourceWithoutBinlog(t *testing.T) {
 	env := testenv.Get(t)
-	port, err := testenv.FreePorts(1)
+	cfg, _, err := testenv.UpOnFreePorts(ctx, 1, func(port int) sandbox.Config {
+		return sandbox.Config{Dir: t.TempDir(), Servers: 1, BasePort: port, ExtraArgs: []string{"--skip-log-bin"}, Flavor: testenv.Flavor(), DieWithParent: true, Lean: true}
+	})
+	t.Cleanup(func() { sandbox.Down(ctx, cfg, true) })
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := sandbox.Config{Dir: t.TempDir(), Servers: 1, BasePort: port, ExtraArgs: []string{"--skip-log-bin"}, Flavor: testenv.Flavor(), DieWithParent: true, Lean: true}
-	if _, err := sandbox.Up(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sandbox.Down(ctx, cfg, true) })
+	port := cfg.BasePort
 	nobin := dbutil.Addr{Host: "127.0.0.1", Port: port}
 	c := &cluster{t: t, env: env, name: "e2e_nobinlog", dir: t.TempDir()}
 	c.planDir = c.dir + "/plans"

@@ -94,6 +94,10 @@ func TestMoveWithLeastPrivileges(t *testing.T) {
 		t.Fatalf("plan apply as %s: exit %d\n%s\n%s", user, r.code, r.stdout, r.stderr)
 	}
 	c.checkLedger(lp)
+	// Without LOCK TABLES the verify step compares chunk by chunk, and says why.
+	if !strings.Contains(r.stderr, "verify: table compared chunk by chunk") || !strings.Contains(r.stderr, "lock the source table for reads") {
+		t.Errorf("as %s (no LOCK TABLES), the verify step did not say it compared chunk by chunk:\n%s", user, r.stderr)
+	}
 	if strings.Contains(r.stdout+r.stderr, pw) {
 		t.Error("the password appears in the output")
 	}

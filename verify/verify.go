@@ -4,18 +4,23 @@
 // chunk by chunk.
 //
 // Chunk boundaries come from the source (keyset on the primary key, with the
-// table's filter). Each chunk is its own short statement on each side, so no
-// long snapshot is held; the last chunk is open-ended, so rows the target
-// holds beyond the source's last key are counted too.
+// table's filter). Each chunk is its own short statement on each side; the
+// last chunk is open-ended, so rows the target holds beyond the source's
+// last key are counted too. Where the caller can bring the target in step
+// with the source (a binlog tail: Verifier.Freeze), every chunk of a table
+// is read in one consistent snapshot per side (freeze.go); otherwise each
+// statement reads the rows as they are then.
 package verify
 
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/shardctl/shardctl/chunk"
 	"github.com/shardctl/shardctl/dbutil"
@@ -63,6 +68,18 @@ type Verifier struct {
 	// read again row by row to name the rows that differ (rows.go).
 	Narrow  bool
 	MaxRows int // rows listed per differing chunk, default 100
+	// Freeze, if set, compares each table in one consistent snapshot per
+	// side (freeze.go): called while the source table is locked for reads,
+	// it returns once the target holds everything the source committed.
+	// FreezeFor bounds Freeze (default 500 ms), the wait for the lock is
+	// bounded at 1 s; a table that cannot be frozen within them, and the
+	// tables in Unfrozen, are compared chunk by chunk with Settle and
+	// re-checks.
+	// OnFreeze, if set, hears how each table's freeze went.
+	Freeze    func(ctx context.Context) error
+	FreezeFor time.Duration
+	Unfrozen  []string
+	OnFreeze  func(table string, held time.Duration, err error)
 	// From continues All from a checkpoint; Checkpoint, if set, is called
 	// after every chunk of the finished prefix with where All has got to
 	// (resume.go).
@@ -128,6 +145,18 @@ func (v *Verifier) table(ctx context.Context, t tables.Table, after []string, re
 		return res, wrap("open sessions", err)
 	}
 	defer w.p.stop()
+	if v.Freeze != nil && !slices.Contains(v.Unfrozen, t.Name) {
+		held, err := v.freeze(ctx, t.Name, append([]*scope{sc}, w.p.owned...))
+		if v.OnFreeze != nil {
+			v.OnFreeze(t.Name, held, err)
+		}
+		switch {
+		case err == nil:
+			w.retries = 0 // in the snapshots a chunk that differs differs in fact: no re-check
+		case !errors.Is(err, errNotFrozen):
+			return res, wrap("freeze", err)
+		}
+	}
 	if err := w.run(ctx); err != nil {
 		// The walker's errors name their step.
 		return w.res, fmt.Errorf("verify %s.%s against %s.%s: %w", v.SourceSchema, t.Name, v.TargetSchema, t.Name, err)
