@@ -429,7 +429,7 @@ native() {
 # that rate and then reports its queue, not the server) on another schema of
 # the source, its p99 latency reported each second; puts NAME_p99 (the worst
 # second's), NAME_p99s (every second's) and NAME_tps
-DROP_ROWS=${DROP_ROWS:-$([ -n "$SMALL" ] && echo 100000 || echo 1000000)}
+DROP_ROWS=${DROP_ROWS:-$([ -n "$SMALL" ] && echo 30000 || echo 1000000)}
 DROP_THREADS=${DROP_THREADS:-2}
 drop_load_start() {
   # shellcheck disable=SC2046
