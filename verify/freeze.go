@@ -17,6 +17,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/shardctl/shardctl/chunk"
@@ -39,6 +40,21 @@ func (v *Verifier) freeze(ctx context.Context, table string, scs []*scope) (held
 	budget := v.FreezeFor
 	if budget <= 0 {
 		budget = defaultFreezeFor
+	}
+	// Only InnoDB keeps a snapshot: a MyISAM or MEMORY table is read as it
+	// is at each statement, on both sides.
+	for _, side := range []struct {
+		name, schema string
+		db           *sql.DB
+	}{{"source", v.SourceSchema, v.Source}, {"target", v.TargetSchema, v.Target}} {
+		var engine sql.NullString
+		err := side.db.QueryRowContext(ctx, "SELECT ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", side.schema, table).Scan(&engine)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return 0, fmt.Errorf("read the %s table's engine: %w", side.name, err)
+		}
+		if !strings.EqualFold(engine.String, "InnoDB") {
+			return 0, fmt.Errorf("%w: the %s table's engine is %q, which keeps no consistent snapshot", errNotFrozen, side.name, engine.String)
+		}
 	}
 	lock, err := chunk.Session(ctx, v.Source)
 	if err != nil {

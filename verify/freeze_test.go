@@ -186,3 +186,30 @@ func TestFreezeGivesWayToALongTransaction(t *testing.T) {
 		t.Fatalf("want one firm mismatch (row %d), got %d: %+v", frozenDrift, firm, res.Mismatches)
 	}
 }
+
+// TestFreezeLeavesANonTransactionalTableChunkByChunk: a MyISAM table keeps
+// no snapshot (each read sees the rows as they are then), so it is never
+// frozen: it is compared chunk by chunk, and a row that differs is found.
+func TestFreezeLeavesANonTransactionalTableChunkByChunk(t *testing.T) {
+	p := newPair(t,
+		"CREATE TABLE m (id INT PRIMARY KEY, v INT NOT NULL) ENGINE=MyISAM",
+		"INSERT INTO m SELECT seq, seq FROM seq_1_to_500",
+	)
+	run(t, p.dst, "UPDATE "+dbutil.Table(p.tname, "m")+" SET v = -1 WHERE id = 250")
+	v := p.verifier(100)
+	freezes := 0
+	v.Freeze = func(context.Context) error { freezes++; return nil }
+	v.Settle = func(context.Context) error { return nil }
+	var frozenErr error
+	v.OnFreeze = func(_ string, _ time.Duration, err error) { frozenErr = err }
+	res, err := v.Table(context.Background(), p.table(t, "m"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(frozenErr, errNotFrozen) || !strings.Contains(frozenErr.Error(), "MyISAM") || freezes != 0 {
+		t.Fatalf("a MyISAM table: freeze said %v after %d catch-ups, want errNotFrozen naming the engine, none", frozenErr, freezes)
+	}
+	if len(res.Mismatches) != 1 || !inChunk(res.Mismatches[0], 250) {
+		t.Fatalf("want the chunk of row 250 to differ, got %+v", res.Mismatches)
+	}
+}

@@ -73,8 +73,8 @@ type Verifier struct {
 	// it returns once the target holds everything the source committed.
 	// FreezeFor bounds Freeze (default 500 ms), the wait for the lock is
 	// bounded at 1 s; a table that cannot be frozen within them, and the
-	// tables in Unfrozen, are compared chunk by chunk with Settle and
-	// re-checks.
+	// tables in Unfrozen and those that are not InnoDB on both sides, are
+	// compared chunk by chunk with Settle and re-checks.
 	// OnFreeze, if set, hears how each table's freeze went.
 	Freeze    func(ctx context.Context) error
 	FreezeFor time.Duration
