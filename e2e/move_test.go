@@ -80,8 +80,8 @@ func TestMoveUnderLoad(t *testing.T) {
 		t.Errorf("writes to the moving shard failed: %+v", g)
 	}
 	c.checkLedger(lp)
-	// Under the load each table is compared in one snapshot per side
-	// (verify/freeze.go), none chunk by chunk.
+	// Under the load the tables the writes make differ are compared in one
+	// snapshot per side (verify/freeze.go), none chunk by chunk.
 	if !strings.Contains(r.stderr, "verify: table compared in one snapshot per side") || strings.Contains(r.stderr, "verify: table compared chunk by chunk") {
 		t.Errorf("the verify step did not compare every table in one snapshot per side:\n%s", r.stderr)
 	}

@@ -324,11 +324,11 @@ func (r *runner) verify(ctx context.Context) error {
 		SourceSchema: r.p.Source.Schema, TargetSchema: r.p.Target.Schema,
 		ChunkRows: r.p.Options.ChunkRows,
 		Threads:   r.p.Options.VerifyThreads,
-		// Each table is compared in one snapshot per side, taken in step
-		// behind a brief read lock on the source table (verify/freeze.go);
-		// where that cannot be had, chunk by chunk: a chunk that differs is
-		// checked again after a settle, one settle serving every chunk
-		// waiting for it (verify/walk.go).
+		// A table whose chunks differ under writes is compared in one
+		// snapshot per side, taken in step behind a brief read lock on the
+		// source table (verify/freeze.go); where that cannot be had, chunk
+		// by chunk: a chunk that differs is checked again after a settle,
+		// one settle serving every chunk waiting for it (verify/walk.go).
 		Freeze: settle, Settle: settle, Unfrozen: unfrozen,
 		OnFreeze: func(table string, held time.Duration, err error) {
 			if err != nil {

@@ -15,7 +15,6 @@ package verify
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -68,9 +67,10 @@ type Verifier struct {
 	// read again row by row to name the rows that differ (rows.go).
 	Narrow  bool
 	MaxRows int // rows listed per differing chunk, default 100
-	// Freeze, if set, compares each table in one consistent snapshot per
-	// side (freeze.go): called while the source table is locked for reads,
-	// it returns once the target holds everything the source committed.
+	// Freeze, if set (with Settle), compares the rest of a table in one
+	// consistent snapshot per side once a chunk of it differs (freeze.go):
+	// called while the source table is locked for reads, it returns once
+	// the target holds everything the source committed.
 	// FreezeFor bounds Freeze (default 500 ms), the wait for the lock is
 	// bounded at 1 s; a table that cannot be frozen within them, and the
 	// tables in Unfrozen and those that are not InnoDB on both sides, are
@@ -146,16 +146,7 @@ func (v *Verifier) table(ctx context.Context, t tables.Table, after []string, re
 	}
 	defer w.p.stop()
 	if v.Freeze != nil && !slices.Contains(v.Unfrozen, t.Name) {
-		held, err := v.freeze(ctx, t.Name, append([]*scope{sc}, w.p.owned...))
-		if v.OnFreeze != nil {
-			v.OnFreeze(t.Name, held, err)
-		}
-		switch {
-		case err == nil:
-			w.retries = 0 // in the snapshots a chunk that differs differs in fact: no re-check
-		case !errors.Is(err, errNotFrozen):
-			return res, wrap("freeze", err)
-		}
+		w.scopes = append([]*scope{sc}, w.p.owned...) // frozen once a chunk differs (walker.freeze)
 	}
 	if err := w.run(ctx); err != nil {
 		// The walker's errors name their step.

@@ -12,6 +12,7 @@ package verify
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -42,6 +43,7 @@ type task struct {
 	c       Chunk
 	attempt int
 	last    bool // no re-check follows: a chunk that still differs is final (and named, with Narrow, unless it kept changing)
+	frozen  bool // checked in the table's snapshots (freeze.go): a difference is final and never Changing
 	err     error
 }
 
@@ -136,7 +138,7 @@ func (v *Verifier) run(ctx context.Context, sc *scope, t *task) error {
 	if err := v.check(ctx, sc, rng+" AND "+sc.where, append(rngArgs, sc.whereArgs...), c); err != nil {
 		return fmt.Errorf("checksum chunk (%q, %q]: %w", c.Lo, c.Hi, err)
 	}
-	if t.attempt > 0 && c.SourceSum != before {
+	if t.attempt > 0 && !t.frozen && c.SourceSum != before {
 		c.Changing = true
 	}
 	if t.last && v.Narrow && c.differs() && !c.Changing {
@@ -156,6 +158,8 @@ type walker struct {
 	p        *pool
 	threads  int
 	retries  int
+	scopes   []*scope      // the pool's sessions, to freeze once a chunk differs; nil: never
+	frozen   bool          // the rest of the table is compared in one snapshot per side
 	bound    int           // pending chunks that call for a Settle (pendingBound)
 	lo       []string      // where the next chunk starts
 	walking  bool          // chunks remain after lo
@@ -197,6 +201,11 @@ func (w *walker) run(ctx context.Context) error {
 			return t.err
 		}
 		w.record(t)
+		if w.scopes != nil && len(w.pending) > 0 {
+			if err := w.freeze(ctx); err != nil {
+				return err
+			}
+		}
 		if len(w.pending) >= w.bound {
 			if err := w.settle(ctx); err != nil {
 				return err
@@ -224,7 +233,7 @@ func (w *walker) feed(ctx context.Context) error {
 		if w.ahead == nil || !room || w.p.inflight >= w.threads {
 			return nil
 		}
-		w.p.send(task{seq: w.next, c: *w.ahead, last: w.retries == 0})
+		w.p.send(task{seq: w.next, c: *w.ahead, last: w.retries == 0, frozen: w.frozen})
 		w.next++
 		w.ahead = nil
 	}
@@ -265,6 +274,42 @@ func (w *walker) record(t task) {
 		return
 	}
 	w.final[t.seq] = t.c
+}
+
+// freeze is called once, when a chunk first differs: writes are landing on
+// the table, and comparing it in one snapshot per side (freeze.go) beats
+// settling for chunk after chunk. A table nobody writes never pays for the
+// lock. The checks under way end first, so every session is idle; if the
+// freeze takes, the chunks waiting for a settle are checked once more in
+// the snapshots, finally, and so is every chunk after them.
+func (w *walker) freeze(ctx context.Context) error {
+	scs := w.scopes
+	w.scopes = nil
+	for w.p.inflight > 0 {
+		t := w.p.receive()
+		if t.err != nil {
+			return t.err
+		}
+		w.record(t)
+	}
+	held, err := w.v.freeze(ctx, w.table, scs)
+	if w.v.OnFreeze != nil {
+		w.v.OnFreeze(w.table, held, err)
+	}
+	if errors.Is(err, errNotFrozen) {
+		return nil // chunk by chunk, with settles
+	}
+	if err != nil {
+		return fmt.Errorf("freeze: %w", err)
+	}
+	w.frozen, w.retries = true, 0
+	for _, t := range w.pending {
+		t.attempt++
+		t.last, t.frozen = true, true
+		w.p.send(t)
+	}
+	w.pending = w.pending[:0]
+	return nil
 }
 
 // settle lets the target catch up once, then checks every pending chunk again.
