@@ -91,8 +91,27 @@ run_pass() {
   if [ "$prc" -ne 0 ]; then
     retry_failed "$limit" "$out" && prc=0
   fi
+  [ -z "${SHARDCTL_TEST_SHARED_SANDBOX:-}" ] || stop_shared "$SHARDCTL_TEST_SHARED_SANDBOX" "$prc" >>"$out"
   cat "$out" >>"$work/$name.all"
   echo "$prc" >"$work/$name.rc"
+}
+# The packages other than e2e run one binary at a time (-p 1) in the full
+# suite, so they share one sandbox a flavor (internal/testenv SharedEnv)
+# rather than each starting 3 servers: shared_dir FLAVOR is its directory
+# (named like the tests' own sandboxes, so a run killed outright leaves
+# nothing the next test binary's sweep does not remove); stop_shared DIR RC
+# stops its servers once the run is done, and keeps their data when it failed.
+shared_dir() { echo "${TMPDIR:-/tmp}/shardctl-test-shared-$$-$1"; }
+stop_shared() {
+  local dir=$1 prc=$2
+  [ -d "$dir" ] || return 0
+  if [ "$prc" = 0 ]; then
+    "$SHARDCTL_BIN" sandbox down --sandbox-dir "$dir" --purge >/dev/null 2>&1 || true
+    rm -rf "$dir"
+  else
+    "$SHARDCTL_BIN" sandbox down --sandbox-dir "$dir" >/dev/null 2>&1 || true
+    echo "the shared sandbox's data kept in $dir"
+  fi
 }
 # retry_failed TIMEOUT OUT: runs the top-level tests that failed in OUT once more,
 # each package on its own, and succeeds only if every one passes then. These
@@ -155,7 +174,7 @@ fi
 split=""
 [ "$tier" = full ] && [ $# -eq 0 ] && split=1
 bg=()
-trap 'for p in "${bg[@]}"; do kill "$p" 2>/dev/null || true; done' EXIT
+trap 'for p in "${bg[@]}"; do kill "$p" 2>/dev/null || true; done; for f in mariadb mysql; do stop_shared "$(shared_dir $f)" 1 >/dev/null; done' EXIT
 runs=(mariadb)
 if [ "${SHARDCTL_TEST_MYSQL:-1}" != 0 ]; then
   if [ -n "$mysql_err" ]; then
@@ -174,7 +193,7 @@ if [ "${SHARDCTL_TEST_MYSQL:-1}" != 0 ]; then
         SHARDCTL_TEST_FLAVOR=mysql run_pass mysql-e2e 35m ./e2e &
         bg+=($!)
         runs+=(mysql-e2e)
-        SHARDCTL_TEST_FLAVOR=mysql run_pass mysql 35m -p 1 $(echo "$mpkgs" | grep -v '/e2e$') &
+        SHARDCTL_TEST_FLAVOR=mysql SHARDCTL_TEST_SHARED_SANDBOX=$(shared_dir mysql) run_pass mysql 35m -p 1 $(echo "$mpkgs" | grep -v '/e2e$') &
       else
         SHARDCTL_TEST_FLAVOR=mysql run_pass mysql 35m $mpkgs &
       fi
@@ -188,7 +207,7 @@ if [ -n "$split" ]; then
   SHARDCTL_TEST_FLAVOR=mariadb run_pass mariadb-e2e 35m ./e2e &
   bg+=($!)
   runs+=(mariadb-e2e)
-  SHARDCTL_TEST_FLAVOR=mariadb run_pass mariadb 35m -p 1 $(nonE2E)
+  SHARDCTL_TEST_FLAVOR=mariadb SHARDCTL_TEST_SHARED_SANDBOX=$(shared_dir mariadb) run_pass mariadb 35m -p 1 $(nonE2E)
 else
   SHARDCTL_TEST_FLAVOR=mariadb run_pass mariadb 35m "${@:-./...}"
 fi

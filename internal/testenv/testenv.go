@@ -51,6 +51,9 @@ func Main(m *testing.M) {
 		if code != 0 {
 			reportCrashes(env.Config)
 		}
+		if shared() {
+			os.Exit(code) // the next binary uses it; scripts/test.sh stops it
+		}
 		keep := code != 0 || os.Getenv("SHARDCTL_TEST_KEEP") != ""
 		_ = sandbox.Down(context.Background(), env.Config, !keep)
 		if keep {
@@ -94,13 +97,22 @@ func Get(t testing.TB) *Env {
 		if envErr = serversAvailable(); envErr != nil {
 			return
 		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		if d := os.Getenv(SharedEnv); d != "" {
+			cfg, srv, err := upShared(ctx, d, servers)
+			if err != nil {
+				envErr = fmt.Errorf("the shared sandbox in %s: %w", d, err)
+				return
+			}
+			env = &Env{Config: cfg, Servers: srv}
+			return
+		}
 		dir, err := os.MkdirTemp("", "shardctl-test-")
 		if err != nil {
 			envErr = err
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
 		// Ports found free can be taken by another test binary's servers
 		// before ours bind them (the two flavors' passes start many at once):
 		// such a start is tried again on other ports.
