@@ -7,7 +7,9 @@
 # SHARDCTL_TEST_EVERY_FLAVOR=1 runs them in the MySQL pass too.
 # Usage: scripts/test.sh [--unit | --fast] [go test args...]
 #   (none)  the full suite, what CI runs
-#   --fast  the same without the e2e package (both flavors' servers, no benchmark smoke test)
+#   --fast  the same without the e2e package (both flavors side by side, each
+#           running one test binary at a time on one shared sandbox; no
+#           benchmark smoke test)
 #   --unit  gofmt and go test -short of every package but e2e: no server,
 #           every server test skips with its reason (internal/testenv)
 set -euo pipefail
@@ -45,8 +47,12 @@ if [ "$tier" = unit ]; then
   rm -f "$out"
   exit "$rc"
 fi
+# fastAll: --fast with no arguments, which runs its packages as the full
+# suite runs them: one binary at a time a flavor, on a shared sandbox.
+fastAll=""
 if [ "$tier" = fast ] && [ $# -eq 0 ]; then
   set -- $(nonE2E)
+  fastAll=1
 fi
 
 ensure_go
@@ -194,6 +200,8 @@ if [ "${SHARDCTL_TEST_MYSQL:-1}" != 0 ]; then
         bg+=($!)
         runs+=(mysql-e2e)
         SHARDCTL_TEST_FLAVOR=mysql SHARDCTL_TEST_SHARED_SANDBOX=$(shared_dir mysql) run_pass mysql 35m -p 1 $(echo "$mpkgs" | grep -v '/e2e$') &
+      elif [ -n "$fastAll" ]; then
+        SHARDCTL_TEST_FLAVOR=mysql SHARDCTL_TEST_SHARED_SANDBOX=$(shared_dir mysql) run_pass mysql 35m -p 1 $mpkgs &
       else
         SHARDCTL_TEST_FLAVOR=mysql run_pass mysql 35m $mpkgs &
       fi
@@ -208,6 +216,8 @@ if [ -n "$split" ]; then
   bg+=($!)
   runs+=(mariadb-e2e)
   SHARDCTL_TEST_FLAVOR=mariadb SHARDCTL_TEST_SHARED_SANDBOX=$(shared_dir mariadb) run_pass mariadb 35m -p 1 $(nonE2E)
+elif [ -n "$fastAll" ]; then
+  SHARDCTL_TEST_FLAVOR=mariadb SHARDCTL_TEST_SHARED_SANDBOX=$(shared_dir mariadb) run_pass mariadb 35m -p 1 "$@"
 else
   SHARDCTL_TEST_FLAVOR=mariadb run_pass mariadb 35m "${@:-./...}"
 fi
