@@ -156,16 +156,25 @@ retry_failed() {
 }
 rc=0
 # The two flavors' passes run side by side, each with its own servers on
-# free ports. With no arguments (the full suite) each pass is three go test
-# runs at once: the e2e package's two halves (e2eFirst, below) and the other
-# packages (-p 1, on one shared sandbox); the output of every run but the
-# MariaDB packages' is printed when all are done, so the log reads one run at
-# a time. The 35-minute limits are a hang guard, not a budget: side by side,
-# a whole e2e package took 22-28 minutes.
+# free ports. With no arguments (the full suite) each pass is two go test
+# runs at once, the e2e package and the others (-p 1, so each pass runs two
+# test binaries at a time, as a single go test run of it did); the output of
+# every run but the MariaDB packages' is printed when all are done, so the
+# log reads one run at a time. The 35-minute limits are a hang guard, not a
+# budget: side by side, an e2e package took 22-28 minutes.
+#
+# More test binaries at once do not make it shorter on this 2-core VM: each
+# flavor's e2e package split into two binaries with servers of their own
+# (fresh-clone CI, 2026-11-28) took 1,957 s and 3,822 CPU-s at 98% busy,
+# against 1,721 s and 3,070 CPU-s in one binary a flavor, with two tests
+# failing once on their timing. The tests' CPU grows with how long they
+# run (each keeps a write load going) and with how many processes share
+# the cores (the paravirtualized kernel's context switches were 11.7% of
+# all samples in a perf profile), so the way down is less work per test.
 #
 # The benchmark smoke test (CI, or SHARDCTL_BENCH_SMOKE set; figures
 # printed, nothing asserted) starts once the packages other than e2e have
-# passed in both passes, and runs beside the e2e packages: alone, they
+# passed in both passes, and runs beside the two e2e packages: alone, they
 # keep the 2 cores about 64% busy (their tests wait on retry budgets,
 # restarts and route graces; a profile of both passes on a quiet machine,
 # 2026-11-28: 1,580 CPU-s in 1,240 s), so the smoke test's ~400 CPU-s fit
@@ -179,16 +188,6 @@ if [ "$tier" = full ] && { [ -n "${CI:-}" ] || [ -n "${SHARDCTL_BENCH_SMOKE:-}" 
 fi
 split=""
 [ "$tier" = full ] && [ $# -eq 0 ] && split=1
-# In the full suite each flavor's e2e tests run as two test binaries side by
-# side, each with its own servers: the ones e2eFirst names (-run), and the
-# rest (-skip), so every test runs in exactly one. Alone, one e2e binary a
-# flavor spent 1,020 s (MariaDB) and 971 s (MySQL) of its 1,229 s and 1,122 s
-# in tests that run one at a time, mostly waiting (retry budgets, restarts,
-# route graces) at about 0.6 of a core; a profile of both passes on a quiet
-# machine, 2026-11-28. Split so each half has about 600 s of that: the tests
-# that run alongside (crash matrix, never-healing faults, the bad-input
-# catalogue, doctor) and the longest sequential ones.
-e2eFirst='^(TestCrashMatrix|TestFaultNeverHeals|TestBadInputCatalogue|TestDoctorFindsAndEndsHalfFinishedStates|TestCorpus|TestFaultMatrix|TestKeyMoves|TestServerRestartsDuringSteps|TestRetryHealsBeyondMoves)$'
 bg=()
 trap 'for p in "${bg[@]}"; do kill "$p" 2>/dev/null || true; done; for f in mariadb mysql; do stop_shared "$(shared_dir $f)" 1 >/dev/null; done' EXIT
 runs=(mariadb)
@@ -206,11 +205,9 @@ if [ "${SHARDCTL_TEST_MYSQL:-1}" != 0 ]; then
       # MariaDB one, to even out the two (testenv.FlavorNeutralInMySQLPass).
       export SHARDCTL_TEST_PASSES=mariadb,mysql
       if [ -n "$split" ]; then
-        SHARDCTL_TEST_FLAVOR=mysql run_pass mysql-e2e 35m -run "$e2eFirst" ./e2e &
+        SHARDCTL_TEST_FLAVOR=mysql run_pass mysql-e2e 35m ./e2e &
         bg+=($!)
-        SHARDCTL_TEST_FLAVOR=mysql run_pass mysql-e2e2 35m -skip "$e2eFirst" ./e2e &
-        bg+=($!)
-        runs+=(mysql-e2e mysql-e2e2)
+        runs+=(mysql-e2e)
         SHARDCTL_TEST_FLAVOR=mysql SHARDCTL_TEST_SHARED_SANDBOX=$(shared_dir mysql) run_pass mysql 35m -p 1 $(echo "$mpkgs" | grep -v '/e2e$') &
       elif [ -n "$fastAll" ]; then
         SHARDCTL_TEST_FLAVOR=mysql SHARDCTL_TEST_SHARED_SANDBOX=$(shared_dir mysql) run_pass mysql 35m -p 1 $mpkgs &
@@ -224,11 +221,9 @@ if [ "${SHARDCTL_TEST_MYSQL:-1}" != 0 ]; then
   fi
 fi
 if [ -n "$split" ]; then
-  SHARDCTL_TEST_FLAVOR=mariadb run_pass mariadb-e2e 35m -run "$e2eFirst" ./e2e &
+  SHARDCTL_TEST_FLAVOR=mariadb run_pass mariadb-e2e 35m ./e2e &
   bg+=($!)
-  SHARDCTL_TEST_FLAVOR=mariadb run_pass mariadb-e2e2 35m -skip "$e2eFirst" ./e2e &
-  bg+=($!)
-  runs+=(mariadb-e2e mariadb-e2e2)
+  runs+=(mariadb-e2e)
   SHARDCTL_TEST_FLAVOR=mariadb SHARDCTL_TEST_SHARED_SANDBOX=$(shared_dir mariadb) run_pass mariadb 35m -p 1 $(nonE2E)
 elif [ -n "$fastAll" ]; then
   SHARDCTL_TEST_FLAVOR=mariadb SHARDCTL_TEST_SHARED_SANDBOX=$(shared_dir mariadb) run_pass mariadb 35m -p 1 "$@"
@@ -248,7 +243,7 @@ fi
 for p in "${bg[@]}"; do
   [ "$p" = "$smoke_pid" ] || wait "$p" || true
 done
-for r in mariadb-e2e mariadb-e2e2 mysql mysql-e2e mysql-e2e2; do
+for r in mariadb-e2e mysql mysql-e2e; do
   [[ " ${runs[*]} " == *" $r "* ]] || continue
   log "go test: $r (ran beside the MariaDB packages)"
   cat "$work/$r.out"
