@@ -303,12 +303,7 @@ func (w *walker) freeze(ctx context.Context) error {
 		return fmt.Errorf("freeze: %w", err)
 	}
 	w.frozen, w.retries = true, 0
-	for _, t := range w.pending {
-		t.attempt++
-		t.last, t.frozen = true, true
-		w.p.send(t)
-	}
-	w.pending = w.pending[:0]
+	w.recheck()
 	return nil
 }
 
@@ -317,13 +312,20 @@ func (w *walker) settle(ctx context.Context) error {
 	if err := w.v.Settle(ctx); err != nil {
 		return fmt.Errorf("settle: %w", err)
 	}
+	w.recheck()
+	return nil
+}
+
+// recheck sends every pending chunk to be checked once more: its last check
+// once the retries are spent, and always in the table's snapshots (where
+// freeze set retries to 0).
+func (w *walker) recheck() {
 	for _, t := range w.pending {
 		t.attempt++
-		t.last = t.attempt >= w.retries
+		t.last, t.frozen = t.attempt >= w.retries, w.frozen
 		w.p.send(t)
 	}
 	w.pending = w.pending[:0]
-	return nil
 }
 
 // commit counts the finished chunks that follow the prefix, in order, and
