@@ -10,7 +10,9 @@
 # Environment: PEER_ROWS (1000000; 20000 with --small), PEER_SCALE_ROWS (the
 # scale row's shape, payments -> rentals: 10000000; 0 = not run, the default
 # with --small), PEER_ROUNDS (2; 1), PEER_RATE (sysbench transactions a
-# second of the load, 300), PEER_LOADS ("idle load"); SPIRIT_REPO (a clone of
+# second of the load, 300), PEER_LOADS ("idle load"), PEER_FIRST_SPIRIT (1:
+# spirit goes first in the odd rounds, shardctl in the even ones; 0, the
+# default, the other way round); SPIRIT_REPO (a clone of
 # block/spirit, default the machine's mirror), SPIRIT_CACHE (where built
 # binaries are kept, by commit), SPIRIT_BIN (a spirit binary to use instead);
 # SPIRIT_GO_MYSQL (the go-mysql release spirit is built against, v1.16.0).
@@ -21,6 +23,7 @@ PEER_SCALE_ROWS=${PEER_SCALE_ROWS:-$([ -n "$SMALL" ] && echo 0 || echo 10000000)
 PEER_ROUNDS=${PEER_ROUNDS:-$([ -n "$SMALL" ] && echo 1 || echo 2)}
 PEER_RATE=${PEER_RATE:-300}
 PEER_LOADS=${PEER_LOADS:-idle load}
+PEER_FIRST_SPIRIT=${PEER_FIRST_SPIRIT:-0}
 SPIRIT_REPO=${SPIRIT_REPO:-/work/.mirror/block+spirit/repo}
 SPIRIT_CACHE=${SPIRIT_CACHE:-${TMPDIR:-/tmp}/shardctl-bench-spirit}
 SPIRIT_GO_MYSQL=${SPIRIT_GO_MYSQL:-v1.16.0}
@@ -289,7 +292,7 @@ measure_peer() {
       [ "$load" = load ] && PEER_LOAD_ON=1
       for ((r = 1; r <= PEER_ROUNDS; r++)); do
         a="peer_${sch}_${load}_${r}"
-        if [ $((r % 2)) = 1 ]; then
+        if [ $(((r + PEER_FIRST_SPIRIT) % 2)) = 1 ]; then
           peer_shardctl "${a}_sc" "$sch" "$r"
           peer_spirit "${a}_sp" "$sch"
         else
