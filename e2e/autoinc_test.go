@@ -24,7 +24,7 @@ import (
 func TestAutoIncrementCarried(t *testing.T) {
 	st := testenv.NewSubtests(t)
 	for i, op := range corpusOps[:3] {
-		st.Run(op.name, func(t *testing.T) {
+		st.RunParallel(op.name, func(t *testing.T) { // a cluster of its own each: nothing shared but the servers
 			c := newCluster(t, fmt.Sprintf("e2e_autoinc%d", i), op.servers, op.sizes)
 			c.addTickets()
 			// The source's moving keys: the load's "moving" group.

@@ -213,7 +213,7 @@ func TestKeyMoveRevertWindow(t *testing.T) {
 	wantAt(300, 1)
 
 	lp2 := phase(1)
-	time.Sleep(time.Second)
+	lp2.waitWriting(t, phaseWrites)
 	c.mustRun("plan", "revert", id, "--wait", "90s")
 	c.waitWin("the tail to the target", 60*time.Second, mv, inWindow(plans.SideSource, time.Now()))
 	c.stopCheck(lp2, lp1)

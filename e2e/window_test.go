@@ -131,6 +131,10 @@ func (c *cluster) fenceRow(server int, schema string, want int) {
 	}
 }
 
+// phaseWrites is how many writes a phase's load has acknowledged before its
+// switch: about half a second of it (a fixed second's sleep did the same).
+const phaseWrites = 30
+
 // phaseLoad is one switch's load on its own keys, so each ledger holds on its own.
 func (c *cluster) phaseLoad(k int) (*loadProc, []string) {
 	lo, lo2 := c.shards[0].Lower+1+int64(k)*150, c.shards[1].Lower+1+int64(k)*100
@@ -193,7 +197,7 @@ func TestMoveRevertWindow(t *testing.T) {
 
 	// Revert to the source, then forward again, each under its own load.
 	lp2, _ := c.phaseLoad(1)
-	time.Sleep(time.Second) // writes on the target before the switch
+	lp2.waitWriting(t, phaseWrites) // writes on the target before the switch
 	c.mustRun("plan", "revert", id, "--wait", "90s")
 	c.waitWin("the tail back to the target", 60*time.Second, mv, inWindow(plans.SideSource, time.Now()))
 	c.stopCheck(lp2, lp1)
@@ -204,14 +208,14 @@ func TestMoveRevertWindow(t *testing.T) {
 	}
 
 	lp3, _ := c.phaseLoad(2)
-	time.Sleep(time.Second)
+	lp3.waitWriting(t, phaseWrites)
 	c.mustRun("plan", "revert", id, "--wait", "90s")
 	c.waitWin("the tail back to the source", 60*time.Second, mv, inWindow(plans.SideTarget, time.Now()))
 	c.stopCheck(lp3, lp1, lp2)
 	c.fenced(1, schema, seeded)
 
 	lp4, _ := c.phaseLoad(3)
-	time.Sleep(time.Second)
+	lp4.waitWriting(t, phaseWrites)
 	c.mustRun("plan", "complete", id, "--wait", "90s")
 	if code := mv.wait(t, 60*time.Second); code != 0 {
 		t.Fatalf("the move process ended with exit %d\n%s", code, mv.err.String())
@@ -379,7 +383,7 @@ func TestSplitRevertWindow(t *testing.T) {
 	}
 
 	lp2 := phase(1)
-	time.Sleep(time.Second)
+	lp2.waitWriting(t, phaseWrites)
 	c.mustRun("plan", "revert", id, "--wait", "90s")
 	c.waitWin("the tail to the new shard", 60*time.Second, sp, inWindow(plans.SideSource, time.Now()))
 	c.stopCheck(lp2, lp1)
@@ -390,13 +394,13 @@ func TestSplitRevertWindow(t *testing.T) {
 	}
 
 	lp3 := phase(2)
-	time.Sleep(time.Second)
+	lp3.waitWriting(t, phaseWrites)
 	c.mustRun("plan", "revert", id, "--wait", "90s")
 	c.waitWin("the tail to the source", 60*time.Second, sp, inWindow(plans.SideTarget, time.Now()))
 	c.stopCheck(lp3, lp1, lp2)
 
 	lp4 := phase(3)
-	time.Sleep(time.Second)
+	lp4.waitWriting(t, phaseWrites)
 	c.mustRun("plan", "complete", id, "--wait", "90s")
 	if code := sp.wait(t, 60*time.Second); code != 0 {
 		t.Fatalf("the split process ended with exit %d\n%s", code, sp.err.String())
@@ -428,7 +432,7 @@ func TestHashSplitRevertThenComplete(t *testing.T) {
 	id, newSchema := p.ID, p.Target.Schema
 	c.stopCheck(lp1)
 	lp2 := c.startLoad(60, "moving=1500-3000")
-	time.Sleep(time.Second)
+	lp2.waitWriting(t, phaseWrites)
 	c.mustRun("plan", "revert", id, "--wait", "90s")
 	c.waitWin("the tail to the new shard", 60*time.Second, sp, inWindow(plans.SideSource, time.Now()))
 	c.stopCheck(lp2, lp1)
@@ -464,7 +468,7 @@ func TestHashSplitRevertThenComplete(t *testing.T) {
 func (c *cluster) revertForwardComplete(id, what string, proc *bg, lp *loadProc, earlier ...*loadProc) *plans.Plan {
 	t := c.t
 	t.Helper()
-	time.Sleep(time.Second)
+	lp.waitWriting(t, phaseWrites)
 	c.mustRun("plan", "revert", id, "--wait", "90s")
 	c.waitWin("the tail to the source", 60*time.Second, proc, inWindow(plans.SideTarget, time.Now()))
 	c.stopCheck(lp, earlier...)
@@ -506,7 +510,7 @@ func TestMergeRevertWindow(t *testing.T) {
 	writable(1, tgt.Schema, tgt.Lower+1)
 
 	lp2 := phase(1)
-	time.Sleep(time.Second)
+	lp2.waitWriting(t, phaseWrites)
 	c.mustRun("plan", "revert", id, "--wait", "90s")
 	c.waitWin("the tail to the target", 60*time.Second, mg, inWindow(plans.SideSource, time.Now()))
 	c.stopCheck(lp2, lp1)
@@ -541,7 +545,7 @@ func TestHashMergeRevertThenComplete(t *testing.T) {
 	id := p.ID
 	c.stopCheck(lp1)
 	lp2 := c.startLoad(60, "moving=1500-3000")
-	time.Sleep(time.Second)
+	lp2.waitWriting(t, phaseWrites)
 	c.mustRun("plan", "revert", id, "--wait", "90s")
 	c.waitWin("the tail to the target", 60*time.Second, mg, inWindow(plans.SideSource, time.Now()))
 	c.stopCheck(lp2, lp1)
@@ -595,7 +599,7 @@ func TestMergeRevertBacksOff(t *testing.T) {
 	c := newCluster(t, "e2e_rback", []int{1, 2}, []int{300, 300})
 	tgt, src := c.shards[0], c.shards[1]
 	mg := c.startBG(nil, "merge", "--shard", "2", "--into", "1", "--yes", "--reverse-window", "3m",
-		"--max-blackout", "1s", "--cutover-backoff", "100ms", "--cutover-attempts", "6")
+		"--max-blackout", "1s", "--cutover-backoff", "100ms", "--cutover-attempts", "2")
 	p := c.waitWin("the window", 90*time.Second, mg, inWindow(plans.SideTarget, time.Now()))
 	lp := c.startLoad(40, fmt.Sprintf("staying=%d-%d", tgt.Lower+1, tgt.Lower+100))
 	tx, err := c.db(1).Begin()
