@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,6 +21,12 @@ const (
 	RetryFirstWait = time.Second
 	RetryMaxWait   = 15 * time.Second
 )
+
+// readyPoll is how often a back-off wait that began with one of the plan's
+// servers not answering looks at them again: once they all answer the wait
+// ends, so a server restarted in 3 s is met then, not at a back-off step
+// that may be 15 s away.
+const readyPoll = 250 * time.Millisecond
 
 // RetryObserver is an Observer that is told when a stopped run is resumed
 // in place, and after how long. Optional, so other observers need not change.
@@ -50,7 +58,8 @@ func Resumable(err error, p *plans.Plan) bool {
 // re-read from its file, connections re-opened, the lock re-taken (held by
 // another operation meanwhile: it stops with lock.ErrBusy), the checks run
 // again, and the steps continued from their last checkpoint. It waits
-// between runs (RetryFirstWait doubling to RetryMaxWait) for at most the
+// between runs (RetryFirstWait doubling to RetryMaxWait; a wait that began
+// with a server down ends once they all answer again) for at most the
 // plan's RetryForMS, counted from the failure: a run that made progress
 // before it failed again starts a fresh budget, so two restarts hours apart
 // each get one. Not retried: a run the operator interrupted, and a cutover
@@ -87,8 +96,9 @@ func RunRetrying(ctx context.Context, env Env, p *plans.Plan) error {
 				o.Retrying(wait, left, err)
 			}
 		},
-		now:   time.Now,
-		sleep: sleep,
+		now:    time.Now,
+		sleep:  sleep,
+		answer: func(ctx context.Context) bool { return serversAnswer(ctx, env.Store, p) },
 	}
 	err := stillFenced(rt.do(ctx), p)
 	gaveUp(err)
@@ -186,6 +196,50 @@ type retrier struct {
 	notify   func(wait, left time.Duration, err error)
 	now      func() time.Time
 	sleep    func(context.Context, time.Duration) error
+	answer   func(context.Context) bool // the plan's servers answer; nil: waits are never cut short
+}
+
+// wait is one back-off wait of d. When a server did not answer at its start
+// it ends as soon as they all do (looked at every readyPoll); when they all
+// answered, the failure was something else and the wait is d.
+func (rt retrier) wait(ctx context.Context, d time.Duration) error {
+	if rt.answer == nil || rt.answer(ctx) {
+		return rt.sleep(ctx, d)
+	}
+	end := rt.now().Add(d)
+	for {
+		left := end.Sub(rt.now())
+		if left <= 0 {
+			return nil
+		}
+		if err := rt.sleep(ctx, min(readyPoll, left)); err != nil {
+			return err
+		}
+		if rt.answer(ctx) {
+			return nil
+		}
+	}
+}
+
+// serversAnswer reports whether the plan's source and target accept a TCP
+// connection and the sharding database answers a ping, each within a
+// second: a server that is down or restarting refuses the connection (a
+// server listens once its recovery is done).
+func serversAnswer(ctx context.Context, store *shardmap.Store, p *plans.Plan) bool {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	var d net.Dialer
+	for _, e := range []plans.Endpoint{p.Source, p.Target} {
+		if e.Host == "" {
+			continue
+		}
+		c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(e.Host, strconv.Itoa(e.Port)))
+		if err != nil {
+			return false
+		}
+		_ = c.Close()
+	}
+	return store == nil || store.DB == nil || store.DB.PingContext(ctx) == nil
 }
 
 func (rt retrier) do(ctx context.Context) error {
@@ -210,7 +264,7 @@ func (rt retrier) do(ctx context.Context) error {
 		}
 		w := min(wait, left)
 		rt.notify(w, left, err)
-		if rt.sleep(ctx, w) != nil {
+		if rt.wait(ctx, w) != nil {
 			return err
 		}
 		wait = min(2*wait, RetryMaxWait)

@@ -234,3 +234,58 @@ func TestStillFencedSaysSo(t *testing.T) {
 		t.Errorf("cut over: %v", got)
 	}
 }
+
+// A back-off wait that began with a server not answering ends once they
+// all answer (a restarted server is met within readyPoll, not at the next
+// back-off step); one that began with them answering is waited out (the
+// failure was something else, and the back-off keeps it from a hot loop);
+// a server that never answers again leaves the wait as long as it was.
+func TestRetrierWaitEndsWhenTheServersAnswerAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		answers []bool // what each look at the servers sees, then true
+		want    []time.Duration
+	}{
+		{"back in the wait", []bool{false, false, false}, []time.Duration{readyPoll, readyPoll, readyPoll}},
+		{"never gone", nil, []time.Duration{8 * time.Second}},
+		{"gone for good", repeatBool(false, 100), repeatDuration(readyPoll, 32)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeRetrier{errs: repeat(transientErr(), 4)}
+			rt := f.retrier(2 * time.Minute)
+			looks := 0 // in the fourth wait
+			rt.answer = func(context.Context) bool {
+				if f.runs < 4 { // the first three waits: no server gone
+					return true
+				}
+				looks++
+				return looks > len(tc.answers) || tc.answers[looks-1]
+			}
+			if err := rt.do(context.Background()); err != nil {
+				t.Fatalf("err %v", err)
+			}
+			if !slices.Equal(f.waits[:3], []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}) {
+				t.Fatalf("the waits with every server answering are not the back-off: %v", f.waits)
+			}
+			if got := f.waits[3:]; !slices.Equal(got, tc.want) {
+				t.Fatalf("the fourth wait (8s) slept %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func repeatBool(b bool, n int) []bool {
+	out := make([]bool, n)
+	for i := range out {
+		out[i] = b
+	}
+	return out
+}
+
+func repeatDuration(d time.Duration, n int) []time.Duration {
+	out := make([]time.Duration, n)
+	for i := range out {
+		out[i] = d
+	}
+	return out
+}
