@@ -307,7 +307,7 @@ func (r *runner) save(force bool) error {
 		r.mu.Unlock()
 		return nil
 	}
-	snap, err := planCopy(r.p)
+	snap, err := plans.Clone(r.p)
 	r.mu.Unlock()
 	if err != nil {
 		return err
@@ -335,15 +335,6 @@ func (r *runner) write(snap *plans.Plan) error {
 		r.env.Saved(snap)
 	}
 	return nil
-}
-
-// planCopy is a deep copy of p.
-func planCopy(p *plans.Plan) (*plans.Plan, error) {
-	b, err := plans.Marshal(p)
-	if err != nil {
-		return nil, err
-	}
-	return plans.Unmarshal(b)
 }
 
 func (r *runner) open(ctx context.Context) error {

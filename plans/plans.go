@@ -290,6 +290,21 @@ func Marshal(p *Plan) ([]byte, error) {
 	return Seal(magic, "plan", p)
 }
 
+// Clone is a deep copy of p for a save made outside the lock that guards
+// p: plain JSON, without the file's seal, indent and checks (they are the
+// save's), which cost a run as much as the save itself.
+func Clone(p *Plan) (*Plan, error) {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return nil, err
+	}
+	var q Plan
+	if err := json.Unmarshal(b, &q); err != nil {
+		return nil, err
+	}
+	return &q, nil
+}
+
 // Unmarshal parses and checks a plan file's bytes.
 func Unmarshal(b []byte) (*Plan, error) {
 	body, err := Unseal(b, magic, "plan")

@@ -61,6 +61,26 @@ func TestSaveLoadRoundTripAndMode(t *testing.T) {
 	}
 }
 
+// A clone saves as the plan does, and shares nothing with it: the run
+// goes on changing the plan while the clone is written.
+func TestCloneIsADeepCopyThatSavesTheSame(t *testing.T) {
+	p := sample()
+	q, err := Clone(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := Marshal(p)
+	b, _ := Marshal(q)
+	if !bytes.Equal(a, b) {
+		t.Fatalf("the clone saves differently:\n%s\n%s", a, b)
+	}
+	q.Checkpoints.Copy["employees"] = watermark.Mark{After: []string{"199"}, Rows: 99}
+	q.Copy[0].Columns[0] = "changed"
+	if p.Checkpoints.Copy["employees"].Rows != 50 || p.Copy[0].Columns[0] != "emp_no" {
+		t.Fatalf("changing the clone changed the plan: %+v %v", p.Checkpoints.Copy, p.Copy[0].Columns)
+	}
+}
+
 func TestDamagedOrEditedPlanIsRefused(t *testing.T) {
 	dir := t.TempDir()
 	p := sample()
