@@ -177,7 +177,7 @@ rc=0
 # passed in both passes, and runs beside the two e2e packages: alone, they
 # keep the 2 cores about 64% busy (their tests wait on retry budgets,
 # restarts and route graces; a profile of both passes on a quiet machine,
-# 2026-11-28: 1,580 CPU-s in 1,240 s), so the smoke test's ~280 CPU-s (alone) fit
+# 2026-11-28: 1,580 CPU-s in 1,240 s), so the smoke test's ~240 CPU-s (alone) fit
 # mostly in that idle time rather than after the tests. Its figures are
 # taken beside the tests, so they show that every row still runs, not how
 # fast: docs/BENCHMARKS.md's figures come from quiet runs.
