@@ -39,11 +39,7 @@ func TestSaveLoadRoundTripAndMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, _ := Marshal(p)
-	b, _ := Marshal(q)
-	if !bytes.Equal(a, b) {
-		t.Fatalf("round trip differs:\n%s\n%s", a, b)
-	}
+	sameFile(t, "round trip", p, q)
 	// A fresh plan has empty checkpoint maps, which the file omits: they come back usable.
 	fresh := New("move", "x")
 	_ = Save(Path(dir, "fresh"), fresh)
@@ -69,15 +65,21 @@ func TestCloneIsADeepCopyThatSavesTheSame(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, _ := Marshal(p)
-	b, _ := Marshal(q)
-	if !bytes.Equal(a, b) {
-		t.Fatalf("the clone saves differently:\n%s\n%s", a, b)
-	}
+	sameFile(t, "clone", p, q)
 	q.Checkpoints.Copy["employees"] = watermark.Mark{After: []string{"199"}, Rows: 99}
 	q.Copy[0].Columns[0] = "changed"
 	if p.Checkpoints.Copy["employees"].Rows != 50 || p.Copy[0].Columns[0] != "emp_no" {
 		t.Fatalf("changing the clone changed the plan: %+v %v", p.Checkpoints.Copy, p.Copy[0].Columns)
+	}
+}
+
+// sameFile fails the test unless p and q are saved as the same file.
+func sameFile(t *testing.T, what string, p, q *Plan) {
+	t.Helper()
+	a, _ := Marshal(p)
+	b, _ := Marshal(q)
+	if !bytes.Equal(a, b) {
+		t.Fatalf("%s: the plans save differently:\n%s\n%s", what, a, b)
 	}
 }
 
