@@ -81,12 +81,13 @@ func transientErr() error {
 	return &StepError{Operation: "move", Shard: "shard 1 (s1)", Step: plans.StepCopy, Transient: true, Err: mysql.ErrInvalidConn}
 }
 
-func repeat(err error, n int) []error {
-	var errs []error
-	for range n {
-		errs = append(errs, err)
+// repeat is n copies of v.
+func repeat[T any](v T, n int) []T {
+	out := make([]T, n)
+	for i := range out {
+		out[i] = v
 	}
-	return errs
+	return out
 }
 
 func TestRetrierResumesUntilARunSucceeds(t *testing.T) {
@@ -248,7 +249,7 @@ func TestRetrierWaitEndsWhenTheServersAnswerAgain(t *testing.T) {
 	}{
 		{"back in the wait", []bool{false, false, false}, []time.Duration{readyPoll, readyPoll, readyPoll}},
 		{"never gone", nil, []time.Duration{8 * time.Second}},
-		{"gone for good", repeatBool(false, 100), repeatDuration(readyPoll, 32)},
+		{"gone for good", repeat(false, 100), repeat(readyPoll, 32)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &fakeRetrier{errs: repeat(transientErr(), 4)}
@@ -272,20 +273,4 @@ func TestRetrierWaitEndsWhenTheServersAnswerAgain(t *testing.T) {
 			}
 		})
 	}
-}
-
-func repeatBool(b bool, n int) []bool {
-	out := make([]bool, n)
-	for i := range out {
-		out[i] = b
-	}
-	return out
-}
-
-func repeatDuration(d time.Duration, n int) []time.Duration {
-	out := make([]time.Duration, n)
-	for i := range out {
-		out[i] = d
-	}
-	return out
 }
