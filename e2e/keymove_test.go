@@ -122,24 +122,24 @@ func TestKeyMoves(t *testing.T) {
 				}
 			}},
 	}
-	// The cases run in parallel: each has its own shard map, schemas and load.
+	// The cases run in parallel: each has its own shard map, schemas and
+	// load. A case's faults are one chain (killAtEachThenResume): the run
+	// killed at the first, its resume at the next.
 	st := testenv.NewSubtests(t)
 	for ci, kc := range cases {
-		for fi, fault := range kc.faults {
-			st.RunParallel(kc.name+"/"+strings.ReplaceAll(fault, ":", "_"), func(t *testing.T) {
-				c := newClusterSeed(t, fmt.Sprintf("e2e_keys%d_%d", ci, fi), kc.servers, sandbox.SeedConfig{Sizes: []int{seeded, seeded, seeded}, List: kc.list})
-				groups := kc.groups(c)
-				before := c.fleetSums(groups)
-				lp := c.startLoad(200, groups...)
-				c.killThenResume(fault, append(kc.args(c), "--yes", "--chunk-rows", "100", "--prune-chunk-rows", "100"))
-				c.nothingLost(lp, groups, before, "after "+fault)
-				m, err := c.store.Load(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				kc.mapped(c, m)
-			})
-		}
+		st.RunParallel(kc.name, func(t *testing.T) {
+			c := newClusterSeed(t, fmt.Sprintf("e2e_keys%d", ci), kc.servers, sandbox.SeedConfig{Sizes: []int{seeded, seeded, seeded}, List: kc.list})
+			groups := kc.groups(c)
+			before := c.fleetSums(groups)
+			lp := c.startLoad(200, groups...)
+			c.killAtEachThenResume(kc.faults, append(kc.args(c), "--yes", "--chunk-rows", "100", "--prune-chunk-rows", "100"))
+			c.nothingLost(lp, groups, before, "after the kills at "+strings.Join(kc.faults, ", "))
+			m, err := c.store.Load(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kc.mapped(c, m)
+		})
 	}
 }
 

@@ -57,3 +57,8 @@ func inMySQLPassSkipped() bool {
 func neutralSkipped() bool {
 	return MySQL() && os.Getenv(EveryFlavorEnv) != "1"
 }
+
+// FlavorNeutralSkips reports whether this pass leaves the flavor-neutral
+// tests out, for a test whose neutral part is some of its cases rather than
+// a whole subtest (the crash matrix's chains drop their neutral points).
+func FlavorNeutralSkips() bool { return neutralSkipped() }
