@@ -13,7 +13,10 @@ import (
 )
 
 // moveWithDDLDuringCopy runs a move of shard 1 to server 3 with --on-ddl
-// mode and 20-row chunks (more than a reader and its writers hold at once),
+// mode and 5-row chunks (60 of employees', far more than its readers, their
+// channel and its writers, each loading up to 4 chunks a statement, hold
+// while one writer is held: with 20-row chunks they could read every chunk
+// before the statements ran, and the copy then met no change to carry),
 // holds it once the copy of employees has committed its first chunk
 // (SHARDCTL_FAULT=hold:copy:employees; the tables copy in parallel, salaries
 // meanwhile), runs stmts on the source there and lets it go: the chunks the
@@ -22,7 +25,7 @@ import (
 // exit code and output.
 func moveWithDDLDuringCopy(t *testing.T, c *cluster, mode, faults string, stmts []string) (int, string) {
 	t.Helper()
-	hold, done, out := moveHeldAt(t, c, "copy:employees", faults, []string{"--on-ddl", mode, "--chunk-rows", "20"})
+	hold, done, out := moveHeldAt(t, c, "copy:employees", faults, []string{"--on-ddl", mode, "--chunk-rows", "5"})
 	p, err := plans.Load(planFiles(t, c.planDir)[0])
 	if err != nil {
 		t.Fatal(err)
