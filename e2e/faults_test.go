@@ -76,6 +76,7 @@ var faultKinds = func() []faultKind {
 // A move's cells move shard 1 between servers 2 and 3, alternating; the
 // other operations' cells each seed the fleet afresh.
 type faultFleet struct {
+	env     *testenv.Env // the matrix's own sandbox (testenv.Own)
 	c       *cluster
 	proxies map[int]*faultproxy.Proxy
 	seeded  string // the operation whose layout the fleet holds; "-": none
@@ -91,8 +92,8 @@ type worstBlackout struct {
 
 func newFaultFleet(t *testing.T) *faultFleet {
 	t.Helper()
-	env := testenv.Get(t)
-	f := &faultFleet{proxies: map[int]*faultproxy.Proxy{}, seeded: "-", worst: map[string]worstBlackout{}}
+	env := testenv.Own(t, 3)
+	f := &faultFleet{env: env, proxies: map[int]*faultproxy.Proxy{}, seeded: "-", worst: map[string]worstBlackout{}}
 	for i := 1; i <= 3; i++ {
 		p, err := faultproxy.New(env.Addr(i).String())
 		if err != nil {
@@ -112,7 +113,7 @@ func (f *faultFleet) seed(t *testing.T, op faultOp) {
 	for _, s := range op.servers {
 		addrs = append(addrs, f.addr(s))
 	}
-	f.c = newClusterAtSeed(t, "e2e_faults", addrs, sandbox.SeedConfig{Sizes: op.sizes, List: op.list})
+	f.c = newClusterIn(t, f.env, "e2e_faults", addrs, sandbox.SeedConfig{Sizes: op.sizes, List: op.list})
 	f.c.via = map[string]int{}
 	for i := range f.proxies {
 		f.c.via[f.addr(i).String()] = i
@@ -145,9 +146,12 @@ func (f *faultFleet) addr(server int) dbutil.Addr {
 // resume; the ledger is clean, every row at its key's shard and the rows
 // the load does not write unchanged, the keys at their target, the plan
 // done, its blackout recorded. The covering subset runs unless
-// SHARDCTL_FAULTS=full.
+// SHARDCTL_FAULTS=full. It crashes and stops servers of a sandbox of its
+// own, so it runs beside the other tests (alongside): most of its time is
+// waiting for its faults to heal.
 func TestFaultMatrix(t *testing.T) {
 	st := testenv.NewSubtests(t)
+	alongside(t)
 	full := os.Getenv(faultsEnv) == "full"
 	f := newFaultFleet(t)
 	parent := t
@@ -351,7 +355,7 @@ func (f *faultFleet) last(t *testing.T, k faultKind, server int) {
 	}
 }
 
-// upAgain starts a crashed server of the shared sandbox (nothing if it runs).
+// upAgain starts a crashed server of the sandbox cfg (nothing if it runs).
 func upAgain(t *testing.T, cfg sandbox.Config, server int) {
 	if s, _ := sandbox.Status(ctx, cfg); len(s) >= server && s[server-1].Answers {
 		return

@@ -28,6 +28,7 @@ import (
 // must have happened.
 func TestStaleRouterWritesNeverVanish(t *testing.T) {
 	testenv.FlavorNeutral(t)
+	alongside(t)
 	st := testenv.NewSubtests(t)
 	for _, op := range []string{"move", "split"} {
 		st.Run(op, func(t *testing.T) { staleRouterDeletes(t, op) })

@@ -48,12 +48,13 @@ var ctx = context.Background()
 // alongside runs a top-level test in parallel with the package's other
 // alongside tests, once the sequential tests are done (go test runs two at
 // a time on 2 cores). Only tests that touch the shared servers through their
-// own schemas and never kill, restart or reconfigure a server may call it.
-// It pairs the tests that mostly wait (for a retry budget to run out, a
-// stale lock to age: TestFaultNeverHeals, TestBadInputCatalogue,
-// TestDoctorFindsAndEndsHalfFinishedStates, some 175 s of a MariaDB pass at
-// a fifth of a core) with the crash matrix's CPU, rather than leaving the
-// waits on the pass's critical path. (The doctor reads only its own shard
+// own schemas and never kill, restart or reconfigure a server may call it
+// (TestFaultMatrix crashes and stops servers of a sandbox of its own). It
+// takes the tests that mostly wait off the pass's critical path: for faults
+// to heal (TestFaultMatrix, 67-74 s a pass at a sixth of a core), a retry
+// budget to run out (TestFaultNeverHeals), a stale lock or a window to age
+// (the doctor), a router's cache, a revert's back-off, a hook's timeout; the
+// crash matrix's CPU runs beside them. (The doctor reads only its own shard
 // map's schemas, so the other tests' fences are not its findings.)
 func alongside(t *testing.T) {
 	t.Helper()
@@ -118,7 +119,14 @@ func newClusterAt(t *testing.T, name string, addrs []dbutil.Addr, sizes []int, h
 
 func newClusterAtSeed(t *testing.T, name string, addrs []dbutil.Addr, sc sandbox.SeedConfig) *cluster {
 	t.Helper()
-	env := testenv.Get(t)
+	return newClusterIn(t, testenv.Get(t), name, addrs, sc)
+}
+
+// newClusterIn is newClusterAtSeed on env's servers (a test's own sandbox,
+// testenv.Own) instead of the shared sandbox; the shard map is on env's
+// server 1.
+func newClusterIn(t *testing.T, env *testenv.Env, name string, addrs []dbutil.Addr, sc sandbox.SeedConfig) *cluster {
+	t.Helper()
 	c := &cluster{t: t, env: env, name: name, dir: t.TempDir()}
 	c.planDir = filepath.Join(c.dir, "plans")
 	db := env.DB(t, 1, "")

@@ -196,6 +196,7 @@ func (c *cluster) world() string {
 // resume afterwards.
 func TestRefusedRunsLeaveNothing(t *testing.T) {
 	testenv.FlavorNeutral(t)
+	alongside(t)
 	c := newCluster(t, "e2e_refused", []int{1, 1}, []int{200, 100})
 	to := c.env.Addr(2).String()
 	// Something in the plans table already, so the table exists.

@@ -142,6 +142,7 @@ func stepLines(t *testing.T, lines []string, marker string) int {
 // summary below, and no log line on any screen at the default log level.
 func TestTerminalStepView(t *testing.T) {
 	testenv.FlavorNeutral(t)
+	alongside(t)
 	const seeded = 1500
 	c := newCluster(t, "e2e_term", []int{1}, []int{seeded})
 	lp := c.startLoad(100, c.keys("moving", 1, seeded))

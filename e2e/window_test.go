@@ -244,6 +244,7 @@ func TestMoveRevertWindow(t *testing.T) {
 // each resumed to a clean ledger. With no process running the window,
 // 'plan revert' carries the switch out itself.
 func TestMoveRevertCrashes(t *testing.T) {
+	alongside(t)
 	c := newCluster(t, "e2e_rcrash", []int{1, 1}, []int{1000, 500})
 	schema, to := c.shards[0].Schema, c.env.Addr(3).String()
 
@@ -596,6 +597,7 @@ func TestReverseWindowDDL(t *testing.T) {
 // online at the target, whose own keys never stopped; once the transaction
 // ends the revert goes through.
 func TestMergeRevertBacksOff(t *testing.T) {
+	alongside(t)
 	c := newCluster(t, "e2e_rback", []int{1, 2}, []int{300, 300})
 	tgt, src := c.shards[0], c.shards[1]
 	mg := c.startBG(nil, "merge", "--shard", "2", "--into", "1", "--yes", "--reverse-window", "3m",

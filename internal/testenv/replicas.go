@@ -28,6 +28,23 @@ var (
 // the sandbox's configuration first (Unreported, ExtraArgs).
 func Replicated(t testing.TB, n int, opts ...func(*sandbox.Config)) *Fleet {
 	t.Helper()
+	cfg, srv := upOwn(t, 1, n, opts)
+	return &Fleet{Config: cfg, Servers: srv}
+}
+
+// Own starts a sandbox of n lone servers of the flavor under test for t
+// alone, stopped and removed when the test ends: a test that crashes or
+// stops servers on it can run beside the tests on the shared sandbox.
+func Own(t testing.TB, n int) *Env {
+	t.Helper()
+	cfg, srv := upOwn(t, n, 0, nil)
+	return &Env{Config: cfg, Servers: srv}
+}
+
+// upOwn starts a test's own sandbox of n servers, each with replicas
+// replicas, with server_ids apart from every other sandbox's.
+func upOwn(t testing.TB, n, replicas int, opts []func(*sandbox.Config)) (sandbox.Config, []sandbox.Server) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("needs real servers: skipped under -short (scripts/test.sh --fast or the full suite runs it)")
 	}
@@ -38,8 +55,8 @@ func Replicated(t testing.TB, n int, opts ...func(*sandbox.Config)) *Fleet {
 	fleetMu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cfg, srv, err := UpOnFreePorts(ctx, 1+n, func(port int) sandbox.Config {
-		cfg := sandbox.Config{Dir: t.TempDir(), Servers: 1, Replicas: n, BasePort: port, Flavor: Flavor(), ServerIDBase: base, DieWithParent: true, Lean: true}
+	cfg, srv, err := UpOnFreePorts(ctx, n*(1+replicas), func(port int) sandbox.Config {
+		cfg := sandbox.Config{Dir: t.TempDir(), Servers: n, Replicas: replicas, BasePort: port, Flavor: Flavor(), ServerIDBase: base, DieWithParent: true, Lean: true}
 		for _, o := range opts {
 			o(&cfg)
 		}
@@ -49,7 +66,7 @@ func Replicated(t testing.TB, n int, opts ...func(*sandbox.Config)) *Fleet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Fleet{Config: cfg, Servers: srv}
+	return cfg, srv
 }
 
 // Primary is the fleet's primary.
