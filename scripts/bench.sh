@@ -18,7 +18,7 @@
 #  11. scale: planning, move, split and merge of a 1M- and a 10M-row shard of the same Sakila-like shape,
 #      per step; the ratio per row (10M/1M divided by 10) against 1.2, with a buffer pool that holds the data
 #
-# scripts/bench.sh [--small]     (--small: 10x smaller data or less, 2 cutovers, 20 tables beside the blackout row's shard, no pt-archiver row-at-a-time run; about 4 minutes, CI's smoke run)
+# scripts/bench.sh [--small]     (--small: 30x smaller data or less, 2 cutovers, 20 tables beside the blackout row's shard, no pt-archiver row-at-a-time run; about 4 minutes, CI's smoke run)
 #
 # Environment: BENCH_ONLY=copy,copymixed,floor,verify,memory,catchup,blackout,blackout_replicas,prune,fkcheck,fleet,scale runs only those;
 # BENCH_BUFFER_POOL_MB sizes every sandbox server's InnoDB buffer pool (default 256, the tests');
@@ -59,9 +59,9 @@ for a in "$@"; do
 done
 
 if [ -n "$SMALL" ]; then
-  COPY_ROWS=100000; CATCHUP_ROWS=20000; CATCHUP_T=2; CUTOVERS=2; EMPLOYEES=2000
-  PRUNE_ROWS=20000; MEM_ROWS_A=100000; MEM_ROWS_B=200000; MIXED_ROWS=100000; VERIFY_ROWS=100000; FK_ROWS=100000; FLEET=300; FLEET_SPLIT=2; FLEET_MED=2; FLEET_COLD=2; MODE=small
-  SCALE_ROWS_A=${SCALE_ROWS_A:-20000}; SCALE_ROWS_B=${SCALE_ROWS_B:-100000}; SCALE_POOL_MB=${SCALE_POOL_MB:-1024}
+  COPY_ROWS=30000; CATCHUP_ROWS=20000; CATCHUP_T=2; CUTOVERS=2; EMPLOYEES=2000
+  PRUNE_ROWS=20000; MEM_ROWS_A=30000; MEM_ROWS_B=60000; MIXED_ROWS=30000; VERIFY_ROWS=30000; FK_ROWS=30000; FLEET=300; FLEET_SPLIT=2; FLEET_MED=2; FLEET_COLD=2; MODE=small
+  SCALE_ROWS_A=${SCALE_ROWS_A:-10000}; SCALE_ROWS_B=${SCALE_ROWS_B:-30000}; SCALE_POOL_MB=${SCALE_POOL_MB:-1024}
   # CI's smoke run: every row kept working, at the least data that still runs each one
   BLACKOUT_TABLES=${BENCH_BLACKOUT_TABLES:-20}
 else
