@@ -102,12 +102,23 @@ func newClusterOpts(t *testing.T, name string, servers []int, sizes []int, hash 
 // List) and its sizes in sc.Sizes.
 func newClusterSeed(t *testing.T, name string, servers []int, sc sandbox.SeedConfig) *cluster {
 	t.Helper()
-	env := testenv.Get(t)
+	return newClusterSeedOn(t, testenv.Get(t), name, servers, sc)
+}
+
+// newClusterOn is newCluster on env's servers (a test's own sandbox,
+// testenv.Own), the shard map on env's server 1.
+func newClusterOn(t *testing.T, env *testenv.Env, name string, servers []int, sizes []int) *cluster {
+	t.Helper()
+	return newClusterSeedOn(t, env, name, servers, sandbox.SeedConfig{Sizes: sizes})
+}
+
+func newClusterSeedOn(t *testing.T, env *testenv.Env, name string, servers []int, sc sandbox.SeedConfig) *cluster {
+	t.Helper()
 	var addrs []dbutil.Addr
 	for _, s := range servers {
 		addrs = append(addrs, env.Addr(s))
 	}
-	return newClusterAtSeed(t, name, addrs, sc)
+	return newClusterIn(t, env, name, addrs, sc)
 }
 
 // newClusterAt is newClusterOpts with the shards' servers given by address

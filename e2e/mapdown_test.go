@@ -16,7 +16,7 @@ import (
 	"github.com/shardctl/shardctl/shardmap"
 )
 
-// TestShardingDatabaseDownInBlackout: a move is held (hold:after:fence) at
+// shardingDatabaseDownInBlackout (TestServerRestarts): a move is held (hold:after:fence) at
 // the heart of its blackout, the source fenced, the moving mappings offline,
 // the final position recorded, the shard map not yet switched; the sharding
 // database's server is killed (SIGKILL) or frozen (SIGSTOP), the move let go
@@ -28,7 +28,7 @@ import (
 // fenced and naming the resume; until then a router whose cached map
 // predates the failed switch writes nowhere (the fence turns it away, the
 // map says offline), and after the resume it writes to the target.
-func TestShardingDatabaseDownInBlackout(t *testing.T) {
+func shardingDatabaseDownInBlackout(t *testing.T, env *testenv.Env) {
 	st := testenv.NewSubtests(t)
 	for _, tc := range []struct {
 		name   string
@@ -40,7 +40,7 @@ func TestShardingDatabaseDownInBlackout(t *testing.T) {
 		{"kill/retry-for 0", false, 3},
 	} {
 		st.Run(tc.name, func(t *testing.T) {
-			c := newCluster(t, "e2e_mapdown", []int{2}, []int{300})
+			c := newClusterOn(t, env, "e2e_mapdown", []int{2}, []int{300})
 			lp := c.startLoad(100, c.keys("moving", 1, 300))
 			key, stale := staleRouter(t, c, 2*time.Second)
 			args := []string{"move", "--shard", "1", "--to", c.env.Addr(3).String(), "--yes", "--max-blackout", "2s"}

@@ -17,18 +17,39 @@ import (
 	"github.com/shardctl/shardctl/shardmap"
 )
 
-// TestServerRestartsDuringTail: while a move tails its source (the cutover
+// TestServerRestarts runs the tests that crash, stop or restart the source,
+// the target or the sharding database's server, one after another, on a
+// sandbox of their own (testenv.Own) beside the other tests (alongside):
+// most of their time is waiting for a server to come back.
+func TestServerRestarts(t *testing.T) {
+	alongside(t)
+	env := testenv.Own(t, 3)
+	for _, tc := range []struct {
+		name string
+		run  func(*testing.T, *testenv.Env)
+	}{
+		{"DuringTail", serverRestartsDuringTail},
+		{"DuringSteps", serverRestartsDuringSteps},
+		{"HealInPlace", serverRestartsHealInPlace},
+		{"RetryHealsBeyondMoves", retryHealsBeyondMoves},
+		{"ShardingDatabaseDownInBlackout", shardingDatabaseDownInBlackout},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tc.run(t, env) })
+	}
+}
+
+// serverRestartsDuringTail: while a move tails its source (the cutover
 // held by a postpone file), the source server, the target server or the
 // sharding database's server crashes and comes back. The move either continues or stops with
 // exit 3; a resume finishes it, and the load's ledger is clean.
-func TestServerRestartsDuringTail(t *testing.T) {
+func serverRestartsDuringTail(t *testing.T, env *testenv.Env) {
 	st := testenv.NewSubtests(t)
 	for _, tc := range []struct {
 		name   string
 		server int // the sandbox server that restarts
 	}{{"source", 2}, {"target", 3}, {"sharding database", 1}} {
 		st.Run(tc.name, func(t *testing.T) {
-			c := newCluster(t, "e2e_restart", []int{2}, []int{300})
+			c := newClusterOn(t, env, "e2e_restart", []int{2}, []int{300})
 			postpone := filepath.Join(c.dir, "postpone")
 			if err := os.WriteFile(postpone, nil, 0o644); err != nil {
 				t.Fatal(err)
@@ -93,14 +114,14 @@ func restart(t *testing.T, cfg sandbox.Config, i int) {
 	}
 }
 
-// TestServerRestartsDuringSteps: a move is held (SHARDCTL_FAULT=hold:POINT)
+// serverRestartsDuringSteps: a move is held (SHARDCTL_FAULT=hold:POINT)
 // inside the copy, with the fence installed, or inside the cleanup, while the
 // source, the target or the sharding database's server crashes and comes
 // back. The move either continues or stops with exit 3 and a resume finishes
 // it; the ledger is clean. The held fence outlasts the budget, so that
 // attempt must back off (the fence lifted, the shard back online) before a
 // later one cuts over.
-func TestServerRestartsDuringSteps(t *testing.T) {
+func serverRestartsDuringSteps(t *testing.T, env *testenv.Env) {
 	st := testenv.NewSubtests(t)
 	servers := []struct {
 		name   string
@@ -117,10 +138,10 @@ func TestServerRestartsDuringSteps(t *testing.T) {
 		for _, sv := range servers {
 			st.Run(ph.name+"/"+sv.name, func(t *testing.T) {
 				started := time.Now()
-				c := newCluster(t, "e2e_restart", []int{2}, []int{300})
+				c := newClusterOn(t, env, "e2e_restart", []int{2}, []int{300})
 				lp := c.startLoad(100, c.keys("moving", 1, 300))
 				// --retry-for 0: the run stops at the failure, as the resume below expects
-				// (TestServerRestartsHealInPlace lets it resume itself).
+				// (TestServerRestarts/HealInPlace lets it resume itself).
 				code, out := restartWhileHeld(t, c, ph.point, sv.server, ph.name == "fence", "", append([]string{"--retry-for", "0"}, ph.args...))
 				t.Logf("the move ended with exit %d after the %s restarted during the %s", code, sv.name, ph.name)
 				files, _ := filepath.Glob(filepath.Join(c.planDir, "*.json"))
@@ -245,12 +266,12 @@ func startHeld(t *testing.T, c *cluster, point, faults string, args []string) (s
 	return hold, done, out
 }
 
-// TestServerRestartsHealInPlace: with the default --retry-for, a move held
+// serverRestartsHealInPlace: with the default --retry-for, a move held
 // in its copy while the source or the sharding database restarts, or at its
 // fence while the target restarts, resumes itself and finishes (exit 0),
 // its log naming the retry, the load's ledger clean. With --retry-for 0 the
 // same source restart stops it with exit 3, as before.
-func TestServerRestartsHealInPlace(t *testing.T) {
+func serverRestartsHealInPlace(t *testing.T, env *testenv.Env) {
 	for _, tc := range []struct {
 		name, point string
 		server      int
@@ -265,7 +286,7 @@ func TestServerRestartsHealInPlace(t *testing.T) {
 		{"copy/source/retry-for 0", "during:copy", 2, []string{"--chunk-rows", "50", "--retry-for", "0"}, 3, false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newCluster(t, "e2e_heal", []int{2}, []int{300})
+			c := newClusterOn(t, env, "e2e_heal", []int{2}, []int{300})
 			lp := c.startLoad(100, c.keys("moving", 1, 300))
 			code, out := restartWhileHeld(t, c, tc.point, tc.server, tc.outlast, tc.waitFor, tc.args)
 			var retries []string
