@@ -222,7 +222,9 @@ type Resolution struct {
 // An offline mapping is still returned; callers decide (routers return ErrOffline).
 func (m *Map) Lookup(f Function, key string) (Resolution, error) {
 	res := Resolution{Function: f, Key: key}
-	ms := m.MappingsOf(f.ID)
+	// One pass over the mappings in the map's own order, no sorted copy: a
+	// router looks a key up for every statement, and sorting a fleet's
+	// thousands of mappings each time cost more than the rest of the lookup.
 	var found *Mapping
 	switch f.Type {
 	case Range, List:
@@ -230,10 +232,13 @@ func (m *Map) Lookup(f Function, key string) (Resolution, error) {
 		if err != nil {
 			return res, fmt.Errorf("%w: %v", ErrBadInput, err)
 		}
-		for i := range ms {
-			mp := &ms[i]
-			if f.Type == Range && mp.Lower.Compare(k) <= 0 {
-				found = mp // ms is sorted: the last match has the greatest lower bound
+		for i := range m.Mappings {
+			mp := &m.Mappings[i]
+			if mp.FuncID != f.ID {
+				continue
+			}
+			if f.Type == Range && mp.Lower.Compare(k) <= 0 && (found == nil || mp.Lower.Compare(*found.Lower) >= 0) {
+				found = mp // the greatest lower bound <= key so far
 			}
 			if f.Type == List && mp.Point.Compare(k) == 0 {
 				found = mp
@@ -242,12 +247,15 @@ func (m *Map) Lookup(f Function, key string) (Resolution, error) {
 	case Hash:
 		h, _ := keyspace.HashOf(key)
 		res.Hash = h
-		points := make([]string, len(ms))
-		for i, mp := range ms {
-			points[i] = mp.Hash
+		var at []int
+		var points []string
+		for i, mp := range m.Mappings {
+			if mp.FuncID == f.ID {
+				at, points = append(at, i), append(points, mp.Hash)
+			}
 		}
 		if i := keyspace.Owner(points, h); i >= 0 {
-			found = &ms[i]
+			found = &m.Mappings[at[i]]
 		}
 	}
 	if found == nil {
