@@ -182,6 +182,14 @@ rc=0
 # mostly in that idle time rather than after the tests. Its figures are
 # taken beside the tests, so they show that every row still runs, not how
 # fast: docs/BENCHMARKS.md's figures come from quiet runs.
+# Inside an e2e package, the tests that mostly wait (alongside in
+# e2e/harness_test.go: the fault matrix and the server restarts on sandboxes
+# of their own, the retry budgets, the doctor's windows) run in parallel
+# once the others are done, at a quarter to a third of a core each: four at
+# a time rather than go test's default of two (GOMAXPROCS), so their waits
+# overlap instead of queueing. It also lets four parallel subtests of a
+# sequential test (the corpus, the key moves) run at once.
+e2e_parallel=${SHARDCTL_E2E_PARALLEL:-4}
 log "go test (real MariaDB servers; a missing server fails when CI is set)"
 smoke=""
 if [ "$tier" = full ] && { [ -n "${CI:-}" ] || [ -n "${SHARDCTL_BENCH_SMOKE:-}" ]; }; then
@@ -206,7 +214,7 @@ if [ "${SHARDCTL_TEST_MYSQL:-1}" != 0 ]; then
       # MariaDB one, to even out the two (testenv.FlavorNeutralInMySQLPass).
       export SHARDCTL_TEST_PASSES=mariadb,mysql
       if [ -n "$split" ]; then
-        SHARDCTL_TEST_FLAVOR=mysql run_pass mysql-e2e 35m ./e2e &
+        SHARDCTL_TEST_FLAVOR=mysql run_pass mysql-e2e 35m -parallel "$e2e_parallel" ./e2e &
         bg+=($!)
         runs+=(mysql-e2e)
         SHARDCTL_TEST_FLAVOR=mysql SHARDCTL_TEST_SHARED_SANDBOX=$(shared_dir mysql) run_pass mysql 35m -p 1 $(echo "$mpkgs" | grep -v '/e2e$') &
@@ -222,7 +230,7 @@ if [ "${SHARDCTL_TEST_MYSQL:-1}" != 0 ]; then
   fi
 fi
 if [ -n "$split" ]; then
-  SHARDCTL_TEST_FLAVOR=mariadb run_pass mariadb-e2e 35m ./e2e &
+  SHARDCTL_TEST_FLAVOR=mariadb run_pass mariadb-e2e 35m -parallel "$e2e_parallel" ./e2e &
   bg+=($!)
   runs+=(mariadb-e2e)
   SHARDCTL_TEST_FLAVOR=mariadb SHARDCTL_TEST_SHARED_SANDBOX=$(shared_dir mariadb) run_pass mariadb 35m -p 1 $(nonE2E)
