@@ -127,6 +127,14 @@ func (c Config) startMySQL(ctx context.Context, i int) error {
 		}
 	}
 	_ = os.Remove(c.pidFile(i))
+	// So does its socket's lock file, which names its pid: mysqld refuses
+	// to start while any process has that pid, and a killed server's pid
+	// is still a zombie's for a moment, or another process's once pids wrap
+	// (this kernel's pid_max is 32768, and a CI run starts tens of
+	// thousands of processes): seen as "Another process with pid N is using
+	// unix socket file". The server is not running (Up checked), so the
+	// lock is stale.
+	_ = os.Remove(filepath.Join(home, "sock.lock"))
 	in := inRoot(home)
 	args := append([]string{"chroot", MySQLRoot(), "/usr/sbin/mysqld"}, c.serverArgs(i, in, "mysqld.pid", "binlog")...)
 	args = append(args,
