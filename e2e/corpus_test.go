@@ -7,7 +7,6 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -213,20 +212,6 @@ func runCorpus(t *testing.T, dir string, conf corpusConf, op corpusOp, name stri
 		}
 	}
 	t.Logf("%s took %s", op.name, time.Since(start).Round(time.Millisecond))
-}
-
-// killedRun runs shardctl with args, killed at the fault point, and returns
-// the id of the one plan it left beside the files of old.
-func (c *cluster) killedRun(point string, args, old []string) string {
-	c.t.Helper()
-	if r := c.run([]string{"SHARDCTL_FAULT=" + point}, args...); !r.killed {
-		c.t.Fatalf("fault %s did not kill the process: exit %d\n%s", point, r.code, r.stderr)
-	}
-	files := slices.DeleteFunc(planFiles(c.t, c.planDir), func(f string) bool { return slices.Contains(old, f) })
-	if len(files) != 1 {
-		c.t.Fatalf("new plan files: %v", files)
-	}
-	return strings.TrimSuffix(filepath.Base(files[0]), ".json")
 }
 
 // loadCorpus runs the corpus schema of dir in every shard schema of c and

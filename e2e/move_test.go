@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -226,15 +227,7 @@ func (c *cluster) killThenResume(point string, args []string) {
 // a run meets them.
 func (c *cluster) killAtEachThenResume(points []string, args []string) {
 	c.t.Helper()
-	r := c.run([]string{"SHARDCTL_FAULT=" + points[0]}, args...)
-	if !r.killed {
-		c.t.Fatalf("fault %s did not kill the process: exit %d\n%s", points[0], r.code, r.stderr)
-	}
-	files := planFiles(c.t, c.planDir)
-	if len(files) != 1 {
-		c.t.Fatalf("plan files: %v", files)
-	}
-	id := strings.TrimSuffix(files[0][strings.LastIndex(files[0], "/")+1:], ".json")
+	id := c.killedRun(points[0], args, planFiles(c.t, c.planDir))
 	c.t.Logf("killed at %s", points[0])
 	for i, point := range points[1:] {
 		what := "resume after " + points[i] + ", to be killed at " + point
@@ -244,6 +237,20 @@ func (c *cluster) killAtEachThenResume(points []string, args []string) {
 		c.t.Logf("resumed, killed at %s", point)
 	}
 	c.resumeUntil(id, "resume after "+points[len(points)-1])
+}
+
+// killedRun runs shardctl with args, killed at the fault point, and returns
+// the id of the one plan it left beside the files of old.
+func (c *cluster) killedRun(point string, args, old []string) string {
+	c.t.Helper()
+	if r := c.run([]string{"SHARDCTL_FAULT=" + point}, args...); !r.killed {
+		c.t.Fatalf("fault %s did not kill the process: exit %d\n%s", point, r.code, r.stderr)
+	}
+	files := slices.DeleteFunc(planFiles(c.t, c.planDir), func(f string) bool { return slices.Contains(old, f) })
+	if len(files) != 1 {
+		c.t.Fatalf("new plan files: %v", files)
+	}
+	return strings.TrimSuffix(filepath.Base(files[0]), ".json")
 }
 
 // resumeUntil runs plan resume until it exits 0 or is killed by a fault of
