@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -38,17 +37,10 @@ func TestAutoIncrementCarried(t *testing.T) {
 
 			lp := c.startLoad(100, op.groups(c)...)
 			args := append(op.args(c), "--yes", "--chunk-rows", "100", "--max-blackout", "5s")
-			if r := c.run([]string{"SHARDCTL_FAULT=after:catchup"}, args...); !r.killed {
-				t.Fatalf("not killed after the catch-up: exit %d\n%s", r.code, r.stderr)
-			}
+			id := c.killedRun("after:catchup", args, nil)
 			// While the operation is down (its tail picks all of this up on
 			// resume): the highest ids are issued and deleted, an insert rolls back.
 			issued := src.issue(t, moving)
-			files := planFiles(t, c.planDir)
-			if len(files) != 1 {
-				t.Fatalf("plan files: %v", files)
-			}
-			id := strings.TrimSuffix(filepath.Base(files[0]), ".json")
 			if r := c.run([]string{"SHARDCTL_FAULT=after:fence"}, "plan", "resume", id); !r.killed {
 				t.Fatalf("not killed behind the fence: exit %d\n%s", r.code, r.stderr)
 			}
