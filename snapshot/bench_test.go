@@ -29,7 +29,7 @@ import (
 // installed: the machine is shared, so only side-by-side figures compare.
 // Run it with go test ./snapshot -run '^$' -bench CopySysbench1M -benchtime 1x;
 // SHARDCTL_BENCH_ROWS changes the size,
-// SHARDCTL_BENCH_WRITERS the writers per table (default 3),
+// SHARDCTL_BENCH_WRITERS the writers per table (default: the copy's, by flavor),
 // SHARDCTL_BENCH_ROUNDS the rounds (default 2); SHARDCTL_BENCH_INSERT=1
 // writes with INSERTs instead of LOAD DATA, SHARDCTL_BENCH_INDEXES_FIRST=1
 // creates the secondary indexes with the table, SHARDCTL_BENCH_READERS sets
@@ -45,7 +45,7 @@ import (
 func BenchmarkCopySysbench1M(b *testing.B) {
 	t := b
 	rows := testenv.EnvInt("SHARDCTL_BENCH_ROWS", 1000000)
-	writers := testenv.EnvInt("SHARDCTL_BENCH_WRITERS", defaultWriters)
+	writers := testenv.EnvInt("SHARDCTL_BENCH_WRITERS", (&Copier{}).writers(testenv.MySQL()))
 	rounds := testenv.EnvInt("SHARDCTL_BENCH_ROUNDS", 2)
 	f := newFixture(t,
 		"CREATE TABLE sbtest1 (id INT NOT NULL AUTO_INCREMENT, k INT NOT NULL DEFAULT 0, c CHAR(120) NOT NULL DEFAULT '', pad CHAR(60) NOT NULL DEFAULT '', PRIMARY KEY (id), KEY k_1 (k)) ENGINE=InnoDB",

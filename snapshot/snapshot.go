@@ -29,7 +29,7 @@ type Copier struct {
 	Source, Target             *sql.DB
 	SourceSchema, TargetSchema string
 	ChunkRows                  int                             // rows per chunk, default 5000
-	Writers                    int                             // writer goroutines per table, default 3
+	Writers                    int                             // writer goroutines per table; default 3 into MariaDB, 2 into MySQL (see defaultWriters)
 	Throttle                   func(ctx context.Context) error // optional, called before each chunk is read (may sleep)
 	ChunkTime                  time.Duration                   // optional: a chunk whose read takes longer is followed by a smaller one
 	Progress                   func(table string, rows int64)  // optional, rows added by each chunk; called from several goroutines
@@ -46,7 +46,15 @@ type Copier struct {
 
 const (
 	defaultChunkRows = 5000
-	defaultWriters   = 3
+	// Writers per table. Chunks arrive in key order, so every writer appends
+	// at the primary key's right edge: into MySQL a third writer mostly spins
+	// on that page's latch (ut_delay and mutex waits were 3.5% of the
+	// target's samples), and two load the same 1M sysbench rows 0.09-0.52 s
+	// faster (6 of 6 alternated pairs, docs/BENCHMARKS-history.md). MariaDB's
+	// writers of an AUTO_INCREMENT table take turns anyway (hasAutoInc) and
+	// showed no such difference.
+	defaultWriters      = 3
+	defaultWritersMySQL = 2
 	// One reader per table: on 2 cores the target's CPU bounds the copy and a
 	// second reader showed no gain (docs/BENCHMARKS.md); more cores may differ.
 	defaultReaders   = 1
@@ -241,7 +249,8 @@ func (c *Copier) CopyTable(ctx context.Context, t tables.Table, from watermark.M
 	defer cancel(nil)
 	tr := newTracker(from, t.Name, save, c.Progress)
 	tr.parts = len(bounds) + 1
-	ch := make(chan batch, c.writers())
+	writers := c.writers(f.MySQL)
+	ch := make(chan batch, writers)
 	var wg, readers sync.WaitGroup
 	for part := 0; part <= len(bounds); part++ {
 		lo, hi := from.After, []string(nil)
@@ -280,7 +289,7 @@ func (c *Copier) CopyTable(ctx context.Context, t tables.Table, from watermark.M
 		close(ch)
 	})
 	w := &writer{ins: c.insertText(t.Name, cols[:written], key), ncols: written, stmtCap: stmtCap}
-	if !f.MySQL && !c.ConcurrentAutoInc && c.writers() > 1 {
+	if !f.MySQL && !c.ConcurrentAutoInc && writers > 1 {
 		serial, err := hasAutoInc(ctx, c.Target, c.TargetSchema, t.Name)
 		if err != nil {
 			return from, wrap("read the target's AUTO_INCREMENT column", err)
@@ -294,7 +303,7 @@ func (c *Copier) CopyTable(ctx context.Context, t tables.Table, from watermark.M
 			return c.loadText(t.Name, cols[:written], charset, name, replace)
 		}
 	}
-	for range c.writers() {
+	for range writers {
 		wg.Go(func() {
 			if err := c.write(ctx, ch, w, tr); err != nil {
 				cancel(wrap("write chunk", err))
@@ -374,9 +383,12 @@ func (c *Copier) chunkRows() int {
 	return defaultChunkRows
 }
 
-func (c *Copier) writers() int {
-	if c.Writers > 0 {
+func (c *Copier) writers(mysql bool) int {
+	switch {
+	case c.Writers > 0:
 		return c.Writers
+	case mysql:
+		return defaultWritersMySQL
 	}
 	return defaultWriters
 }

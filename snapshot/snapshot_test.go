@@ -493,3 +493,16 @@ func idleTarget(t *testing.T, db *sql.DB) {
 	}
 	t.Log("other transactions still running on the target after 10 s")
 }
+
+// Two writers into MySQL, three into MariaDB, unless the caller says how many.
+func TestWritersByTargetFlavor(t *testing.T) {
+	for _, tc := range []struct {
+		set   int
+		mysql bool
+		want  int
+	}{{0, true, 2}, {0, false, 3}, {5, true, 5}, {1, false, 1}} {
+		if got := (&Copier{Writers: tc.set}).writers(tc.mysql); got != tc.want {
+			t.Errorf("Writers %d, MySQL %v: %d writers, want %d", tc.set, tc.mysql, got, tc.want)
+		}
+	}
+}
