@@ -1,9 +1,11 @@
 package verify
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/shardctl/shardctl/chunk"
 	"github.com/shardctl/shardctl/dbutil"
 )
 
@@ -26,5 +28,24 @@ func TestRowsChecksumSQLIsChosenForThePair(t *testing.T) {
 		if got := RowsChecksumSQL(c.a, c.b, "s"); !strings.Contains(got, c.want) || got != RowsChecksumSQL(c.b, c.a, "s") {
 			t.Errorf("%s with %s: %s, want %s…", c.a, c.b, got, c.want)
 		}
+	}
+}
+
+// The row text: CONCAT over the columns without NULLs, CONCAT_WS over those
+// that may hold one, and their NULL marks as the bits of one number each.
+func TestChecksumSQLRowText(t *testing.T) {
+	mysql := dbutil.ParseFlavor("9.7.4-2", "(Debian)")
+	cols := []chunk.Column{{Name: "id", Kind: chunk.Signed}, {Name: "a", Kind: chunk.Char, Null: true}, {Name: "n", Kind: chunk.Signed, Null: true}, {Name: "c", Kind: chunk.Char}}
+	want := "CONCAT(`id`, '#', `c`, '#', CONCAT_WS('#', `a`, `n`), '#', ISNULL(`a`) | ISNULL(`n`) << 1)"
+	if got := checksumSQL(mysql, mysql, cols); !strings.Contains(got, want) {
+		t.Errorf("got %s, want it to hash %s", got, want)
+	}
+	var many []chunk.Column
+	for i := range 70 {
+		many = append(many, chunk.Column{Name: fmt.Sprintf("c%d", i), Kind: chunk.Signed, Null: true})
+	}
+	got := checksumSQL(mysql, mysql, many)
+	if !strings.Contains(got, "ISNULL(`c62`) << 62, '#', ISNULL(`c63`) | ISNULL(`c64`) << 1") || strings.Contains(got, "<< 63") {
+		t.Errorf("70 nullable columns: the marks must split into numbers of 63 bits: %s", got)
 	}
 }
