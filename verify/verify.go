@@ -357,10 +357,10 @@ func (v *Verifier) open(ctx context.Context, t tables.Table) (sc *scope, err err
 // hold no NULL, joined by CONCAT with '#' between them, then those that may
 // hold NULL, joined by CONCAT_WS (which skips NULLs), then their NULL marks
 // as bits of one number, so NULL and an empty string differ. CONCAT, not
-// CONCAT_WS throughout: it is 12-15% cheaper a row on MySQL 9.7 (1M
-// sysbench rows, 1.03 against 1.19 s; payments-shaped, 0.85 against 1.00 s),
-// and verify is CPU-bound on both servers; so is one mark a row against one
-// per column. FLOAT goes through DOUBLE because its text keeps only 6
+// CONCAT_WS throughout: it is 6-13% cheaper a row on MySQL 9.7 (1M
+// sysbench rows, 1.03 against 1.19 s; payments-shaped, 0.86-0.91 against
+// 0.94-1.02 s), and verify is CPU-bound on both servers; so is one mark a
+// row against one per column. FLOAT goes through DOUBLE because its text keeps only 6
 // digits. Next to raw bytes (BINARY, BLOB, BIT…) text columns go in as their
 // bytes: MariaDB otherwise joins two collations of one character set in
 // that character set, turning bytes that are not valid in it into '?'.
