@@ -124,6 +124,8 @@ now() { date +%s.%N; }
 # f EXPR: awk arithmetic, printed with 2 decimals; div A B: A / B ("n/a" when B is 0)
 f() { awk "BEGIN { printf \"%.2f\", ($1) }" 2>/dev/null || echo n/a; }
 div() { awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 == 0 || a == "" || a == "n/a") print "n/a"; else printf "%.2f", a / b }'; }
+# median "A, B, ...": the median of a list of numbers (the mean of the middle two of an even count)
+median() { echo "$1" | tr ',' '\n' | awk 'NF { print $1 + 0 }' | sort -g | awk '{ v[++n] = $1 } END { if (n == 0) { print "n/a"; exit } printf "%.2f", (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2 }'; }
 # put KEY VALUE / get KEY: results shared between the measurement subshells
 put() { printf '%s=%s\n' "$1" "$2" >>"$RES"; }
 get() { sed -n "s/^$1=//p" "$RES" | tail -n 1; }
