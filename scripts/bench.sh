@@ -71,7 +71,7 @@ else
 fi
 STEP_TIMEOUT=${BENCH_STEP_TIMEOUT:-$([ -n "$SMALL" ] && echo 300 || echo 1800)}
 RUN_TIMEOUT=${BENCH_TIMEOUT:-$([ -n "$SMALL" ] && echo 900 || echo 7200)}
-THREADS=2          # mydumper/myloader threads (shardctl's copy of one table: 1 reader + 3 writers, not a CLI flag)
+THREADS=2          # mydumper/myloader threads (shardctl's copy of one table: 1 reader + 3 writers, 2 into MySQL; not a CLI flag)
 PRUNE_CHUNK=1000
 # Rounds of shardctl prune next to pt-archiver --bulk-delete, alternating:
 # this machine's speed drifts by up to 2x within minutes (the same prune took
