@@ -315,3 +315,114 @@ func (l *loggedStatements) stop(t *testing.T) []string {
 	l.db.Exec("TRUNCATE TABLE mysql.general_log") // tidying only: the next generalLog truncates it first
 	return out
 }
+
+// One tenant with 36 tickets moved back and forth between two LIST shards
+// whose counters are equal (shards made from one database), a ticket added
+// on its owner after each move: each move raises the receiving shard's
+// counter at most the key move's margin above the larger counter, never by
+// the source's counter, and no id meets another. Then, with the two servers
+// interleaving ids (auto_increment_increment 2, offsets 1 and 2), a move
+// raises nothing: the plan says so and the target's counter moves only past
+// the rows it is given. The run with the real binary, on both flavors.
+func TestKeyMoveCountersBackAndForth(t *testing.T) {
+	const (
+		start  = 2_792_100 // the issue's payment counter
+		margin = 10_000    // pipeline.keyMoveMargin
+		moves  = 4
+	)
+	c := newClusterSeed(t, "e2e_ctr_keys", []int{1, 2}, sandbox.SeedConfig{Sizes: []int{100, 100}, List: true})
+	c.addTicketsCounter(fmt.Sprint(start))
+	key := fmt.Sprint(c.shards[0].Lower + 1)
+	shard := func(i int) (*sql.DB, string) { return c.db(c.serverIndex(c.shards[i].Server)), c.shards[i].Schema }
+	counters := func() [2]uint64 {
+		t.Helper()
+		var out [2]uint64
+		for i := range out {
+			db, schema := shard(i)
+			out[i] = ticketsCounter(t, db, schema)
+		}
+		return out
+	}
+	src := ownerOf(t, c, key)
+	for range 36 {
+		src.insert(t, key)
+	}
+	first := counters()
+	t.Logf("%s: before: shard 1 %d, shard 2 %d (36 tickets of tenant %s on shard 1)", testenv.Flavor(), first[0], first[1], key)
+	dry := c.mustRun("move", "--shard", "1", "--keys", key, "--into", "2", "--dry-run")
+	if want := fmt.Sprintf("tickets`"+" AUTO_INCREMENT = %d;", first[0]+margin); !strings.Contains(dry.stdout, want) {
+		t.Fatalf("--dry-run does not show the raise to the source's counter plus %d (%q):\n%s", margin, want, dry.stdout)
+	}
+	last, seen := first, map[int64]bool{}
+	for i := range moves {
+		from, into := 1+i%2, 2-i%2
+		c.mustRun("move", "--shard", fmt.Sprint(from), "--keys", key, "--into", fmt.Sprint(into), "--yes", "--max-blackout", "5s")
+		now := counters()
+		if now[from-1] != last[from-1] {
+			t.Errorf("move %d: the source's counter went %d -> %d", i+1, last[from-1], now[from-1])
+		}
+		if hi := max(last[0], last[1]) + margin; now[into-1] > hi {
+			t.Errorf("move %d: the target's counter went %d -> %d, above the larger counter plus the margin (%d)", i+1, last[into-1], now[into-1], hi)
+		}
+		o := ownerOf(t, c, key)
+		if want := c.shards[into-1].Schema; o.schema != want {
+			t.Fatalf("move %d: tenant %s at %s, want %s", i+1, key, o.schema, want)
+		}
+		id := o.insert(t, key)
+		if seen[id] || uint64(id) < last[from-1] {
+			t.Fatalf("move %d: the next ticket got id %d, issued before or below the source's counter %d", i+1, id, last[from-1])
+		}
+		seen[id] = true
+		t.Logf("%s: move %d (shard %d -> %d): shard 1 %d, shard 2 %d; the tenant's next ticket: id %d", testenv.Flavor(), i+1, from, into, now[0], now[1], id)
+		last = counters()
+	}
+	if grew, bound := max(last[0], last[1])-max(first[0], first[1]), uint64(moves*(margin+1)); grew > bound {
+		t.Fatalf("after %d moves the counters grew by %d, want at most %d", moves, grew, bound)
+	}
+
+	// Interleaved ids: nothing raised.
+	db1, _ := shard(0)
+	db2, _ := shard(1)
+	testenv.SetGlobal(t, db1, "auto_increment_increment", 2)
+	testenv.SetGlobal(t, db2, "auto_increment_increment", 2)
+	testenv.SetGlobal(t, db1, "auto_increment_offset", 1)
+	testenv.SetGlobal(t, db2, "auto_increment_offset", 2)
+	from, into := 1+moves%2, 2-moves%2
+	dry = c.mustRun("move", "--shard", fmt.Sprint(from), "--keys", key, "--into", fmt.Sprint(into), "--dry-run")
+	if !strings.Contains(dry.stdout, "interleave ids") || strings.Contains(dry.stdout, "AUTO_INCREMENT =") {
+		t.Fatalf("interleaved ids: --dry-run shows a raise or no word of the interleaving:\n%s", dry.stdout)
+	}
+	fromDB, fromSchema := shard(from - 1)
+	var top uint64
+	if err := fromDB.QueryRow("SELECT MAX(id) FROM "+dbutil.Table(fromSchema, "tickets")+" WHERE emp_no = ?", key).Scan(&top); err != nil {
+		t.Fatal(err)
+	}
+	c.mustRun("move", "--shard", fmt.Sprint(from), "--keys", key, "--into", fmt.Sprint(into), "--yes", "--max-blackout", "5s")
+	now := counters()
+	if now[into-1] > max(last[into-1], top+2) {
+		t.Fatalf("interleaved ids: the target's counter went %d -> %d; the rows it was given end at id %d", last[into-1], now[into-1], top)
+	}
+	t.Logf("%s: interleaved, move shard %d -> %d: shard 1 %d, shard 2 %d (the moved rows' highest id %d)", testenv.Flavor(), from, into, now[0], now[1], top)
+}
+
+// ticketsCounter reads the tickets table's AUTO_INCREMENT counter from
+// information_schema, uncached (MySQL 8+ answers it from a cache of
+// information_schema_stats_expiry seconds otherwise).
+func ticketsCounter(t *testing.T, db *sql.DB, schema string) uint64 {
+	t.Helper()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if testenv.Flavor() == sandbox.FlavorMySQL {
+		if _, err := conn.ExecContext(ctx, "SET SESSION information_schema_stats_expiry = 0"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var n uint64
+	if err := conn.QueryRowContext(ctx, "SELECT AUTO_INCREMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'tickets'", schema).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}

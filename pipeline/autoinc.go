@@ -195,7 +195,8 @@ func raiseCounters(ctx context.Context, db *sql.DB, schema string, ts []string, 
 	return nil
 }
 
-// counterTables are those of ts with an AUTO_INCREMENT column: the plan's
+// counterTables are those of ts with an AUTO_INCREMENT column (not on
+// servers that interleave ids, which never issue each other's): the plan's
 // record, or for a plan made before it was kept, read from the fenced side
 // (ahead of a blackout, and kept for the run).
 func (r *runner) counterTables(ctx context.Context, db *sql.DB, schema string, ts []tables.Table) ([]string, error) {
@@ -214,7 +215,7 @@ func (r *runner) counterTables(ctx context.Context, db *sql.DB, schema string, t
 	}
 	var out []string
 	for _, t := range ts {
-		if slices.ContainsFunc(known, func(c plans.Counter) bool { return c.Table == t.Name }) {
+		if slices.ContainsFunc(known, func(c plans.Counter) bool { return c.Table == t.Name && !c.Interleaved }) {
 			out = append(out, t.Name)
 		}
 	}
@@ -227,6 +228,14 @@ func (r *runner) counterTables(ctx context.Context, db *sql.DB, schema string, t
 // other side's counters are at least; behind the fence only the fenced
 // side's are read, and the other side's only where they passed that.
 func (r *runner) carryCounters(ctx context.Context, from *sql.DB, fromSchema string, to *sql.DB, toSchema string, ts []tables.Table, ahead bool) error {
+	if keysMove(r.p) {
+		// Both shards stay and keep their counters: the fenced side issues
+		// none of its ids again, and the other holds its counter past every
+		// row it was given (InnoDB) and, where ids can meet, past the
+		// source's since create (raiseTargetCounters). Carrying the whole
+		// counter across would only tie the two shards' counters together.
+		return nil
+	}
 	names, err := r.counterTables(ctx, from, fromSchema, ts)
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/operation"
@@ -14,31 +15,68 @@ import (
 	"github.com/shardctl/shardctl/plans"
 )
 
-// A merge copies the merged shard's rows, ids included, into a target that
-// keeps serving and issuing ids of its own. InnoDB moves a counter past
-// every id written into its table, so when the merged shard's ids lie at or
-// above the target's counter the copy drags the target's counter into the
-// merged shard's id space: while the copy and the tail run, the target hands
-// out ids the merged shard holds (not yet copied) or goes on issuing, and one
-// side's row then refuses or replaces the other's. The counters carried at
-// the cutover (autoinc.go) cannot help: the harm is done before it.
+// A merge or a key move copies the source's rows, ids included, into a
+// target that keeps serving and issuing ids of its own, while the source
+// goes on issuing ids for the moving keys until the fence (the tail brings
+// those rows over). InnoDB moves a counter past every id written into its
+// table, so when the source's ids lie at or above the target's counter the
+// copy drags the target's counter into the source's id space: while the
+// copy and the tail run, the target hands out ids the source holds (not yet
+// copied) or goes on issuing, and the tail's REPLACE of the source's row
+// then removes the target's. The counters carried at the cutover
+// (autoinc.go) cannot help: the harm is done before it.
 //
 // So the plan raises the target's counter, at create and before the copy,
-// to the merged shard's counter plus a margin: the merged shard keeps
-// inserting until the cutover and its ids stay below the raise, the
-// target's own ids above it. The margin is the merged shard's counter
-// itself (as many ids again as it issued in its life), at least
-// minCounterMargin, at most half the room the column's type leaves. Raising
-// again later cannot help (the target issues from the first raise on), so
-// ahead of each cutover attempt idsApart checks that the merged shard stayed
-// below it. Shards made from one database (equal counters) merge so; servers
-// that interleave ids (auto_increment_increment > 1, distinct offsets) need
-// no raise.
-const minCounterMargin = 1_000_000
+// to the source's counter plus a margin: the source's ids stay below it
+// until the cutover, the target's own above it. Raising again later cannot
+// help (the target issues from the first raise on), so ahead of each
+// cutover attempt idsApart checks that the source stayed below the target's
+// counter. The margin is all the rule is about (docs/split-merge.md):
+//
+//   - a merge: the merged shard's counter itself (as many ids again as it
+//     issued in its life), at least minCounterMargin. The merged shard goes
+//     away, so this happens once to a shard's ids, and its copy is as long
+//     as a whole shard's.
+//   - a key move: keyMoveMargin, or as many ids as the source issues in
+//     keyMoveHorizon at the pace it issued them between planning and
+//     create, whichever is more. The source stays and keys may come back
+//     (rebalance moves tenants again and again), so a margin the size of the
+//     source's counter would double the counters at every move; this one
+//     adds to the larger counter per move what the source's pace needs,
+//     whatever the counters are.
+//
+// Either is at most half the room the column's type leaves. Servers that
+// interleave ids (auto_increment_increment > 1, distinct offsets) never
+// issue the same id: nothing is raised or carried.
+const (
+	minCounterMargin = 1_000_000
+	keyMoveMargin    = 10_000
+	keyMoveHorizon   = 10 * time.Minute
+)
+
+// keyMoveMarginFor is a key move's margin for a source that issued issued
+// ids in the elapsed time between planning and create.
+func keyMoveMarginFor(issued uint64, elapsed time.Duration) uint64 {
+	if elapsed <= 0 {
+		return keyMoveMargin
+	}
+	pace := float64(issued) * float64(keyMoveHorizon) / float64(elapsed)
+	if pace >= 1<<62 {
+		return 1 << 62 // clamped to the type's room by the caller
+	}
+	return max(keyMoveMargin, uint64(pace))
+}
+
+// keysMove reports whether p moves some keys of a shard into another
+// existing shard, both shards staying.
+func keysMove(p *plans.Plan) bool {
+	o := operation.Of(p.Operation)
+	return o.IntoExisting && o.DividesKeys
+}
 
 // planCounters records the copied tables with an AUTO_INCREMENT counter
-// and, for a merge, the raise of the target's counters. A column whose type
-// leaves no room for a margin is refused.
+// and, for a merge or a key move, the raise of the target's counters. A
+// column whose type leaves no room for a margin is refused.
 func planCounters(ctx context.Context, src, dst *sql.DB, p *plans.Plan) error {
 	cols, err := counterColumns(ctx, src, p.Source.Schema)
 	if err != nil {
@@ -58,16 +96,10 @@ func planCounters(ctx context.Context, src, dst *sql.DB, p *plans.Plan) error {
 	for _, n := range names {
 		c := cols[n]
 		c.Source = from[n]
+		c.Warning = counterWarning(c, c.Source)
 		p.Counters = append(p.Counters, c)
 	}
 	if !operation.Of(p.Operation).IntoExisting || len(names) == 0 {
-		return nil
-	}
-	meet, err := idsCanMeet(ctx, src, p)
-	if err != nil {
-		return failure.ProbeError("the AUTO_INCREMENT columns and unique keys", "source", p.Source.Addr(), err)
-	}
-	if len(meet) == 0 {
 		return nil
 	}
 	apart, err := interleaved(ctx, src, dst)
@@ -75,6 +107,16 @@ func planCounters(ctx context.Context, src, dst *sql.DB, p *plans.Plan) error {
 		return failure.ProbeError("auto_increment_increment and auto_increment_offset", "source and target", p.Source.Addr()+" / "+p.Target.Addr(), err)
 	}
 	if apart {
+		for i := range p.Counters {
+			p.Counters[i].Interleaved = true
+		}
+		return nil
+	}
+	meet, err := idsCanMeet(ctx, src, p)
+	if err != nil {
+		return failure.ProbeError("the AUTO_INCREMENT columns and unique keys", "source", p.Source.Addr(), err)
+	}
+	if len(meet) == 0 {
 		return nil
 	}
 	into, err := autoIncrements(ctx, dst, p.Target.Schema, meet)
@@ -88,39 +130,66 @@ func planCounters(ctx context.Context, src, dst *sql.DB, p *plans.Plan) error {
 			continue
 		}
 		c.Target = into[c.Table]
-		to, margin, ok := counterRaise(c.Source, c.Max)
+		to, margin, ok := targetRaise(keysMove(p), c.Source, c.Target, c.Max)
 		if !ok {
 			bad = append(bad, fmt.Sprintf("%s.%s (counter %d, its type's largest value %d)", c.Table, c.Column, c.Source, c.Max))
 			continue
 		}
-		if c.Target < to {
-			c.RaiseTo, c.Margin = to, margin
-		}
+		c.RaiseTo, c.Margin = to, margin
+		c.Warning = counterWarning(*c, max(c.Source, c.Target, c.RaiseTo))
 	}
 	if len(bad) > 0 {
-		return fmt.Errorf("%w: the merge target's AUTO_INCREMENT counter must go above every id shard %d issues until the cutover, and these columns' types leave no room for that above the merged shard's counter: %s; widen the column (BIGINT) on both shards, then plan the merge again",
-			ErrRefused, p.Source.ShardID, strings.Join(bad, "; "))
+		return fmt.Errorf("%w: the target's AUTO_INCREMENT counter must go above every id shard %d issues until the cutover, and these columns' types leave no room for that above shard %d's counter: %s; widen the column (BIGINT) on both shards, then plan the %s again",
+			ErrRefused, p.Source.ShardID, p.Source.ShardID, strings.Join(bad, "; "), p.Operation)
 	}
 	return nil
 }
 
-// counterRaise is where a merge target's counter goes for a merged shard's
-// counter s in a column whose largest value is hi, and the margin that
-// leaves the merged shard; ok is false when the type leaves no room.
-func counterRaise(s, hi uint64) (to, margin uint64, ok bool) {
+// targetRaise decides, for a source counter s, a target counter t and a
+// column whose largest value is hi, where the target's counter goes before
+// the copy (0: it stays, being above s plus the margin already) and the
+// margin; keys marks a key move. ok is false when the type leaves no room
+// for a margin. It never lowers a counter and, for a key move, never raises
+// one by more than keyMoveMargin above the larger of the two.
+func targetRaise(keys bool, s, t, hi uint64) (to, margin uint64, ok bool) {
 	if s >= hi {
 		return 0, 0, false
 	}
-	margin = min(max(s, minCounterMargin), (hi-s)/2)
-	return s + margin, margin, margin > 0
+	margin = max(s, minCounterMargin)
+	if keys {
+		margin = keyMoveMargin
+	}
+	margin = min(margin, (hi-s)/2)
+	if margin == 0 {
+		return 0, 0, false
+	}
+	if t >= s+margin {
+		return 0, margin, true
+	}
+	return s + margin, margin, true
 }
 
-// raiseMergeCounters raises, at create, the merge target's counters the
-// plan names, from the live counters (the plan may be applied long after it
-// was made: the merged shard's counter moved, the margin stays), and
-// records where they went.
-func (r *runner) raiseMergeCounters(ctx context.Context) error {
-	names, from, err := r.sourceCounters(ctx, func(c plans.Counter) bool { return c.RaiseTo > 0 && !c.Raised })
+// counterWarning says when c's counter at level is past half its type's
+// largest value; "" below that.
+func counterWarning(c plans.Counter, level uint64) string {
+	if c.Max == 0 || level <= c.Max/2 {
+		return ""
+	}
+	pct := float64(level) / float64(c.Max) * 100
+	soon := ""
+	if level > c.Max/5*4 {
+		soon = " soon"
+	}
+	return fmt.Sprintf("%s.%s: AUTO_INCREMENT counter at %d after this operation, %.0f%% of its type's largest value %d; widen the column (BIGINT)%s",
+		c.Table, c.Column, level, pct, c.Max, soon)
+}
+
+// raiseTargetCounters raises, at create, the target's counters whose ids
+// can meet the source's, from the live counters (the plan may be applied
+// long after it was made: the source's counter moved, the margin stays),
+// and records where they went and the guard the source must stay below.
+func (r *runner) raiseTargetCounters(ctx context.Context) error {
+	names, from, err := r.sourceCounters(ctx, func(c plans.Counter) bool { return c.Margin > 0 && !c.Raised })
 	if err != nil || len(names) == 0 {
 		return err
 	}
@@ -129,7 +198,7 @@ func (r *runner) raiseMergeCounters(ctx context.Context) error {
 		return err
 	}
 	to := map[string]uint64{}
-	var raise []string
+	var raise, warnings []string
 	r.mu.Lock()
 	for i := range r.p.Counters {
 		c := &r.p.Counters[i]
@@ -137,14 +206,23 @@ func (r *runner) raiseMergeCounters(ctx context.Context) error {
 			continue
 		}
 		s := from[c.Table]
+		if keysMove(r.p) && s > c.Source && s < c.Max {
+			// A busy source: more room, never less than planned.
+			c.Margin = max(c.Margin, min(keyMoveMarginFor(s-c.Source, time.Since(r.p.CreatedAt)), (c.Max-s)/2))
+		}
 		if s >= c.Max || c.Max-s < c.Margin {
 			r.mu.Unlock()
-			return fmt.Errorf("table %s.%s: the merged shard's AUTO_INCREMENT counter reached %d, too near its type's largest value %d to raise the target's %d above it", r.p.Target.Schema, c.Table, s, c.Max, c.Margin)
+			return fmt.Errorf("table %s.%s: the source's AUTO_INCREMENT counter reached %d, too near its type's largest value %d to raise the target's %d above it", r.p.Target.Schema, c.Table, s, c.Max, c.Margin)
 		}
-		c.RaiseTo = max(c.RaiseTo, s+c.Margin)
-		if into[c.Table] < c.RaiseTo {
-			to[c.Table] = c.RaiseTo
+		want := max(c.RaiseTo, s+c.Margin)
+		c.RaiseTo, c.Guard = 0, into[c.Table]
+		if c.Guard < want {
+			c.RaiseTo, c.Guard = want, want
+			to[c.Table] = want
 			raise = append(raise, c.Table)
+		}
+		if c.Warning = counterWarning(*c, max(s, c.Guard)); c.Warning != "" {
+			warnings = append(warnings, c.Warning)
 		}
 	}
 	r.mu.Unlock()
@@ -159,7 +237,10 @@ func (r *runner) raiseMergeCounters(ctx context.Context) error {
 	}
 	r.mu.Unlock()
 	if len(raise) > 0 {
-		r.env.Log.Info("merge target's AUTO_INCREMENT counters raised", "schema", r.p.Target.Schema, "tables", raise)
+		r.env.Log.Info("target's AUTO_INCREMENT counters raised", "schema", r.p.Target.Schema, "tables", raise, "to", to)
+	}
+	for _, w := range warnings {
+		r.env.Log.Warn(w)
 	}
 	return r.save(true)
 }
@@ -179,20 +260,30 @@ func (r *runner) sourceCounters(ctx context.Context, keep func(plans.Counter) bo
 	return names, from, err
 }
 
-// errIdsMet stops a merge whose merged shard issued ids up to the target's raised counter.
-var errIdsMet = errors.New("the merged shard's AUTO_INCREMENT ids reached the target's")
+// guard is the counter c's source must stay below until the cutover: the
+// target's counter after create (a plan made before Guard was kept: where
+// create raised it); 0 when nothing is guarded.
+func guard(c plans.Counter) uint64 {
+	if c.Guard == 0 && c.Raised {
+		return c.RaiseTo
+	}
+	return c.Guard
+}
 
-// idsApart checks, ahead of a merge's cutover attempt, that the merged
-// shard's counters stayed below where create raised the target's.
+// errIdsMet stops a merge or key move whose source issued ids up to the target's counter.
+var errIdsMet = errors.New("the source's AUTO_INCREMENT ids reached the target's")
+
+// idsApart checks, ahead of a cutover attempt, that the source's counters
+// stayed below the target's after create.
 func (r *runner) idsApart(ctx context.Context) error {
-	_, from, err := r.sourceCounters(ctx, func(c plans.Counter) bool { return c.Raised })
+	_, from, err := r.sourceCounters(ctx, func(c plans.Counter) bool { return guard(c) > 0 })
 	if err != nil {
 		return err
 	}
 	for _, c := range r.p.Counters {
-		if s := from[c.Table]; c.Raised && s >= c.RaiseTo {
-			return fmt.Errorf("%w: table %s.%s: shard %d's counter is %d, at or past the %d the target's was raised to at create, so ids from %d on may be on both shards; the cutover is stopped (plan abort removes the copied rows; look at the rows with ids from %d before merging again)",
-				errIdsMet, r.p.Source.Schema, c.Table, r.p.Source.ShardID, s, c.RaiseTo, c.RaiseTo, c.RaiseTo)
+		if g := guard(c); g > 0 && from[c.Table] >= g {
+			return fmt.Errorf("%w: table %s.%s: shard %d's counter is %d, at or past the target's %d after create, so ids from %d on may be on both shards; the cutover is stopped (plan abort removes the copied rows; look at the rows with ids from %d before running it again)",
+				errIdsMet, r.p.Source.Schema, c.Table, r.p.Source.ShardID, from[c.Table], g, g, g)
 		}
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shardctl/shardctl/internal/testenv"
 	"github.com/shardctl/shardctl/pipeline/checks/checktest"
@@ -103,14 +104,14 @@ func TestRaiseMergeCounters(t *testing.T) {
 	}
 	testenv.InSchema(t, src, "raise_ctr", "INSERT INTO tickets (id, emp_no) VALUES (5000, 1)")
 	r := &runner{p: p, src: src, dst: dst, env: Env{Log: discard}}
-	if err := r.raiseMergeCounters(ctx); err != nil {
+	if err := r.raiseTargetCounters(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if c := p.Counters[0]; !c.Raised || c.RaiseTo != 1_005_001 {
 		t.Fatalf("after create %+v, want raised to 1005001 (the merged shard's live counter plus the margin)", c)
 	}
 	testenv.InSchema(t, dst, "raise_ctr", "INSERT INTO tickets (emp_no) VALUES (2)")
-	if err := r.raiseMergeCounters(ctx); err != nil { // a create run again: done already
+	if err := r.raiseTargetCounters(ctx); err != nil { // a create run again: done already
 		t.Fatal(err)
 	}
 	testenv.InSchema(t, dst, "raise_ctr", "INSERT INTO tickets (emp_no) VALUES (2)")
@@ -123,5 +124,107 @@ func TestRaiseMergeCounters(t *testing.T) {
 	testenv.InSchema(t, src, "raise_ctr", "INSERT INTO tickets (id, emp_no) VALUES (1005001, 1)")
 	if err := r.idsApart(ctx); !errors.Is(err, errIdsMet) || !strings.Contains(err.Error(), "counter is 1005002") {
 		t.Fatalf("the merged shard's counter past the raise: %v, want %v", err, errIdsMet)
+	}
+}
+
+// One tenant moved back and forth between two shards, 100 and 1000 times,
+// each shard issuing ids of its own between the moves and the source some
+// during each move: every move keeps the source's ids below the target's
+// counter (nothing can meet), and the counters grow by at most
+// keyMoveMargin a move beyond the ids really issued, where the merge's rule
+// (a margin the size of the source's counter) runs an INT UNSIGNED out of
+// room within a dozen moves, as the issue saw.
+func TestKeyMoveCountersStayProportional(t *testing.T) {
+	const (
+		start   = 2_792_100 // the issue's payment counter
+		hi      = 1<<32 - 1 // INT UNSIGNED
+		between = 40        // ids each shard issues between two moves
+		during  = 25        // ids the source issues during a move, before the fence
+	)
+	for _, n := range []int{100, 1000} {
+		c := [2]uint64{start, start}
+		issued := uint64(0)
+		for i := range n {
+			s, d := i%2, 1-i%2 // the tenant moves from shard s to shard d
+			c[s], c[d] = c[s]+between, c[d]+between
+			issued += between
+			to, margin, ok := targetRaise(true, c[s], c[d], hi)
+			if !ok || margin != keyMoveMargin {
+				t.Fatalf("move %d: no room (%v) or margin %d", i, ok, margin)
+			}
+			if to > 0 {
+				if to <= c[d] || to > max(c[s], c[d])+keyMoveMargin {
+					t.Fatalf("move %d: raised %d to %d, source at %d", i, c[d], to, c[s])
+				}
+				c[d] = to
+			}
+			c[s] += during // the source keeps issuing until the fence
+			issued += during
+			if c[s] >= c[d] {
+				t.Fatalf("move %d: the source's ids reached %d, the target's counter is %d", i, c[s], c[d])
+			}
+		}
+		grew := max(c[0], c[1]) - start
+		if bound := uint64(n)*keyMoveMargin + issued; grew > bound {
+			t.Fatalf("%d moves: the counters grew by %d, want at most %d (the margin a move plus the ids issued)", n, grew, bound)
+		}
+		t.Logf("%d moves back and forth: counters %d and %d (from %d each; %d ids issued, %.4f%% of INT UNSIGNED used)",
+			n, c[0], c[1], start, issued, float64(max(c[0], c[1]))/hi*100)
+	}
+
+	// The merge's rule, applied to each move, doubles the counter a move:
+	// past 90% of the type within a dozen moves.
+	c := [2]uint64{start, start}
+	moves := 0
+	for ; max(c[0], c[1]) < hi/10*9; moves++ {
+		s, d := moves%2, 1-moves%2
+		to, _, ok := targetRaise(false, c[s], c[d], hi)
+		if !ok || to == 0 {
+			t.Fatalf("the merge's rule: move %d from %d to %d found no raise", moves, c[s], c[d])
+		}
+		c[d] = to
+	}
+	if moves > 12 {
+		t.Fatalf("the merge's rule took %d moves to pass 90%% of INT UNSIGNED, want the issue's dozen", moves)
+	}
+	t.Logf("the merge's rule on each move: %d after %d moves", max(c[0], c[1]), moves)
+
+	// A busy source gets the ids it issues in keyMoveHorizon at its pace
+	// between planning and create; an idle one the fixed margin.
+	for _, tc := range []struct {
+		issued  uint64
+		elapsed time.Duration
+		want    uint64
+	}{{0, time.Second, keyMoveMargin}, {5, 0, keyMoveMargin}, {100, time.Second, 60_000}, {1, time.Hour, keyMoveMargin}, {1 << 62, time.Nanosecond, 1 << 62}} {
+		if got := keyMoveMarginFor(tc.issued, tc.elapsed); got != tc.want {
+			t.Errorf("%d ids issued in %s: margin %d, want %d", tc.issued, tc.elapsed, got, tc.want)
+		}
+	}
+
+	// A target above the source plus the margin is left alone; a type with
+	// no room for a margin is refused.
+	if to, _, ok := targetRaise(true, 100, 100+keyMoveMargin, hi); !ok || to != 0 {
+		t.Fatalf("a target counter above the source's plus the margin: raised to %d (%v), want none", to, ok)
+	}
+	if _, _, ok := targetRaise(true, 127, 5, 127); ok {
+		t.Fatal("a TINYINT counter at its largest value: a raise was found")
+	}
+	if to, margin, ok := targetRaise(true, 120, 5, 127); !ok || margin != 3 || to != 123 {
+		t.Fatalf("a TINYINT counter near its largest value: %d, %d, %v, want a raise to 123 (half the room)", to, margin, ok)
+	}
+}
+
+// A counter past half its type's largest value is named with the advice;
+// past four fifths, "soon".
+func TestCounterWarning(t *testing.T) {
+	c := plans.Counter{Table: "payment", Column: "payment_id", Max: 1<<32 - 1}
+	if w := counterWarning(c, 2_792_100); w != "" {
+		t.Fatalf("a counter at 0.07%%: %q", w)
+	}
+	if w := counterWarning(c, 3_000_000_000); !strings.Contains(w, "payment.payment_id") || !strings.Contains(w, "70%") || strings.Contains(w, "soon") {
+		t.Fatalf("a counter at 70%%: %q", w)
+	}
+	if w := counterWarning(c, 3_936_003_071); !strings.Contains(w, "92%") || !strings.HasSuffix(w, "(BIGINT) soon") {
+		t.Fatalf("a counter at 92%%: %q", w)
 	}
 }

@@ -29,6 +29,11 @@ func Finish(ctx context.Context, env Env, p *plans.Plan) error {
 	if err := planCounters(ctx, r.src, r.dst, p); err != nil {
 		return err
 	}
+	for _, c := range p.Counters {
+		if c.Warning != "" {
+			env.Log.Warn(c.Warning)
+		}
+	}
 	window.Setup(p)
 	if err := readObjects(ctx, r.src, r.dst, p); err != nil {
 		return err

@@ -72,7 +72,7 @@ func (r *runner) create(ctx context.Context) error {
 	if err := r.copier().CreateTables(ctx, r.p.Copy); err != nil {
 		return err
 	}
-	if err := r.raiseMergeCounters(ctx); err != nil { // before the first row is copied
+	if err := r.raiseTargetCounters(ctx); err != nil { // before the first row is copied
 		return err
 	}
 	return r.createObjects(ctx)

@@ -81,13 +81,24 @@ type Counter struct {
 	Max    uint64 `json:"max"`              // the column type's largest value
 	Source uint64 `json:"source,omitempty"` // the source's counter at planning
 	Target uint64 `json:"target,omitempty"` // a merge target's counter at planning
-	// RaiseTo is where a merge raises the target's counter before the copy:
-	// the merged shard's counter plus Margin, above every id it can issue
-	// until the cutover (0: no raise). Create recomputes it from the live
-	// counters (the same margin) and sets Raised once it is done.
+	// RaiseTo is where a merge or a key move raises the target's counter
+	// before the copy: the source's counter plus Margin, above every id the
+	// source can issue until the cutover (0: no raise, the target's is
+	// there already). Margin is kept for every counter whose ids can meet
+	// (0: none can, or the servers interleave ids). Create recomputes the
+	// raise from the live counters (the same margin) and sets Raised once
+	// it is done, and Guard: the target's counter then, which the source's
+	// must stay below until the cutover.
 	RaiseTo uint64 `json:"raise_to,omitempty"`
 	Margin  uint64 `json:"margin,omitempty"`
 	Raised  bool   `json:"raised,omitempty"`
+	Guard   uint64 `json:"guard,omitempty"`
+	// Interleaved: the two servers issue ids from disjoint residue classes
+	// (auto_increment_increment/offset), so nothing is raised or carried.
+	Interleaved bool `json:"interleaved,omitempty"`
+	// Warning says the counter after the operation is past half its
+	// column type's largest value.
+	Warning string `json:"warning,omitempty"`
 }
 
 // Attempt is one cutover attempt: the fence and how long writes were blocked.

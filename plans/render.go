@@ -217,8 +217,9 @@ func objectFate(p *Plan, o objdef.Object) string {
 	return "created in " + into + " at create, as it is (left alone if the target has one of that name)"
 }
 
-// printCounters lists a merge's raises of the target's AUTO_INCREMENT
-// counters, the ALTERs create runs on the target before the copy.
+// printCounters lists the raises of the target's AUTO_INCREMENT counters
+// (a merge, a key move), the ALTERs create runs on the target before the
+// copy, and the counters past half their type's largest value.
 func printCounters(w io.Writer, p *Plan) {
 	head := false
 	for _, c := range p.Counters {
@@ -233,7 +234,15 @@ func printCounters(w io.Writer, p *Plan) {
 		if c.Raised {
 			done = " (done)"
 		}
-		fmt.Fprintf(w, "  ALTER TABLE %s AUTO_INCREMENT = %d;  -- %s: merged shard's counter %d, target's %d; room for %d more ids of the merged shard until the cutover%s\n",
+		fmt.Fprintf(w, "  ALTER TABLE %s AUTO_INCREMENT = %d;  -- %s: source's counter %d, target's %d; room for %d more ids of the source until the cutover%s\n",
 			ident.Table(p.Target.Schema, c.Table), c.RaiseTo, c.Column, c.Source, c.Target, c.Margin, done)
+	}
+	if len(p.Counters) > 0 && p.Counters[0].Interleaved {
+		fmt.Fprintln(w, "\nAUTO_INCREMENT counters: the servers interleave ids (auto_increment_increment/offset); nothing raised or carried.")
+	}
+	for _, c := range p.Counters {
+		if c.Warning != "" {
+			fmt.Fprintln(w, "WARNING: "+c.Warning)
+		}
 	}
 }
