@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/internal/testenv"
+	"github.com/shardctl/shardctl/operation"
 	"github.com/shardctl/shardctl/pipeline/checks/checktest"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/tables"
@@ -60,13 +61,20 @@ func TestPlanMergeCounters(t *testing.T) {
 		t.Fatalf("the plan does not show the raise:\n%s", out.String())
 	}
 
+	// A key move: the margin is the key move's, not the source's counter.
+	p.Operation = operation.MoveKeys
+	if tk := raises()["tickets"]; tk.RaiseTo != 1000001000+keyMoveMargin || tk.Margin != keyMoveMargin {
+		t.Fatalf("a key move's tickets: %+v, want the target raised to the source's counter plus %d", tk, keyMoveMargin)
+	}
+	p.Operation = operation.Merge
+
 	// Servers that interleave ids: the target never issues one of the merged shard's.
 	testenv.SetGlobal(t, src, "auto_increment_increment", 2)
 	testenv.SetGlobal(t, dst, "auto_increment_increment", 2)
 	testenv.SetGlobal(t, src, "auto_increment_offset", 1)
 	testenv.SetGlobal(t, dst, "auto_increment_offset", 2)
-	if tk := raises()["tickets"]; tk.RaiseTo != 0 {
-		t.Fatalf("interleaved ids: %+v, want no raise", tk)
+	if tk := raises()["tickets"]; tk.RaiseTo != 0 || !tk.Interleaved {
+		t.Fatalf("interleaved ids: %+v, want no raise, marked interleaved", tk)
 	}
 	testenv.SetGlobal(t, dst, "auto_increment_offset", 1)
 
