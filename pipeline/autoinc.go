@@ -222,20 +222,27 @@ func (r *runner) counterTables(ctx context.Context, db *sql.DB, schema string, t
 	return out, nil
 }
 
+// carryCutoverCounters carries the source's counters to the target at the
+// cutover, ahead of the blackout or behind the fence. A key move carries
+// none: both shards stay and keep their counters, so the source issues none
+// of its ids again, and the target holds its counter past every row it was
+// given (InnoDB) and, where ids can meet, past the source's since create
+// (raiseTargetCounters). Carrying the whole counter across would only tie
+// the two shards' counters together. (The reverse window's switches still
+// carry: the side switched to must issue above what the other issued.)
+func (r *runner) carryCutoverCounters(ctx context.Context, ahead bool) error {
+	if keysMove(r.p) {
+		return nil
+	}
+	return r.carryCounters(ctx, r.src, r.p.Source.Schema, r.dst, r.p.Target.Schema, r.p.Copy, ahead)
+}
+
 // carryCounters carries the counters of ts from the fenced side to the side
 // the shard map is about to point at, and logs what it raised. ahead marks
 // the raise outside the blackout, which reads both sides and notes what the
 // other side's counters are at least; behind the fence only the fenced
 // side's are read, and the other side's only where they passed that.
 func (r *runner) carryCounters(ctx context.Context, from *sql.DB, fromSchema string, to *sql.DB, toSchema string, ts []tables.Table, ahead bool) error {
-	if keysMove(r.p) {
-		// Both shards stay and keep their counters: the fenced side issues
-		// none of its ids again, and the other holds its counter past every
-		// row it was given (InnoDB) and, where ids can meet, past the
-		// source's since create (raiseTargetCounters). Carrying the whole
-		// counter across would only tie the two shards' counters together.
-		return nil
-	}
 	names, err := r.counterTables(ctx, from, fromSchema, ts)
 	if err != nil {
 		return err

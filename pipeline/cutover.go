@@ -64,7 +64,7 @@ func (r *runner) fence(ctx context.Context) error {
 			if err := r.idsApart(ctx); err != nil {
 				return err
 			}
-			return r.carryCounters(ctx, r.src, r.p.Source.Schema, r.dst, r.p.Target.Schema, r.p.Copy, true)
+			return r.carryCutoverCounters(ctx, true)
 		},
 		caughtUp: func(ctx context.Context) (time.Duration, error) {
 			if fault.On("fail:fence:ready") { // tests: readiness fails with the fence armed (the tail lost the target)
@@ -158,7 +158,7 @@ func (r *runner) cutoverSwitch(ctx context.Context) (switched bool, err error) {
 	}
 	// Before the window's position is read, so a reverse tail never sees the ALTERs.
 	counters := time.Now()
-	if err := r.carryCounters(ctx, r.src, r.p.Source.Schema, r.dst, r.p.Target.Schema, r.p.Copy, false); err != nil {
+	if err := r.carryCutoverCounters(ctx, false); err != nil {
 		return false, err
 	}
 	countersMS := msSince(counters)
