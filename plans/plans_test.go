@@ -130,6 +130,27 @@ func TestPrintShowsStepsTablesAndSQL(t *testing.T) {
 	}
 }
 
+// The counters' part of a plan's print: the raise, the servers that
+// interleave ids, a counter past half its type.
+func TestPrintShowsCounters(t *testing.T) {
+	p := sample()
+	p.Counters = []Counter{{Table: "payment", Column: "payment_id", Max: 1<<32 - 1, Source: 2_792_136, Target: 2_792_100, RaiseTo: 2_802_136, Margin: 10_000,
+		Warning: "payment.payment_id: AUTO_INCREMENT counter at 3936003071 after this operation, 92% of its type's largest value 4294967295; widen the column (BIGINT) soon"}}
+	var b bytes.Buffer
+	Print(&b, p)
+	for _, want := range []string{"ALTER TABLE `shard_3`.`payment` AUTO_INCREMENT = 2802136;", "source's counter 2792136, target's 2792100; room for 10000", "WARNING: payment.payment_id: AUTO_INCREMENT counter at 3936003071"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("plan print lacks %q:\n%s", want, b.String())
+		}
+	}
+	p.Counters = []Counter{{Table: "payment", Column: "payment_id", Max: 1<<32 - 1, Interleaved: true}}
+	b.Reset()
+	Print(&b, p)
+	if !strings.Contains(b.String(), "the servers interleave ids") || strings.Contains(b.String(), "AUTO_INCREMENT =") {
+		t.Errorf("interleaved ids: the print shows a raise or no word of the interleaving:\n%s", b.String())
+	}
+}
+
 // TestForgedStateIsDamaged: a plan whose state was edited and the checksum
 // computed again is refused as damaged when its steps say otherwise.
 func TestForgedStateIsDamaged(t *testing.T) {
