@@ -236,3 +236,37 @@ func TestCounterWarning(t *testing.T) {
 		t.Fatalf("a counter at 92%%: %q", w)
 	}
 }
+
+// A key move's create sizes the margin by the source's pace between
+// planning and create: 2,000 ids issued in the minute since planning are
+// 20,000 in the ten minutes ahead, more than the fixed margin.
+func TestRaiseKeyMoveCountersByPace(t *testing.T) {
+	ctx := context.Background()
+	env := testenv.Get(t)
+	src, dst := env.DB(t, 1, ""), env.DB(t, 2, "")
+	ddl := "CREATE TABLE tickets (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, emp_no INT NOT NULL)"
+	testenv.Schema(t, src, "raise_keys", ddl, "ALTER TABLE tickets AUTO_INCREMENT = 1000")
+	testenv.Schema(t, dst, "raise_keys", ddl, "ALTER TABLE tickets AUTO_INCREMENT = 1000")
+	p := checktest.Plan(t, env, "merge", "raise_keys", "raise_keys")
+	p.Operation = operation.MoveKeys
+	p.Copy[0].Sharded, p.Copy[0].ShardColumn = true, "emp_no"
+	if err := planCounters(ctx, src, dst, p); err != nil {
+		t.Fatal(err)
+	}
+	if c := p.Counters[0]; c.RaiseTo != 1000+keyMoveMargin || c.Margin != keyMoveMargin {
+		t.Fatalf("planned %+v, want a raise to %d", c, 1000+keyMoveMargin)
+	}
+	p.CreatedAt = time.Now().Add(-time.Minute)
+	testenv.InSchema(t, src, "raise_keys", "INSERT INTO tickets (id, emp_no) VALUES (2999, 1)")
+	r := &runner{p: p, src: src, dst: dst, env: Env{Log: discard}}
+	if err := r.raiseTargetCounters(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c := p.Counters[0]
+	if c.Margin < 15_000 || c.Margin > 20_000 || c.RaiseTo != 3000+c.Margin || c.Guard != c.RaiseTo || !c.Raised {
+		t.Fatalf("after create %+v, want a margin near 20,000 (2,000 ids a minute, for ten minutes) above the source's 3000", c)
+	}
+	if err := r.idsApart(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
