@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"strings"
 	"testing"
@@ -97,16 +98,7 @@ func TestPlanMergeCounters(t *testing.T) {
 // the merge.
 func TestRaiseMergeCounters(t *testing.T) {
 	ctx := context.Background()
-	env := testenv.Get(t)
-	src, dst := env.DB(t, 1, ""), env.DB(t, 2, "")
-	ddl := "CREATE TABLE tickets (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, emp_no INT NOT NULL)"
-	testenv.Schema(t, src, "raise_ctr", ddl, "ALTER TABLE tickets AUTO_INCREMENT = 1000")
-	testenv.Schema(t, dst, "raise_ctr", ddl, "ALTER TABLE tickets AUTO_INCREMENT = 1000")
-	p := checktest.Plan(t, env, "merge", "raise_ctr", "raise_ctr")
-	p.Copy[0].Sharded, p.Copy[0].ShardColumn = true, "emp_no"
-	if err := planCounters(ctx, src, dst, p); err != nil {
-		t.Fatal(err)
-	}
+	src, dst, p := planTickets(t, "raise_ctr", operation.Merge)
 	if c := p.Counters[0]; c.RaiseTo != 1_001_000 || c.Margin != minCounterMargin {
 		t.Fatalf("planned %+v, want a raise to 1001000 (the smallest margin)", c)
 	}
@@ -242,17 +234,7 @@ func TestCounterWarning(t *testing.T) {
 // 20,000 in the ten minutes ahead, more than the fixed margin.
 func TestRaiseKeyMoveCountersByPace(t *testing.T) {
 	ctx := context.Background()
-	env := testenv.Get(t)
-	src, dst := env.DB(t, 1, ""), env.DB(t, 2, "")
-	ddl := "CREATE TABLE tickets (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, emp_no INT NOT NULL)"
-	testenv.Schema(t, src, "raise_keys", ddl, "ALTER TABLE tickets AUTO_INCREMENT = 1000")
-	testenv.Schema(t, dst, "raise_keys", ddl, "ALTER TABLE tickets AUTO_INCREMENT = 1000")
-	p := checktest.Plan(t, env, "merge", "raise_keys", "raise_keys")
-	p.Operation = operation.MoveKeys
-	p.Copy[0].Sharded, p.Copy[0].ShardColumn = true, "emp_no"
-	if err := planCounters(ctx, src, dst, p); err != nil {
-		t.Fatal(err)
-	}
+	src, dst, p := planTickets(t, "raise_keys", operation.MoveKeys)
 	if c := p.Counters[0]; c.RaiseTo != 1000+keyMoveMargin || c.Margin != keyMoveMargin {
 		t.Fatalf("planned %+v, want a raise to %d", c, 1000+keyMoveMargin)
 	}
@@ -269,4 +251,22 @@ func TestRaiseKeyMoveCountersByPace(t *testing.T) {
 	if err := r.idsApart(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// planTickets plans op's counters for a tickets table (ids that can meet)
+// in schema on servers 1 and 2, both counters at 1000.
+func planTickets(t *testing.T, schema, op string) (src, dst *sql.DB, p *plans.Plan) {
+	t.Helper()
+	env := testenv.Get(t)
+	src, dst = env.DB(t, 1, ""), env.DB(t, 2, "")
+	ddl := "CREATE TABLE tickets (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, emp_no INT NOT NULL)"
+	testenv.Schema(t, src, schema, ddl, "ALTER TABLE tickets AUTO_INCREMENT = 1000")
+	testenv.Schema(t, dst, schema, ddl, "ALTER TABLE tickets AUTO_INCREMENT = 1000")
+	p = checktest.Plan(t, env, "merge", schema, schema)
+	p.Operation = op
+	p.Copy[0].Sharded, p.Copy[0].ShardColumn = true, "emp_no"
+	if err := planCounters(context.Background(), src, dst, p); err != nil {
+		t.Fatal(err)
+	}
+	return src, dst, p
 }
