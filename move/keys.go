@@ -68,6 +68,9 @@ func PlanKeys(ctx context.Context, env pipeline.Env, req KeysRequest) (*plans.Pl
 			if mp.FuncID != f.ID {
 				return nil, fmt.Errorf("%w: shard %d holds keys of partition function %d, and shard %d's keys are of function %s: a key moves only between shards of one function", shardmap.ErrBadInput, req.Into, mp.FuncID, req.ShardID, f.Name)
 			}
+			if err := notOffline(req.Into, mp); err != nil {
+				return nil, err
+			}
 		}
 		target = req.Into
 	}
@@ -237,6 +240,9 @@ func listKeys(m *shardmap.Map, f shardmap.Function, req KeysRequest) (moving, er
 		case mp.ShardID != req.ShardID:
 			return mv, fmt.Errorf("%w: key %s belongs to shard %d, not shard %d: give --shard %d", shardmap.ErrBadInput, k, mp.ShardID, req.ShardID, mp.ShardID)
 		}
+		if err := notOffline(req.ShardID, mp); err != nil {
+			return mv, err
+		}
 		mv.filter.Points = append(mv.filter.Points, k)
 	}
 	// The points change together, each phase one statement.
@@ -247,6 +253,18 @@ func listKeys(m *shardmap.Map, f shardmap.Function, req KeysRequest) (moving, er
 	mv.describe = "keys " + joinKeys(keys)
 	mv.first = keys[0].String()
 	return mv, nil
+}
+
+// notOffline refuses a key move into or out of a mapping set offline (by
+// hand, for maintenance, or by a plan that stopped): the move would bring
+// the keys online on the receiving shard at its cutover, ending an outage
+// someone chose, or route them to a shard that is out of service. A DBA
+// brings the shard back first (docs/move.md).
+func notOffline(id int, mp shardmap.Mapping) error {
+	if mp.Status != shardmap.Offline {
+		return nil
+	}
+	return fmt.Errorf("%w: shard %d's mapping %s is offline (set so by hand, or by a plan that stopped: 'shardctl doctor' tells which): a key move brings its keys online at the receiving shard at cutover; bring the shard online first ('shardctl shardmap set-status --shard %d online'), then move the keys", shardmap.ErrBadInput, id, mp, id)
 }
 
 func target(req KeysRequest) int {
@@ -265,27 +283,14 @@ func point(m *shardmap.Map, f shardmap.Function, k keyspace.Key) (shardmap.Mappi
 	return shardmap.Mapping{}, false
 }
 
-// parseKeys parses, sorts and de-duplicates the keys of --keys.
+// parseKeys parses, sorts and de-duplicates the keys of --keys (runs A..B
+// of INT keys expanded).
 func parseKeys(in []string, f shardmap.Function) ([]keyspace.Key, error) {
-	var keys []keyspace.Key
-	for _, s := range in {
-		if strings.TrimSpace(s) == "" {
-			return nil, fmt.Errorf("%w: --keys has an empty key", shardmap.ErrBadInput)
-		}
-		k, err := keyspace.ParseKey(s, f.KeyType)
-		if err != nil {
-			return nil, fmt.Errorf("%w: --keys: %v", shardmap.ErrBadInput, err)
-		}
-		keys = append(keys, k)
+	keys, err := keyspace.ParseKeyList(in, f.KeyType)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", shardmap.ErrBadInput, err)
 	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i].Compare(keys[j]) < 0 })
-	out := keys[:0]
-	for i, k := range keys {
-		if i == 0 || k.Compare(keys[i-1]) != 0 {
-			out = append(out, k)
-		}
-	}
-	return out, nil
+	return keys, nil
 }
 
 func joinKeys(keys []keyspace.Key) string {
@@ -322,6 +327,9 @@ func rangeKeys(m *shardmap.Map, f shardmap.Function, req KeysRequest, dest int) 
 			return mv, fmt.Errorf("%w: %s is not inside one of shard %d's ranges (%s): a key move takes keys of the shard it names", shardmap.ErrBadInput, r, req.ShardID, ranges(m.ShardMappings(req.ShardID)))
 		}
 		mp := mps[i]
+		if err := notOffline(req.ShardID, mp); err != nil {
+			return mv, err
+		}
 		lo := *r.Lo
 		if lo.Compare(*mp.Lower) != 0 {
 			mv.offline = append(mv.offline, shardmap.Change{Op: shardmap.OpSplitRange, Ref: shardmap.Ref{FuncID: f.ID}, At: &lo})

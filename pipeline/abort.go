@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/fence"
+	"github.com/shardctl/shardctl/keyspace"
 	"github.com/shardctl/shardctl/lock"
 	"github.com/shardctl/shardctl/operation"
 	"github.com/shardctl/shardctl/pipeline/interlock"
@@ -15,19 +17,25 @@ import (
 	"github.com/shardctl/shardctl/shardmap"
 )
 
-// undoAdvice is the operation that undoes a plan that has cut over: a move
-// moves back, keys moved (into a neighbour or a new shard) move back, a
-// split's new shard merges into the one it left, a merge splits again at
-// the boundary it removed. A plan still cleaning up finishes first: until
-// then the old copy is in the way of the way back.
+// undoAdvice is the operation that undoes a plan that has cut over, as a
+// command that runs as printed (issue 53): a move moves back, keys moved
+// into a neighbour move back by name, LIST keys moved onto a new shard merge
+// back, a split's new shard merges into the one it left, a RANGE or HASH
+// merge splits again at the boundary it removed and a LIST merge splits its
+// keys back out. A plan still cleaning up finishes first: until then the
+// old copy is in the way of the way back.
 func undoAdvice(p *plans.Plan) string {
 	var back string
 	op := operation.Of(p.Operation)
+	moved := movedKeys(p)
 	switch {
 	case op.WholeSchema:
 		back = fmt.Sprintf("move the shard back: shardctl move --shard %d --to %s", p.Source.ShardID, p.Source.Addr())
-	case p.Args["keys"] != "":
-		back = fmt.Sprintf("move the %s back: shardctl move --shard %d (--keys or --range of those keys) --into %d", p.Args["keys"], p.Target.ShardID, p.Source.ShardID)
+	case p.Args["keys"] != "" && (op.IntoExisting || len(moved.Points) == 0):
+		back = fmt.Sprintf("move the %s back: shardctl move --shard %d %s --into %d", p.Args["keys"], p.Target.ShardID, keysFlag(moved), p.Source.ShardID)
+	case op.IntoExisting && len(moved.Points) > 0:
+		back = fmt.Sprintf("split the %d keys shard %d took back out to a shard of their own: shardctl split --shard %d --keys %s --to %s --schema %s",
+			len(moved.Points), p.Target.ShardID, p.Target.ShardID, keyspace.KeyListArg(moved.Points), p.Source.Addr(), p.Source.Schema)
 	case op.IntoExisting:
 		// The boundary the merge removed: a range's lower bound, or the ring
 		// point whose arc went to the neighbour (a split there gives it back).
@@ -35,12 +43,12 @@ func undoAdvice(p *plans.Plan) string {
 		for _, c := range p.Cutover {
 			switch {
 			case c.Op == shardmap.OpMergeRange && c.Ref.Lower != nil:
-				at = " --at " + c.Ref.Lower.String()
+				at = " --at " + keyspace.ShellWord(c.Ref.Lower.String())
 			case c.Op == shardmap.OpRemoveMapping && c.Ref.Hash != "":
 				at = " --at-hash " + c.Ref.Hash
 			}
 		}
-		back = fmt.Sprintf("split shard %d again at the boundary the merge removed: shardctl split --shard %d%s --to %s", p.Target.ShardID, p.Target.ShardID, at, p.Source.Addr())
+		back = fmt.Sprintf("split shard %d again at the boundary the merge removed: shardctl split --shard %d%s --to %s --schema %s", p.Target.ShardID, p.Target.ShardID, at, p.Source.Addr(), p.Source.Schema)
 	default:
 		back = fmt.Sprintf("merge the new shard back into the one it was split from: shardctl merge --shard %d --into %d", p.Target.ShardID, p.Source.ShardID)
 	}
@@ -48,6 +56,40 @@ func undoAdvice(p *plans.Plan) string {
 		return fmt.Sprintf("let it finish first ('shardctl plan resume %s' runs its cleanup), then %s", p.ID, back)
 	}
 	return back
+}
+
+// movedKeys is the key filter of the rows the plan moved (its sharded
+// tables share it).
+func movedKeys(p *plans.Plan) keyspace.Filter {
+	for _, t := range p.Copy {
+		if t.Sharded {
+			return t.Filter
+		}
+	}
+	return keyspace.Filter{}
+}
+
+// keysFlag names moved keys as a key move takes them: LIST points and
+// INT keys with --keys (runs A..B), one range of any key type with --range.
+func keysFlag(f keyspace.Filter) string {
+	if len(f.Points) > 0 {
+		return "--keys " + keyspace.KeyListArg(f.Points)
+	}
+	if len(f.Ranges) == 1 || len(f.Ranges) > 0 && f.Ranges[0].Lo.Type != keyspace.IntKey {
+		r := f.Ranges[0]
+		return "--range " + keyspace.ShellWord(r.Lo.String()+":"+r.Hi.String())
+	}
+	var parts []string
+	for _, r := range f.Ranges {
+		last := r.Hi.Int - 1 // a key move's ranges from --keys are [K, K+1) joined
+		switch {
+		case last == r.Lo.Int:
+			parts = append(parts, r.Lo.String())
+		default:
+			parts = append(parts, fmt.Sprintf("%d..%d", r.Lo.Int, last))
+		}
+	}
+	return "--keys " + strings.Join(parts, ",")
 }
 
 // Abort undoes a plan that has not cut over: lifts the fence, puts the

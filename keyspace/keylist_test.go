@@ -1,0 +1,79 @@
+package keyspace
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// A key list printed in advice parses back to the same keys: runs for
+// consecutive INT keys, quotes for string keys a shell would split.
+func TestKeyListArgRoundTrip(t *testing.T) {
+	ints := func(vs ...int64) []Key {
+		var ks []Key
+		for _, v := range vs {
+			ks = append(ks, IntK(v))
+		}
+		return ks
+	}
+	var many []Key
+	for v := int64(1000000); v < 1000600; v++ {
+		many = append(many, IntK(v))
+	}
+	for _, c := range []struct {
+		keys []Key
+		want string
+	}{
+		{ints(5), "5"},
+		{ints(7, 5, 6), "5..7"},
+		{ints(1, 2, 4, 5, 6, 9), "1,2,4..6,9"},
+		{ints(-3, -2, -1, 0), "-3..0"},
+		{many, "1000000..1000599"},
+		{[]Key{StrK("acme"), StrK("b c")}, "'acme,b c'"},
+		{[]Key{StrK("o'neil")}, `'o'\''neil'`},
+	} {
+		got := KeyListArg(c.keys)
+		if got != c.want {
+			t.Errorf("KeyListArg(%v) = %s, want %s", c.keys, got, c.want)
+		}
+		if c.keys[0].Type != IntKey {
+			continue // the shell removes the quotes; the rest is the ints' round trip
+		}
+		back, err := ParseKeyList(strings.Split(got, ","), IntKey)
+		if err != nil || fmt.Sprint(back) != fmt.Sprint(mustParse(t, strs(c.keys))) {
+			t.Errorf("ParseKeyList(%s) = %v %v, want %v", got, back, err, c.keys)
+		}
+	}
+}
+
+func strs(ks []Key) []string {
+	var s []string
+	for _, k := range ks {
+		s = append(s, k.String())
+	}
+	return s
+}
+
+// Bad runs are refused with what a run needs; a STRING key with ".." is a key.
+func TestParseKeyListRefusals(t *testing.T) {
+	for _, in := range []string{"5..3", "1..x", "x..1", "0..1000000", ""} {
+		if _, err := ParseKeyList([]string{in}, IntKey); err == nil {
+			t.Errorf("ParseKeyList(%q) accepted", in)
+		}
+	}
+	if ks, err := ParseKeyList([]string{"a..b"}, StringKey); err != nil || len(ks) != 1 || ks[0].Str != "a..b" {
+		t.Errorf("string key a..b: %v %v", ks, err)
+	}
+	if ks, err := ParseKeyList([]string{"9223372036854775806..9223372036854775807"}, IntKey); err != nil || len(ks) != 2 {
+		t.Errorf("a run to the largest INT key: %v %v", ks, err)
+	}
+}
+
+func mustParse(t *testing.T, in []string) []Key {
+	t.Helper()
+	ks, err := ParseKeyList(in, IntKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ks
+}
