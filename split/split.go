@@ -42,6 +42,13 @@ func Plan(ctx context.Context, env pipeline.Env, req Request) (*plans.Plan, erro
 		return nil, err
 	}
 	mappings := m.ShardMappings(req.ShardID)
+	// A LIST shard has a point per tenant: what it needs is the key set, not
+	// its mapping count (issue 53).
+	for _, mp := range mappings {
+		if f, err := m.FunctionByID(mp.FuncID); err == nil && f.Type == shardmap.List {
+			return nil, fmt.Errorf("%w: shard %d is mapped by %s function %s (%d keys): a LIST shard splits by a key set: give --keys K1,K2 (the tenants that move to the new shard)", shardmap.ErrBadInput, req.ShardID, f.Type, f.Name, len(mappings))
+		}
+	}
 	if len(mappings) != 1 {
 		return nil, fmt.Errorf("%w: shard %d has %d mappings; split works on a shard with exactly one range or ring point", shardmap.ErrBadInput, req.ShardID, len(mappings))
 	}
@@ -51,7 +58,7 @@ func Plan(ctx context.Context, env pipeline.Env, req Request) (*plans.Plan, erro
 		return nil, err
 	}
 	if f.Type != shardmap.Range && f.Type != shardmap.Hash {
-		return nil, fmt.Errorf("%w: shard %d is mapped by %s function %s: a LIST shard splits by a key set: give --keys K1,K2 (the tenants that move to the new shard)", shardmap.ErrBadInput, req.ShardID, f.Type, f.Name)
+		return nil, fmt.Errorf("%w: shard %d is mapped by %s function %s: split works on RANGE and HASH shards", shardmap.ErrBadInput, req.ShardID, f.Type, f.Name)
 	}
 	ts, err := pipeline.Inspect(ctx, env, m, loc)
 	if err != nil {
