@@ -3,6 +3,7 @@ package checks
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -15,6 +16,7 @@ import (
 	"github.com/shardctl/shardctl/operation"
 	"github.com/shardctl/shardctl/pipeline/failure"
 	"github.com/shardctl/shardctl/plans"
+	"github.com/shardctl/shardctl/planstore"
 	"github.com/shardctl/shardctl/tables"
 )
 
@@ -28,8 +30,43 @@ func init() {
 		Name:  "merge key collisions",
 		Only:  func(o operation.Op) bool { return o.IntoExisting },
 		Until: plans.StepCopy,
-		Run:   func(ctx context.Context, c *CheckEnv) error { return collisions(ctx, c.Src, c.Dst, c.Plan) },
+		Run: func(ctx context.Context, c *CheckEnv) error {
+			err := collisions(ctx, c.Src, c.Dst, c.Plan)
+			if errors.Is(err, errCollide) {
+				if w := openWindowBetween(ctx, c); w != nil {
+					// The rows are the window's in-sync copy, not strays: the
+					// way out is the window's, never a delete (issue 53).
+					return fmt.Errorf("%w: the rows of these keys on shard %d are plan %s's in-sync copy, kept by its open reverse window (%s; the %s serves): end the window first, switching back with 'shardctl plan revert %s' or finishing with 'shardctl plan complete %s'",
+						failure.ErrRefused, c.Plan.Target.ShardID, w.ID, w.Summary, w.Window.Serving, w.ID, w.ID)
+				}
+			}
+			return err
+		},
 	})
+}
+
+// errCollide marks the collision refusal.
+var errCollide = errors.New("merge key collisions")
+
+// openWindowBetween is an unfinished plan inside its reverse window between
+// the plan's two shards (either way), or nil: its other copy is what a move
+// of its keys back finds on the receiving shard.
+func openWindowBetween(ctx context.Context, c *CheckEnv) *plans.Plan {
+	if c.Store == nil {
+		return nil
+	}
+	others, err := planstore.New(c.Store.DB, c.Store.Schema).Unfinished(ctx)
+	if err != nil {
+		return nil // the collision refusal stands on its own
+	}
+	a, b := c.Plan.Source.ShardID, c.Plan.Target.ShardID
+	for _, o := range others {
+		s, t := o.Source.ShardID, o.Target.ShardID
+		if o.ID != c.Plan.ID && o.InWindow() && (s == a && t == b || s == b && t == a) {
+			return o
+		}
+	}
+	return nil
 }
 
 // collisionChunk is how many of the source's keys one step of the scan holds.
@@ -92,8 +129,8 @@ func collisions(ctx context.Context, sdb, tdb *sql.DB, p *plans.Plan) error {
 		}
 	}
 	if len(found) > 0 {
-		return fmt.Errorf("%w: rows of shard %d collide with rows shard %d already has, sample keys: %s; remove or re-key them first (a leftover range can be cleaned with 'shardctl prune')",
-			failure.ErrRefused, p.Source.ShardID, p.Target.ShardID, strings.Join(found, " | "))
+		return fmt.Errorf("%w: %w: rows of shard %d collide with rows shard %d already has, sample keys: %s; remove or re-key them first (rows shard %d keeps outside its keys, a leftover, are removed by 'shardctl prune --shard %d')",
+			failure.ErrRefused, errCollide, p.Source.ShardID, p.Target.ShardID, strings.Join(found, " | "), p.Target.ShardID, p.Target.ShardID)
 	}
 	p.Collisions = scan
 	return nil
