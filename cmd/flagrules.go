@@ -9,6 +9,7 @@ package cmd
 import (
 	"fmt"
 	"math"
+	"net"
 	"os"
 	"slices"
 	"strconv"
@@ -79,6 +80,9 @@ var (
 	// replacedFiles name a file shardctl replaces whole (a temporary file
 	// renamed over it): only a regular file, or none yet, may be there.
 	replacedFiles = map[string]bool{"metrics-file": true}
+	// listenFlags hold an address to listen on, [HOST]:PORT: checked with the
+	// other flags, so a dry run refuses what a run would (issue 53).
+	listenFlags = map[string]bool{"metrics-addr": true}
 )
 
 // checkFlag checks one flag's current value against its rule.
@@ -113,6 +117,9 @@ func checkFlag(fl *pflag.Flag) error {
 	if replacedFiles[name] && val != "" {
 		return checkReplacedFile(name, val)
 	}
+	if listenFlags[name] && val != "" {
+		return checkListenAddr(name, val)
+	}
 	var values []string
 	if sv, ok := fl.Value.(pflag.SliceValue); ok {
 		values = sv.GetSlice()
@@ -133,6 +140,22 @@ func checkFlag(fl *pflag.Flag) error {
 				return badInput("--%s: %v", name, err)
 			}
 		}
+	}
+	return nil
+}
+
+// checkListenAddr refuses an address net.Listen cannot take by its form
+// alone; a busy port is found when the run opens it (still before the plan
+// is saved), and a dry run, which serves nothing, never opens it.
+func checkListenAddr(name, val string) error {
+	_, port, err := net.SplitHostPort(val)
+	if err == nil {
+		if n, perr := strconv.Atoi(port); perr != nil || n < 0 || n > 65535 {
+			err = fmt.Errorf("port %q is not a number from 0 to 65535", port)
+		}
+	}
+	if err != nil {
+		return badInput("--%s %q: %v (give HOST:PORT or :PORT, e.g. 127.0.0.1:9100)", name, val, err)
 	}
 	return nil
 }

@@ -224,7 +224,7 @@ func (a *app) runPlan(ctx context.Context, env pipeline.Env, p *plans.Plan, path
 		}
 		// Another process running the plan is no stop of it: the error says so.
 		if !a.jsonOut() && p.State != plans.StateNew && !errors.Is(err, lock.ErrBusy) {
-			fmt.Fprintf(a.errOut, "plan %s stopped at step %s; it is saved in %s\n", p.ID, p.NextStep(), path)
+			fmt.Fprintf(a.errOut, "plan %s stopped at %s; it is saved in %s\n", p.ID, p.AtStep(), path)
 			switch {
 			case p.State != plans.StateStopped, errors.Is(err, pipeline.ErrRefused), errors.Is(err, pipeline.ErrPurged):
 			case errors.Is(err, binlog.ErrDDL):
@@ -240,7 +240,7 @@ func (a *app) runPlan(ctx context.Context, env pipeline.Env, p *plans.Plan, path
 	return a.emit(summary, func(w io.Writer) {
 		r := p.Result
 		if p.State == plans.StateAborted {
-			fmt.Fprintf(w, "%s: reverted inside its window; the target copy is removed, the plan ends aborted\n", p.Summary)
+			fmt.Fprintf(w, "%s: reverted inside its window; %s, the plan ends aborted\n", p.Summary, copyRemoved(p))
 		} else {
 			fmt.Fprintf(w, "%s: done\n", p.Summary)
 		}
@@ -356,7 +356,7 @@ func (a *app) planCmd() *cobra.Command {
 						}
 						return
 					}
-					fmt.Fprintf(w, "plan %s aborted: the shard is online at %s, the target copy is removed\n", p.ID, p.Source.Addr())
+					fmt.Fprintf(w, "plan %s aborted: the shard is online at %s, %s\n", p.ID, p.Source.Addr(), copyRemoved(p))
 				})
 			})
 		},
@@ -364,6 +364,16 @@ func (a *app) planCmd() *cobra.Command {
 	c.AddCommand(list, show, run("apply", "Run a plan written with --plan-out", true), run("resume", "Continue a stopped or crashed plan from its last saved point", false), abort, a.planWatchCmd())
 	c.AddCommand(a.windowCmds()...)
 	return c
+}
+
+// copyRemoved says what an abort (or a window completed on the source side)
+// removed: a new shard's whole copy, or, from an existing shard a merge or
+// key move wrote into, only the rows it copied there (issue 53).
+func copyRemoved(p *plans.Plan) string {
+	if p.DropTargetSchema {
+		return "the target copy is removed"
+	}
+	return fmt.Sprintf("the rows it copied into shard %d (%s) are removed, and that shard's own rows stay", p.Target.ShardID, p.Target.Schema)
 }
 
 // refError names a plan in its advice by ref (its file's path) where the

@@ -159,9 +159,9 @@ func (a *app) watchPlan(ctx context.Context, l planLoader, ref string, every tim
 	case plans.StateNew:
 		end = withCode(ExitResumable, fmt.Errorf("plan %s is not running: no process holds its shard lock and it has not started; run it with 'shardctl plan apply %s'", p.ID, ref))
 	case plans.StateRunning:
-		end = withCode(ExitResumable, fmt.Errorf("plan %s is not running: no process holds its shard lock (the process that ran it is gone) and it stands at step %s; continue it with 'shardctl plan resume %s'", p.ID, p.NextStep(), ref))
+		end = withCode(ExitResumable, fmt.Errorf("plan %s is not running: no process holds its shard lock (the process that ran it is gone) and it stands at %s; continue it with 'shardctl plan resume %s'", p.ID, p.AtStep(), ref))
 	case plans.StateStopped:
-		end = withCode(ExitResumable, fmt.Errorf("plan %s stopped at step %s; continue it with 'shardctl plan resume %s'", p.ID, p.NextStep(), p.ID))
+		end = withCode(ExitResumable, fmt.Errorf("plan %s stopped at %s; continue it with 'shardctl plan resume %s'", p.ID, p.AtStep(), p.ID))
 	case plans.StateAborted:
 		end = withCode(ExitFailed, fmt.Errorf("plan %s was aborted", p.ID))
 	}

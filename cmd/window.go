@@ -46,7 +46,7 @@ func (a *app) windowCmds() []*cobra.Command {
 							}
 							fmt.Fprintln(w)
 						case p.State == plans.StateAborted:
-							fmt.Fprintf(w, "plan %s completed: the source serves, the target copy is dropped; the plan ends aborted\n", p.ID)
+							fmt.Fprintf(w, "plan %s completed: the source serves, %s; the plan ends aborted\n", p.ID, copyRemoved(p))
 						default:
 							fmt.Fprintf(w, "plan %s completed: the target serves, the source copy is cleaned up\n", p.ID)
 						}

@@ -179,12 +179,11 @@ func planFindings(f *Facts, pf *PlanFacts) []Finding {
 			Command:     "shardctl plan complete " + p.ID,
 			Alternative: "shardctl plan revert " + p.ID + " (switch back to the source first)"})
 	default:
-		step := p.NextStep()
 		state := "stopped"
 		if p.State == plans.StateRunning {
 			state = "left running (its process is gone)"
 		}
-		what := fmt.Sprintf("plan %s (%s) %s at step %s, and no process runs it", p.ID, p.Summary, state, step)
+		what := fmt.Sprintf("plan %s (%s) %s at %s, and no process runs it", p.ID, p.Summary, state, p.AtStep())
 		if left := heldBy(f, p); left != "" {
 			what += "; it holds " + left
 		}

@@ -47,7 +47,7 @@ func RequestWindow(ctx context.Context, env Env, path, action string, wait time.
 		switch {
 		case p.Window == nil:
 		case !p.CutOver():
-			why = "it has not cut over yet (to undo it before cutover: 'shardctl plan abort')"
+			why = fmt.Sprintf("it has not cut over yet (to undo it before cutover: 'shardctl plan abort %s')", p.ID)
 		default:
 			why = fmt.Sprintf("its window has ended (%s; state %s)", p.Window.EndReason, p.State)
 		}

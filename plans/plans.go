@@ -495,6 +495,16 @@ func List(dir string) ([]Entry, error) {
 	return out, nil
 }
 
+// AtStep is where the plan stands, for messages: "step NAME", or, with every
+// step done and the end not recorded (a process killed past its last step),
+// that instead of an empty name (issue 53).
+func (p *Plan) AtStep() string {
+	if s := p.NextStep(); s != "" {
+		return "step " + s
+	}
+	return "the end of its last step (every step done; its end is not recorded yet)"
+}
+
 // NextStep is the first step that is not done, or "" when all are.
 func (p *Plan) NextStep() string {
 	for _, s := range p.Steps {
