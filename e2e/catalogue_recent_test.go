@@ -11,6 +11,7 @@ import (
 	"github.com/shardctl/shardctl/binlog"
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/internal/testenv"
+	"github.com/shardctl/shardctl/sandbox"
 )
 
 // recentRefusals are the catalogue's cases for refusals of user input added
@@ -58,12 +59,32 @@ func recentRefusals(t *testing.T, c *cluster) ([]badCase, []*cluster, func()) {
 		badCase{args: []string{"move", "--shard", "1", "--to", s3, "--replica", "auto", "--max-lag", "1s", "--yes"}, code: 2, hint: "name the replicas with --replica HOST:PORT instead of auto"},
 	)
 
+	// Issue 53, on a LIST map: a split without --keys is told to give
+	// them; --min-shard-rows, which does not merge LIST shards, is an unmet
+	// limit naming the merge to run; a key move into a shard set offline
+	// is refused with the online it needs. A malformed --metrics-addr is
+	// refused by a dry run as by a run.
+	lc := newClusterSeed(t, "e2e_catl", []int{1, 2, 1}, sandbox.SeedConfig{Sizes: []int{30, 30, 30}, List: true})
+	lc.mustRun("shardmap", "set-status", "--shard", "3", "offline")
+	tenant := fmt.Sprint(lc.shards[0].Lower + 1)
+	cases = append(cases,
+		badCase{args: []string{"split", "--shard", "1", "--to", s3, "--dry-run"}, c: lc, code: 2, hint: "give --keys K1,K2 (the tenants that move", not: "one range or ring point"},
+		badCase{args: []string{"split", "--shard", "1", "--to", s3, "--yes"}, c: lc, code: 2, hint: "give --keys K1,K2 (the tenants that move", not: "one range or ring point"},
+		badCase{args: []string{"rebalance", "--min-shard-rows", "1000000"}, c: lc, code: 2, hint: "does not merge LIST shards (which two is a choice about their tenants): merge them by hand: shardctl merge --shard"},
+		badCase{args: []string{"rebalance", "--min-shard-rows", "1000000", "--apply"}, c: lc, code: 2, hint: "nothing could be done"},
+		badCase{args: []string{"move", "--shard", "1", "--keys", tenant, "--into", "3", "--dry-run"}, c: lc, code: 2, hint: "bring the shard online first ('shardctl shardmap set-status --shard 3 online')"},
+		badCase{args: []string{"move", "--shard", "3", "--keys", fmt.Sprint(lc.shards[2].Lower + 1), "--into", "1", "--yes"}, c: lc, code: 2, hint: "shard 3's mapping"},
+		badCase{args: []string{"move", "--shard", "1", "--to", s3, "--dry-run", "--metrics-addr", "nonsense"}, code: 2, hint: "--metrics-addr \"nonsense\""},
+		badCase{args: []string{"move", "--shard", "1", "--to", s3, "--yes", "--metrics-addr", "nonsense"}, code: 2, hint: "--metrics-addr \"nonsense\""},
+		badCase{args: []string{"status", "--metrics-addr", "127.0.0.1:http"}, code: 2, hint: "give HOST:PORT or :PORT"},
+	)
+
 	check := func() {
 		if schemaExists(t, openAt(t, other.Addr(1)), xc.shards[0].Schema) {
 			t.Errorf("the refused move across flavors created %s on %s", xc.shards[0].Schema, to)
 		}
 	}
-	return cases, []*cluster{ac, xc}, check
+	return cases, []*cluster{ac, xc, lc}, check
 }
 
 // startUnregisteredReader runs the flavor's mysqlbinlog against addr until

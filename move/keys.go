@@ -264,7 +264,7 @@ func notOffline(id int, mp shardmap.Mapping) error {
 	if mp.Status != shardmap.Offline {
 		return nil
 	}
-	return fmt.Errorf("%w: shard %d's mapping %s is offline (set so by hand, or by a plan that stopped: 'shardctl doctor' tells which): a key move brings its keys online at the receiving shard at cutover; bring the shard online first ('shardctl shardmap set-status --shard %d online'), then move the keys", shardmap.ErrBadInput, id, mp, id)
+	return fmt.Errorf("%w: shard %d's mapping %s is offline (set so by hand, or by a plan that stopped: 'shardctl plan list' shows those): a key move brings its keys online at the receiving shard at cutover; bring the shard online first ('shardctl shardmap set-status --shard %d online'), then move the keys", shardmap.ErrBadInput, id, mp, id)
 }
 
 func target(req KeysRequest) int {
