@@ -163,3 +163,18 @@ func TestOneValidationPath(t *testing.T) {
 		t.Errorf("config max-blackout: 0s for plan resume: exit %d\n%s", r.code, r.stderr)
 	}
 }
+
+// --metrics-addr is checked by its form with the other flags, so a dry run
+// refuses what a run would (issue 53); [HOST]:PORT passes.
+func TestMetricsAddrForm(t *testing.T) {
+	for v, ok := range map[string]bool{"nonsense": false, "127.0.0.1:http": false, "host:99999": false, "a:b:c": false,
+		":9100": true, "127.0.0.1:9100": true, "[::1]:0": true, "localhost:9100": true} {
+		err := checkListenAddr("metrics-addr", v)
+		if (err == nil) != ok {
+			t.Errorf("--metrics-addr %q: %v, want accepted %v", v, err, ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "give HOST:PORT or :PORT") {
+			t.Errorf("--metrics-addr %q: %v does not say what to give", v, err)
+		}
+	}
+}
