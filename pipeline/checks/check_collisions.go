@@ -32,7 +32,7 @@ func init() {
 		Until: plans.StepCopy,
 		Run: func(ctx context.Context, c *CheckEnv) error {
 			err := collisions(ctx, c.Src, c.Dst, c.Plan)
-			if errors.Is(err, errCollide) {
+			if errors.As(err, new(collision)) {
 				if w := openWindowBetween(ctx, c); w != nil {
 					// The rows are the window's in-sync copy, not strays: the
 					// way out is the window's, never a delete (issue 53).
@@ -45,8 +45,10 @@ func init() {
 	})
 }
 
-// errCollide marks the collision refusal.
-var errCollide = errors.New("merge key collisions")
+// collision is the refusal for rows both shards hold.
+type collision struct{ error }
+
+func (c collision) Unwrap() error { return c.error }
 
 // openWindowBetween is an unfinished plan inside its reverse window between
 // the plan's two shards (either way), or nil: its other copy is what a move
@@ -129,8 +131,8 @@ func collisions(ctx context.Context, sdb, tdb *sql.DB, p *plans.Plan) error {
 		}
 	}
 	if len(found) > 0 {
-		return fmt.Errorf("%w: %w: rows of shard %d collide with rows shard %d already has, sample keys: %s; remove or re-key them first (rows shard %d keeps outside its keys, a leftover, are removed by 'shardctl prune --shard %d')",
-			failure.ErrRefused, errCollide, p.Source.ShardID, p.Target.ShardID, strings.Join(found, " | "), p.Target.ShardID, p.Target.ShardID)
+		return collision{fmt.Errorf("%w: rows of shard %d collide with rows shard %d already has, sample keys: %s; remove or re-key them first (rows shard %d keeps outside its keys, a leftover, are removed by 'shardctl prune --shard %d')",
+			failure.ErrRefused, p.Source.ShardID, p.Target.ShardID, strings.Join(found, " | "), p.Target.ShardID, p.Target.ShardID)}
 	}
 	p.Collisions = scan
 	return nil
