@@ -174,7 +174,11 @@ func TestAdviceRuns(t *testing.T) {
 		if r.code != 3 || cmd == "" {
 			t.Fatalf("the stopped key move: exit %d, want 3 naming 'shardctl plan %s'\n%s", r.code, verb, r.stderr)
 		}
-		c.runAdvice("the stopped key move", cmd)
+		r = c.runAdvice("the stopped key move", cmd)
+		// Into an existing shard, an abort removes only the rows it copied.
+		if verb == "abort" && (!strings.Contains(r.stdout, "the rows it copied into shard 2") || strings.Contains(r.stdout, "target copy is removed")) {
+			t.Errorf("the abort of a key move into shard 2 does not say only the copied rows are removed:\n%s", r.stdout)
+		}
 	}
 
 	// Killed past its cleanup: doctor names where it stands (not an empty
