@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -161,6 +162,41 @@ func (s *Store) foreignTables(ctx context.Context) ([]string, error) {
 		}
 	}
 	return out, rows.Err()
+}
+
+// mapCore are the tables every shard map has had since its first version:
+// a schema that holds them all is a sharding database, whoever made it.
+var mapCore = []string{"version", "locations", "partition_functions"}
+
+// HoldsMap reports whether schema on db is a sharding database (it holds a
+// shard map's own tables: another fleet's, or one left from an older
+// setup), and lists the map tables it holds.
+func HoldsMap(ctx context.Context, db *sql.DB, schema string) (bool, []string, error) {
+	rows, err := db.QueryContext(ctx, "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? ORDER BY TABLE_NAME", schema)
+	if err != nil {
+		return false, nil, fmt.Errorf("list the tables of %s: %w", schema, err)
+	}
+	defer rows.Close()
+	own := mapTables()
+	var held []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return false, nil, err
+		}
+		if own[n] {
+			held = append(held, n)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return false, nil, err
+	}
+	for _, c := range mapCore {
+		if !slices.Contains(held, c) {
+			return false, held, nil
+		}
+	}
+	return true, held, nil
 }
 
 // SchemaExists reports whether schema exists on the server at addr.

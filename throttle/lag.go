@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"net"
 	"strconv"
 	"sync"
 	"time"
@@ -28,6 +29,7 @@ type ReplicaState struct {
 	Behind                sql.NullInt64 // seconds behind its source; NULL while the SQL thread is stopped
 	LastError             string        // Last_IO_Error or Last_SQL_Error, when either is set
 	SourceID              int64         // Source_Server_Id: the server_id it replicates from (0: not known yet)
+	Source                string        // Source_Host:Source_Port, as the replica was pointed at it
 }
 
 // sample is the last reading of one replica (or why there is none).
@@ -152,31 +154,66 @@ func running(b bool) string {
 // flavor and version take, columns by name. A server that replicates from
 // nobody is an error.
 func ReadReplica(ctx context.Context, db *sql.DB) (ReplicaState, error) {
+	st, ok, q, err := readReplica(ctx, db)
+	if err == nil && !ok {
+		err = fmt.Errorf("not a replica (%s is empty)", q)
+	}
+	return st, err
+}
+
+// SourceOf is the HOST:PORT a server replicates from ("": it replicates
+// from nobody), read as ReadReplica reads it: a server configured as a
+// replica counts even with its threads stopped, since starting them again
+// is one statement away. Where the account may not read the replication
+// status (MariaDB's BINLOG MONITOR without SLAVE MONITOR), the server's
+// replication threads in the processlist (PROCESS) still tell a running
+// replica, whose source is then "an unreadable source".
+func SourceOf(ctx context.Context, db *sql.DB) (string, error) {
+	st, ok, q, err := readReplica(ctx, db)
+	switch {
+	case err == nil && ok:
+		return st.Source, nil
+	case err == nil:
+		return "", nil
+	case !dbutil.IsPrivilegeErr(err):
+		return "", err
+	}
+	var n int
+	if perr := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE COMMAND IN ('Slave_IO', 'Slave_SQL', 'Slave_worker')").Scan(&n); perr != nil {
+		return "", err
+	}
+	if n > 0 {
+		return fmt.Sprintf("a source this account may not read (%s: grant SLAVE MONITOR or REPLICATION CLIENT to see it)", q), nil
+	}
+	return "", nil
+}
+
+// readReplica reads the first row of the replication status (ok false: the
+// server replicates from nobody) and says the statement it ran.
+func readReplica(ctx context.Context, db *sql.DB) (ReplicaState, bool, string, error) {
 	f, err := dbutil.FlavorOf(ctx, db)
 	if err != nil {
-		return ReplicaState{}, err
+		return ReplicaState{}, false, "", err
 	}
 	q := f.ReplicaStatusSQL()
 	rows, err := db.QueryContext(ctx, q)
 	if err != nil {
-		return ReplicaState{}, fmt.Errorf("%s: %w", q, err)
+		return ReplicaState{}, false, q, fmt.Errorf("%s: %w", q, err)
 	}
 	defer rows.Close()
 	cols, err := rows.Columns()
 	if err != nil {
-		return ReplicaState{}, err
+		return ReplicaState{}, false, q, err
 	}
 	if !rows.Next() {
-		if err := rows.Err(); err != nil {
-			return ReplicaState{}, err
-		}
-		return ReplicaState{}, fmt.Errorf("not a replica (%s is empty)", q)
+		return ReplicaState{}, false, q, rows.Err()
 	}
 	vals, ptrs := dbutil.Dest[sql.NullString](len(cols))
 	if err := rows.Scan(ptrs...); err != nil {
-		return ReplicaState{}, err
+		return ReplicaState{}, false, q, err
 	}
-	return parseReplicaStatus(cols, vals)
+	st, err := parseReplicaStatus(cols, vals)
+	return st, err == nil, q, err
 }
 
 // parseReplicaStatus reads one row of SHOW REPLICA|SLAVE STATUS.
@@ -212,6 +249,9 @@ func parseReplicaStatus(cols []string, vals []sql.NullString) (ReplicaState, err
 	}
 	if i := dbutil.ReplicaColumn(cols, "Source_Server_Id"); i >= 0 {
 		st.SourceID, _ = strconv.ParseInt(vals[i].String, 10, 64)
+	}
+	if h, p := dbutil.ReplicaColumn(cols, "Source_Host"), dbutil.ReplicaColumn(cols, "Source_Port"); h >= 0 && p >= 0 {
+		st.Source = net.JoinHostPort(vals[h].String, vals[p].String)
 	}
 	for _, name := range []string{"Last_IO_Error", "Last_SQL_Error"} {
 		if i := dbutil.ReplicaColumn(cols, name); i >= 0 && vals[i].String != "" {

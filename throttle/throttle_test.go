@@ -69,12 +69,12 @@ func TestParseReplicaStatusBothSpellings(t *testing.T) {
 		vals []sql.NullString
 		want ReplicaState
 	}{
-		{[]string{"Replica_IO_State", "Replica_IO_Running", "Replica_SQL_Running", "Last_SQL_Error", "Seconds_Behind_Source"},
-			[]sql.NullString{ns("Waiting"), ns("Yes"), ns("Yes"), ns(""), ns("7")},
-			ReplicaState{IORunning: true, SQLRunning: true, Behind: sql.NullInt64{Int64: 7, Valid: true}}},
-		{[]string{"Slave_IO_State", "Slave_IO_Running", "Slave_SQL_Running", "Last_SQL_Error", "Seconds_Behind_Master"},
-			[]sql.NullString{ns(""), ns("Yes"), ns("No"), ns("boom"), {}},
-			ReplicaState{IORunning: true, LastError: "boom"}},
+		{[]string{"Replica_IO_State", "Source_Host", "Source_Port", "Replica_IO_Running", "Replica_SQL_Running", "Last_SQL_Error", "Seconds_Behind_Source"},
+			[]sql.NullString{ns("Waiting"), ns("10.0.0.7"), ns("3306"), ns("Yes"), ns("Yes"), ns(""), ns("7")},
+			ReplicaState{IORunning: true, SQLRunning: true, Behind: sql.NullInt64{Int64: 7, Valid: true}, Source: "10.0.0.7:3306"}},
+		{[]string{"Slave_IO_State", "Master_Host", "Master_Port", "Slave_IO_Running", "Slave_SQL_Running", "Last_SQL_Error", "Seconds_Behind_Master"},
+			[]sql.NullString{ns(""), ns("db1"), ns("3307"), ns("Yes"), ns("No"), ns("boom"), {}},
+			ReplicaState{IORunning: true, LastError: "boom", Source: "db1:3307"}},
 	} {
 		got, err := parseReplicaStatus(c.cols, c.vals)
 		if err != nil || got != c.want {

@@ -10,7 +10,9 @@ import (
 	"github.com/shardctl/shardctl/pipeline/interlock"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/planstore"
+	"github.com/shardctl/shardctl/shardmap"
 	"github.com/shardctl/shardctl/tables"
+	"github.com/shardctl/shardctl/throttle"
 )
 
 // The target schema must be free before the create step. One check with
@@ -23,6 +25,9 @@ func init() {
 		Until: plans.StepCreate,
 		Run: func(ctx context.Context, c *CheckEnv) error {
 			p := c.Plan
+			if err := replicaTarget(ctx, c); err != nil {
+				return err
+			}
 			if err := reservedTarget(ctx, c); err != nil {
 				return err
 			}
@@ -41,6 +46,28 @@ func init() {
 // information_schema's does (and "MySQL" beside "mysql" only confuses).
 var systemSchemas = []string{"mysql", "information_schema", "performance_schema", "sys"}
 
+// replicaTarget refuses a target server that replicates from another: rows
+// written there are errant transactions its source lacks, lost at the
+// replica's next re-clone or failover, and its schemas (the shard's own
+// replicated copy, for a move to a replica of the shard's server) are its
+// source's, never a schema to drop. Every operation's target is checked,
+// a merge's and a key move's existing shard included.
+func replicaTarget(ctx context.Context, c *CheckEnv) error {
+	if c.Dst == nil {
+		return nil
+	}
+	t := c.Plan.Target
+	src, err := throttle.SourceOf(ctx, c.Dst)
+	if err != nil {
+		return failure.ProbeError("the replication status", "target", t.Addr(), err)
+	}
+	if src == "" {
+		return nil
+	}
+	return fmt.Errorf("%w: the target server %s is a replica of %s: a shard written there would hold transactions its source lacks and be lost at the replica's next re-clone or failover; choose as the target a server that replicates from nobody (a primary)",
+		failure.ErrRefused, t.Addr(), src)
+}
+
 // reservedTarget refuses a target schema that is the server's own or the
 // sharding database's: it can never hold a shard, and the operator must not
 // be told to drop it.
@@ -51,15 +78,25 @@ func reservedTarget(ctx context.Context, c *CheckEnv) error {
 			return fmt.Errorf("%w: the target schema %s on %s is the server's own system schema, never a shard's: choose another target schema (--schema)", failure.ErrRefused, t.Schema, t.Addr())
 		}
 	}
-	if c.Store == nil || c.Dst == nil || t.Schema != c.Store.Schema {
+	if c.Dst == nil {
 		return nil
 	}
-	same, err := sameServer(ctx, c.Store.DB, c.Dst)
-	if err != nil {
-		return failure.ProbeError("the server identities", "sharding database and target", t.Addr(), err)
+	if c.Store != nil && t.Schema == c.Store.Schema {
+		same, err := sameServer(ctx, c.Store.DB, c.Dst)
+		if err != nil {
+			return failure.ProbeError("the server identities", "sharding database and target", t.Addr(), err)
+		}
+		if same {
+			return fmt.Errorf("%w: the target schema %s on %s is the sharding database (the shard map), never a shard's: choose another target schema (--schema)", failure.ErrRefused, t.Schema, t.Addr())
+		}
 	}
-	if same {
-		return fmt.Errorf("%w: the target schema %s on %s is the sharding database (the shard map), never a shard's: choose another target schema (--schema)", failure.ErrRefused, t.Schema, t.Addr())
+	isMap, held, err := shardmap.HoldsMap(ctx, c.Dst, t.Schema)
+	if err != nil {
+		return failure.ProbeError("the target schema's tables", "target", t.Addr(), err)
+	}
+	if isMap {
+		return fmt.Errorf("%w: the target schema %s on %s is a sharding database (it holds a shard map's tables: %s), another fleet's or an older one, never a shard's: choose another target schema (--schema)",
+			failure.ErrRefused, t.Schema, t.Addr(), strings.Join(held, ", "))
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package checks
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/shardctl/shardctl/internal/mapfixture"
@@ -29,4 +30,14 @@ func TestCheckTargetIsFree(t *testing.T) {
 	c.Map = mapfixture.TwoRanges()
 	c.Map.Locations[1] = shardmap.Location{ShardID: 2, Host: p.Target.Host, Port: p.Target.Port, Schema: p.Target.Schema}
 	checktest.WantRefused(t, runCheck(t, "target is free", c), "shard 2 lives at the target")
+	// Another fleet's sharding database (issue 53): named as one, never offered for dropping.
+	c.Map = &shardmap.Map{}
+	p.Target.Schema = "chk_tgt_othermap"
+	testenv.Schema(t, dst, p.Target.Schema, "CREATE TABLE version (v INT PRIMARY KEY)", "CREATE TABLE locations (id INT PRIMARY KEY)",
+		"CREATE TABLE partition_functions (id INT PRIMARY KEY)", "CREATE TABLE list_points (id INT PRIMARY KEY)")
+	err := runCheck(t, "target is free", c)
+	checktest.WantRefused(t, err, "is a sharding database (it holds a shard map's tables: list_points, locations, partition_functions, version)")
+	if strings.Contains(err.Error(), "drop") {
+		t.Fatalf("a sharding database offered for dropping: %v", err)
+	}
 }
