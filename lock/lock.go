@@ -56,8 +56,13 @@ func Name(schema string, shardID int) string {
 
 // Holder describes this process for the holder row.
 func Holder(planID string) string {
+	return fmt.Sprintf("%s (%s)", planID, Process())
+}
+
+// Process names this process: "pid N on HOST".
+func Process() string {
 	host, _ := os.Hostname()
-	return fmt.Sprintf("%s (pid %d on %s)", planID, os.Getpid(), host)
+	return fmt.Sprintf("pid %d on %s", os.Getpid(), host)
 }
 
 // Wait is how long Acquire waits for a held lock. A process killed a moment

@@ -9,7 +9,6 @@ import (
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/fence"
 	"github.com/shardctl/shardctl/keyspace"
-	"github.com/shardctl/shardctl/lock"
 	"github.com/shardctl/shardctl/operation"
 	"github.com/shardctl/shardctl/pipeline/interlock"
 	"github.com/shardctl/shardctl/plans"
@@ -111,7 +110,7 @@ func Abort(ctx context.Context, env Env, p *plans.Plan) error {
 	if env.Log == nil {
 		env.Log = discard
 	}
-	l, err := lock.Acquire(ctx, env.Store.DB, env.Store.Schema, p.Locks, lock.Holder(p.ID+" (abort)"))
+	l, err := lockPlan(ctx, env, p, "abort")
 	if err != nil {
 		return err
 	}

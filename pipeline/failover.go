@@ -7,7 +7,6 @@ import (
 
 	"github.com/shardctl/shardctl/binlog"
 	"github.com/shardctl/shardctl/dbutil"
-	"github.com/shardctl/shardctl/lock"
 	"github.com/shardctl/shardctl/plans"
 	"github.com/shardctl/shardctl/planstore"
 	"github.com/shardctl/shardctl/shardmap"
@@ -44,7 +43,7 @@ func Repoint(ctx context.Context, env Env, p *plans.Plan, addr dbutil.Addr) erro
 	if err := checkCandidate(ctx, env, p, db, addr); err != nil {
 		return err
 	}
-	l, err := lock.Acquire(ctx, env.Store.DB, env.Store.Schema, p.Locks, lock.Holder(p.ID+" (re-point source)"))
+	l, err := lockPlan(ctx, env, p, "re-point source")
 	if err != nil {
 		return err
 	}

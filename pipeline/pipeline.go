@@ -21,7 +21,6 @@ import (
 	"github.com/shardctl/shardctl/binlog"
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/internal/fault"
-	"github.com/shardctl/shardctl/lock"
 	"github.com/shardctl/shardctl/pipeline/failure"
 	"github.com/shardctl/shardctl/pipeline/window"
 	"github.com/shardctl/shardctl/plans"
@@ -105,11 +104,7 @@ func Run(ctx context.Context, env Env, p *plans.Plan) error {
 	case plans.StateAborted:
 		return fmt.Errorf("%w: plan %s was aborted; make a new plan", ErrRefused, p.ID)
 	}
-	l, err := lock.Acquire(ctx, env.Store.DB, env.Store.Schema, p.Locks, lock.Holder(p.ID))
-	if be := (*lock.BusyError)(nil); errors.As(err, &be) && be.HeldFor(p.ID) {
-		return fmt.Errorf("%w: another process is working on plan %s now (%s holds %s): nothing needs doing here; follow it with 'shardctl plan watch %s'",
-			lock.ErrBusy, p.ID, be.Holder, be.Name, p.ID)
-	}
+	l, err := lockPlan(ctx, env, p, "")
 	if err != nil {
 		return err
 	}

@@ -153,7 +153,7 @@ func runRequest(ctx context.Context, env Env, path string) (done bool, _ *plans.
 	if err != nil {
 		return true, nil, err
 	}
-	lk, err := lock.Acquire(ctx, env.Store.DB, env.Store.Schema, p.Locks, lock.Holder(p.ID+" (window request)"))
+	lk, err := lockPlan(ctx, env, p, "window request")
 	if errors.Is(err, lock.ErrBusy) {
 		return false, p, nil
 	} else if err != nil {

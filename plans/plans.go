@@ -154,6 +154,10 @@ type Plan struct {
 	Source   Endpoint `json:"source"`
 	Target   Endpoint `json:"target"`
 	Locks    []string `json:"locks"` // lock names held while the plan runs
+	// RunBy is the process that last took the plan's locks to run, abort
+	// or revert it ("pid N on HOST"): a process that waited for them while
+	// it worked is told who changed the plan under it.
+	RunBy string `json:"run_by,omitempty"`
 
 	// What the operation does: rows to copy and tail, rows to fence, the
 	// shard-map changes of each phase, and what cleanup removes.
@@ -385,6 +389,13 @@ func compact(raw []byte) []byte {
 func Save(path string, p *Plan) error {
 	p.UpdatedAt = time.Now().UTC()
 	p.Revision++
+	return Write(path, p)
+}
+
+// Write writes p as it is, its revision and time unchanged, atomically as
+// Save does: a copy of a plan made elsewhere (the plans table's) written
+// over an earlier file is then the same revision in both places.
+func Write(path string, p *Plan) error {
 	b, err := Marshal(p)
 	if err != nil {
 		return err
