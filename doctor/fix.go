@@ -113,15 +113,29 @@ func putOnline(ctx context.Context, env Env, id int) error {
 }
 
 // syncCopies writes the later copy of a plan over the earlier one. Both
-// are the same plan: every command already reads the later, so nothing is lost.
+// are the same plan: every command already reads the later, so nothing is
+// lost. The copy is written as it is, revision included, so the two agree
+// afterwards and the next doctor finds nothing (a save would give the file
+// a revision of its own, a fresh disagreement). Two copies of one revision
+// that differ get the later one saved as a new revision in both.
 func syncCopies(ctx context.Context, env Env, pf *PlanFacts) error {
 	if pf == nil || pf.File == nil {
 		return errors.New("no plan file")
 	}
-	if pf.Row == nil || planLater(pf.File, pf.Row) {
+	switch {
+	case pf.Row == nil || pf.File.Revision > pf.Row.Revision:
 		return env.Plans.Put(ctx, pf.File)
+	case pf.Row.Revision > pf.File.Revision:
+		return plans.Write(pf.Path, pf.Row)
 	}
-	return plans.Save(pf.Path, pf.Row)
+	later := pf.File
+	if planLater(pf.Row, pf.File) {
+		later = pf.Row
+	}
+	if err := plans.Save(pf.Path, later); err != nil {
+		return err
+	}
+	return env.Plans.Put(ctx, later)
 }
 
 // clearLock ends the session of a lock whose process is gone (the server
