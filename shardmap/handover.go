@@ -145,23 +145,11 @@ func mapTables() map[string]bool {
 // a schema holding them is a data schema (a shard's, most likely), and the
 // map's tables must not be created inside it (later moves would copy them).
 func (s *Store) foreignTables(ctx context.Context) ([]string, error) {
-	rows, err := s.DB.QueryContext(ctx, "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? ORDER BY TABLE_NAME", s.Schema)
+	foreign, _, err := splitMapTables(ctx, s.DB, s.Schema)
 	if err != nil {
-		return nil, fmt.Errorf("shardmap init: list the tables of %s: %w", s.Schema, err)
+		return nil, fmt.Errorf("shardmap init: %w", err)
 	}
-	defer rows.Close()
-	own := mapTables()
-	var out []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			return nil, err
-		}
-		if !own[n] {
-			out = append(out, n)
-		}
-	}
-	return out, rows.Err()
+	return foreign, nil
 }
 
 // mapCore are the tables every shard map has had since its first version:
@@ -172,23 +160,8 @@ var mapCore = []string{"version", "locations", "partition_functions"}
 // shard map's own tables: another fleet's, or one left from an older
 // setup), and lists the map tables it holds.
 func HoldsMap(ctx context.Context, db *sql.DB, schema string) (bool, []string, error) {
-	rows, err := db.QueryContext(ctx, "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? ORDER BY TABLE_NAME", schema)
+	_, held, err := splitMapTables(ctx, db, schema)
 	if err != nil {
-		return false, nil, fmt.Errorf("list the tables of %s: %w", schema, err)
-	}
-	defer rows.Close()
-	own := mapTables()
-	var held []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			return false, nil, err
-		}
-		if own[n] {
-			held = append(held, n)
-		}
-	}
-	if err := rows.Err(); err != nil {
 		return false, nil, err
 	}
 	for _, c := range mapCore {
@@ -197,6 +170,28 @@ func HoldsMap(ctx context.Context, db *sql.DB, schema string) (bool, []string, e
 		}
 	}
 	return true, held, nil
+}
+
+// splitMapTables lists schema's tables, by name, apart: the shard map's own and the others.
+func splitMapTables(ctx context.Context, db *sql.DB, schema string) (foreign, own []string, err error) {
+	rows, err := db.QueryContext(ctx, "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? ORDER BY TABLE_NAME", schema)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list the tables of %s: %w", schema, err)
+	}
+	defer rows.Close()
+	mine := mapTables()
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, nil, err
+		}
+		if mine[n] {
+			own = append(own, n)
+		} else {
+			foreign = append(foreign, n)
+		}
+	}
+	return foreign, own, rows.Err()
 }
 
 // SchemaExists reports whether schema exists on the server at addr.
