@@ -141,3 +141,43 @@ func plansRows(t *testing.T, c *cluster) string {
 	}
 	return b.String()
 }
+
+// replicaTargetRefusals are issue 53's catalogue cases that need a GTID
+// replica (f's replica 1 of its primary, where c's shard 1 lives): a replica
+// as any operation's target is refused at planning (--dry-run too) and at
+// --yes, exit 2, naming its source, with nothing changed. A whole-shard
+// move to a replica of the shard's own server meets the shard's replicated
+// copy there, which the refusal must never advise dropping. A second
+// cluster, whose shard 2 was put on the replica by hand, is a merge's and
+// an --into's target there. They run through the catalogue's runner on
+// both flavors (the catalogue itself runs in one pass only: these
+// replicate).
+func replicaTargetRefusals(t *testing.T, c *cluster, f *testenv.Fleet) {
+	t.Helper()
+	replica, primary := f.Replica(1).String(), f.Primary().String()
+	on := newClusterAt(t, c.name+"t", []dbutil.Addr{c.env.Addr(1), f.Replica(1)}, []int{30, 30}, false)
+	lo := c.shards[0].Lower
+	is := "is a replica of " + primary
+	cases := []badCase{
+		{args: []string{"move", "--shard", "1", "--to", replica, "--dry-run"}, code: 2, hint: "the target server " + replica + " " + is, not: "drop it"},
+		{args: []string{"move", "--shard", "1", "--to", replica, "--yes"}, code: 2, hint: is, not: "drop it"},
+		{args: []string{"split", "--shard", "1", "--at", fmt.Sprint(lo + 30), "--to", replica, "--dry-run"}, code: 2, hint: is},
+		{args: []string{"split", "--shard", "1", "--at", fmt.Sprint(lo + 30), "--to", replica, "--yes"}, code: 2, hint: is},
+		{args: []string{"move", "--shard", "1", "--range", fmt.Sprintf("%d:%d", lo+5, lo+10), "--to", replica, "--yes"}, code: 2, hint: is},
+		{args: []string{"move", "--shard", "1", "--to", replica, "--dry-run"}, c: on, code: 2, hint: is},
+		{args: []string{"merge", "--shard", "1", "--into", "2", "--dry-run"}, c: on, code: 2, hint: is},
+		{args: []string{"move", "--shard", "1", "--range", fmt.Sprintf("%d:%d", on.shards[0].Lower+5, on.shards[0].Lower+10), "--into", "2", "--yes"}, c: on, code: 2, hint: is},
+	}
+	pdb, rdb := openAt(t, f.Primary()), openAt(t, f.Replica(1))
+	like := strings.ReplaceAll(c.name, "_", "\\_") + "%"
+	state := func() string {
+		s := clusterState(t, like, c, on)
+		var b strings.Builder
+		schemaState(t, &b, "primary", pdb, like)
+		schemaState(t, &b, "replica", rdb, like)
+		return s + b.String()
+	}
+	// The shard's replicated copy on the replica is the live shard's data.
+	protected := []string{replica + "/" + c.shards[0].Schema}
+	runBadCases(t, c, cases, []*cluster{c, on}, state, protected)
+}

@@ -3,11 +3,13 @@ package e2e
 import (
 	"bytes"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -24,6 +26,12 @@ import (
 // plan directory.
 func catState(t *testing.T, cs ...*cluster) string {
 	t.Helper()
+	return clusterState(t, "e2e\\_cat%", cs...)
+}
+
+// clusterState is catState for the schemas named like pattern.
+func clusterState(t *testing.T, like string, cs ...*cluster) string {
+	t.Helper()
 	var b strings.Builder
 	for _, c := range cs {
 		b.WriteString(c.mapJSON())
@@ -36,49 +44,55 @@ func catState(t *testing.T, cs ...*cluster) string {
 	}
 	env := cs[0].env
 	for i := 1; i <= 3; i++ {
-		db := env.DB(t, i, "")
-		rows, err := db.Query(`SELECT s.SCHEMA_NAME, COALESCE(t.TABLE_NAME, '') FROM information_schema.SCHEMATA s
-			LEFT JOIN information_schema.TABLES t ON t.TABLE_SCHEMA = s.SCHEMA_NAME WHERE s.SCHEMA_NAME LIKE 'e2e\_cat%' ORDER BY 1, 2`)
-		if err != nil {
-			t.Fatal(err)
+		schemaState(t, &b, fmt.Sprint(i), env.DB(t, i, ""), like)
+	}
+	return b.String()
+}
+
+// schemaState writes to b every schema of db named like pattern, its
+// tables with CHECKSUM TABLE, and its triggers, each line marked label.
+func schemaState(t *testing.T, b *strings.Builder, label string, db *sql.DB, like string) {
+	t.Helper()
+	rows, err := db.Query(`SELECT s.SCHEMA_NAME, COALESCE(t.TABLE_NAME, '') FROM information_schema.SCHEMATA s
+		LEFT JOIN information_schema.TABLES t ON t.TABLE_SCHEMA = s.SCHEMA_NAME WHERE s.SCHEMA_NAME LIKE ? ORDER BY 1, 2`, like)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tables []string
+	for rows.Next() {
+		var s, tb string
+		rows.Scan(&s, &tb)
+		fmt.Fprintf(b, "\n%s %s.%s", label, s, tb)
+		if tb != "" {
+			tables = append(tables, "`"+s+"`.`"+tb+"`")
 		}
-		var tables []string
-		for rows.Next() {
-			var s, tb string
-			rows.Scan(&s, &tb)
-			fmt.Fprintf(&b, "\n%d %s.%s", i, s, tb)
-			if tb != "" {
-				tables = append(tables, "`"+s+"`.`"+tb+"`")
-			}
-		}
-		rows.Close()
-		if len(tables) > 0 {
-			rows, err := db.Query("CHECKSUM TABLE " + strings.Join(tables, ", "))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for rows.Next() {
-				var name string
-				var sum *int64
-				rows.Scan(&name, &sum)
-				if sum != nil {
-					fmt.Fprintf(&b, "\n%d %s %d", i, name, *sum)
-				}
-			}
-			rows.Close()
-		}
-		rows, err = db.Query("SELECT TRIGGER_SCHEMA, TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA LIKE 'e2e\\_cat%' ORDER BY 1, 2")
+	}
+	rows.Close()
+	if len(tables) > 0 {
+		rows, err := db.Query("CHECKSUM TABLE " + strings.Join(tables, ", "))
 		if err != nil {
 			t.Fatal(err)
 		}
 		for rows.Next() {
-			var s, n string
-			rows.Scan(&s, &n)
-			fmt.Fprintf(&b, "\n%d trigger %s.%s", i, s, n)
+			var name string
+			var sum *int64
+			rows.Scan(&name, &sum)
+			if sum != nil {
+				fmt.Fprintf(b, "\n%s %s %d", label, name, *sum)
+			}
 		}
 		rows.Close()
 	}
-	return b.String()
+	rows, err = db.Query("SELECT TRIGGER_SCHEMA, TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA LIKE ? ORDER BY 1, 2", like)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var s, n string
+		rows.Scan(&s, &n)
+		fmt.Fprintf(b, "\n%s trigger %s.%s", label, s, n)
+	}
+	rows.Close()
 }
 
 type badCase struct {
@@ -299,6 +313,9 @@ func TestBadInputCatalogue(t *testing.T) {
 		{args: []string{"split", "--shard", "1", "--at", "5", "--to", s3, "--schema", "performance_schema", "--yes"}, code: 2, hint: "system schema", not: "drop it"},
 		{args: []string{"split", "--shard", "1", "--at", "5", "--to", s3, "--schema", "sys", "--dry-run"}, code: 2, hint: "system schema", not: "drop it"},
 		{args: []string{"split", "--shard", "1", "--at", "5", "--to", s1, "--schema", c.name, "--yes"}, code: 2, hint: "is the sharding database", not: "drop it"},
+		// issue 53: another fleet's sharding database (e2e_cath's, on server 1) is named as one, never offered for dropping
+		{args: []string{"split", "--shard", "1", "--at", "5", "--to", s1, "--schema", h.name, "--dry-run"}, code: 2, hint: "is a sharding database (it holds a shard map's tables: ", not: "drop it"},
+		{args: []string{"split", "--shard", "1", "--at", "5", "--to", s1, "--schema", h.name, "--yes"}, code: 2, hint: "another fleet's or an older one", not: "drop it"},
 		// issue 31 (last: without the rule the move runs)
 		{args: []string{"move", "--shard", "1", "--to", s3, "--yes", "--metrics-file", dev}, code: 2, hint: "is a device"},
 		{args: []string{"move", "--shard", "1", "--to", s3, "--yes", "--metrics-file", c.dir}, code: 2, hint: "is a directory"},
@@ -317,9 +334,27 @@ func TestBadInputCatalogue(t *testing.T) {
 	recent, more, checkRecent := recentRefusals(t, c)
 	cases = append(cases, recent...)
 	all := append([]*cluster{c, h, pc}, more...)
-	before := catState(t, all...)
 	status := statusSansEstimates(t, c.mustRun("status", "-o", "json").stdout)
 	start := time.Now()
+	runBadCases(t, c, cases, all, func() string { return catState(t, all...) }, nil)
+	t.Logf("%d cases in %s", len(cases), time.Since(start).Round(time.Millisecond))
+	checkRecent()
+	if after := statusSansEstimates(t, c.mustRun("status", "-o", "json").stdout); after != status {
+		t.Fatalf("status changed:\nbefore %s\nafter  %s", status, after)
+	}
+}
+
+// runBadCases runs each case on its cluster (c unless it names one), in
+// text and JSON mode, and checks it: the exit code, the hint, no password,
+// no panic, one JSON document with an error, no advice to drop or delete
+// what a live shard or a sharding database holds (protected adds schemas,
+// HOST:PORT/SCHEMA, that only the test knows to be live, such as a
+// replica's copy of a live shard), and state() unchanged.
+func runBadCases(t *testing.T, c *cluster, cases []badCase, all []*cluster, state func() string, protected []string) {
+	t.Helper()
+	before := state()
+	live := liveSchemas(t, all, protected)
+	s1 := c.env.Addr(1).String()
 	for _, bc := range cases {
 		cl := c
 		if bc.c != nil {
@@ -351,6 +386,9 @@ func TestBadInputCatalogue(t *testing.T) {
 			if strings.Contains(out, "drop it") && strings.Contains(name, "--to "+s1) && bc.not == "" {
 				t.Errorf("%s: the refusal tells the operator to drop the live source:\n%s", name, out)
 			}
+			if bad := adviceToDropLive(out, live); bad != "" {
+				t.Errorf("%s %v: the message advises removing %s, which a live shard or a sharding database holds:\n%s", name, mode, bad, out)
+			}
 			if mode != nil {
 				dec := json.NewDecoder(strings.NewReader(r.stdout))
 				var doc map[string]any
@@ -363,16 +401,71 @@ func TestBadInputCatalogue(t *testing.T) {
 				}
 			}
 		}
-		if after := catState(t, all...); after != before {
+		if after := state(); after != before {
 			t.Errorf("%s changed the state:\n%s", name, lineDiff(before, after))
 			before = after
 		}
 	}
-	t.Logf("%d cases in %s", len(cases), time.Since(start).Round(time.Millisecond))
-	checkRecent()
-	if after := statusSansEstimates(t, c.mustRun("status", "-o", "json").stdout); after != status {
-		t.Fatalf("status changed:\nbefore %s\nafter  %s", status, after)
+}
+
+// liveSchemas are the schemas no message may advise dropping, as
+// HOST:PORT/SCHEMA: every cluster's live shards (a location with a
+// mapping), every cluster's sharding database, and extra.
+func liveSchemas(t *testing.T, cs []*cluster, extra []string) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	for _, e := range extra {
+		out[e] = true
 	}
+	for _, c := range cs {
+		out[c.env.Addr(1).String()+"/"+c.name] = true
+		m, err := c.store.Load(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range m.Locations {
+			if len(m.ShardMappings(l.ShardID)) > 0 {
+				out[l.Addr().String()+"/"+l.Schema] = true
+			}
+		}
+	}
+	return out
+}
+
+var (
+	// removalAdvice is a clause that tells the operator to remove data
+	// ("never drop it" is the opposite, and is skipped).
+	removalAdvice = regexp.MustCompile(`(?i)(\bnever )?\b(drop|delete|remove) (it|them|the schema|that schema|the target schema)\b`)
+	// schemaNamed is how messages name a schema: "schema S on HOST:PORT" or HOST:PORT/SCHEMA.
+	schemaOn   = regexp.MustCompile("schema `?([^\\s`,;:()]+)`? on ([\\w.-]+:\\d+)")
+	schemaPath = regexp.MustCompile(`([\w.-]+:\d+)/([^\s,;:()'"]+)`)
+)
+
+// adviceToDropLive returns the first schema of live that a clause of out
+// advises dropping, deleting or removing ("" when none): the clause is the
+// text from the previous ';' or line start to the advice.
+func adviceToDropLive(out string, live map[string]bool) string {
+	for _, line := range strings.Split(out, "\n") {
+		for _, clause := range strings.Split(line, ";") {
+			for _, m := range removalAdvice.FindAllStringSubmatchIndex(clause, -1) {
+				if m[2] >= 0 { // "never drop it"
+					continue
+				}
+				head := clause[:m[1]]
+				for _, n := range schemaOn.FindAllStringSubmatch(head, -1) {
+					if live[n[2]+"/"+n[1]] {
+						return n[2] + "/" + n[1]
+					}
+				}
+				for _, n := range schemaPath.FindAllStringSubmatch(head, -1) {
+					if live[n[1]+"/"+n[2]] {
+						return n[1] + "/" + n[2]
+					}
+				}
+			}
+		}
+	}
+	return ""
 }
 
 // statusSansEstimates is status -o json without the figures InnoDB's

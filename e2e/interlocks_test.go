@@ -16,6 +16,7 @@ import (
 	"github.com/shardctl/shardctl/internal/testenv"
 	"github.com/shardctl/shardctl/lock"
 	"github.com/shardctl/shardctl/plans"
+	"github.com/shardctl/shardctl/planstore"
 )
 
 // mapJSON is the shard map as 'shardmap show -o json' prints it.
@@ -357,4 +358,62 @@ func TestIssue21Leftovers(t *testing.T) {
 		t.Errorf("watch of a plan no process runs: exit %d after %s\n%s", r.code, time.Since(start).Round(time.Millisecond), r.stderr)
 	}
 	c.mustRun("plan", "abort", p.ID)
+}
+
+// Issue 53: of two processes resuming or aborting one plan stopped after its
+// fence, exactly one works. The other read the plan before the first took
+// the plan's lock, and gets the lock once the first is done (held here at
+// hold:lock:plan, as the few seconds GET_LOCK waits let it through on a
+// quick cutover): it exits 4 naming the process that finished the plan, and
+// changes nothing; the plan keeps the winner's recorded result.
+func TestConcurrentResumesOfOnePlan(t *testing.T) {
+	testenv.FlavorNeutral(t)
+	c := newCluster(t, "e2e_resume2", []int{1}, []int{200})
+	for i, tc := range []struct {
+		to    int
+		loser []string
+	}{
+		{3, []string{"plan", "resume", "", "-o", "json"}},
+		{2, []string{"plan", "abort", ""}},
+	} {
+		id := c.killedRun("after:fence", []string{"move", "--shard", "1", "--to", c.env.Addr(tc.to).String(), "--yes"}, planFiles(t, c.planDir))
+		loser := append([]string(nil), tc.loser...)
+		loser[2] = id
+		hold, done, out := startHeld(t, c, "lock:plan", "", loser) // it has read the plan, stopped after its fence
+		won := c.mustRun("plan", "resume", id, "-o", "json")
+		path := plans.Path(c.planDir, id)
+		p, err := plans.Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.State != plans.StateDone || !strings.HasPrefix(p.RunBy, "pid ") {
+			t.Fatalf("case %d: the winner left plan %s %s, run by %q", i, id, p.State, p.RunBy)
+		}
+		before, _ := os.ReadFile(path)
+		m := c.mapJSON()
+		if err := os.Remove(hold); err != nil {
+			t.Fatal(err)
+		}
+		code := exitWithin(t, done, 2*time.Minute)
+		msg := out.String()
+		if code != 4 || !strings.Contains(msg, "plan "+id+" is done already: another process ("+p.RunBy+") finished it") || !strings.Contains(msg, "nothing was changed here") {
+			t.Fatalf("case %d: %s while another resume finished the plan: exit %d, want 4 naming %s:\n%s", i, strings.Join(loser, " "), code, p.RunBy, msg)
+		}
+		if after, _ := os.ReadFile(path); string(after) != string(before) {
+			t.Fatalf("case %d: the loser rewrote the plan file", i)
+		}
+		if row, err := planstore.New(c.store.DB, c.name).Get(ctx, id); err != nil || row.Revision != p.Revision || row.State != plans.StateDone {
+			t.Fatalf("case %d: the plans table's copy after the loser: %+v %v", i, row, err)
+		}
+		if after := c.mapJSON(); after != m {
+			t.Fatalf("case %d: the loser changed the shard map:\nbefore %s\nafter  %s", i, m, after)
+		}
+		var res struct {
+			Result plans.Result `json:"result"`
+		}
+		if err := json.Unmarshal([]byte(won.stdout), &res); err != nil || res.Result.BlackoutMS != p.Result.BlackoutMS || res.Result.RowsDeleted != p.Result.RowsDeleted {
+			t.Fatalf("case %d: the recorded result %+v is not the winner's %+v (%v)", i, p.Result, res.Result, err)
+		}
+		c.wantShardAt(1, tc.to)
+	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/shardctl/shardctl/internal/testenv"
 	"github.com/shardctl/shardctl/lock"
 	"github.com/shardctl/shardctl/plans"
+	"github.com/shardctl/shardctl/planstore"
 	"github.com/shardctl/shardctl/sandbox"
 	"github.com/shardctl/shardctl/shardmap"
 )
@@ -208,7 +209,7 @@ func TestCrashMatrix(t *testing.T) {
 			groups := cc.groups(c)
 			before := c.fleetSums(groups)
 			lp := c.startLoad(200, groups...)
-			c.killAtEachThenResume(points, append(cc.args(c), "--yes", "--chunk-rows", "1000", "--prune-chunk-rows", "500"))
+			c.killChain(points, append(cc.args(c), "--yes", "--chunk-rows", "1000", "--prune-chunk-rows", "500"), true)
 			c.nothingLost(lp, groups, before, "after the kills at "+strings.Join(points, ", "))
 		})
 	}
@@ -227,16 +228,70 @@ func (c *cluster) killThenResume(point string, args []string) {
 // a run meets them.
 func (c *cluster) killAtEachThenResume(points []string, args []string) {
 	c.t.Helper()
+	c.killChain(points, args, false)
+}
+
+// killChain is killAtEachThenResume; with doctor (the crash matrix), each
+// kill and the end are also followed by 'doctor --fix' and 'doctor', whose
+// second run must find nothing the first could fix, and nothing at all at
+// the end (issue 53: --fix converges in one run), and every other resume
+// runs from a second plan directory, as from another operator host, so the
+// plan's file here falls behind its plans-table row (a plan-copies finding).
+func (c *cluster) killChain(points []string, args []string, doctor bool) {
+	c.t.Helper()
 	id := c.killedRun(points[0], args, planFiles(c.t, c.planDir))
 	c.t.Logf("killed at %s", points[0])
+	other := filepath.Join(c.dir, "other-host")
+	from := func(i int) string {
+		if doctor && i%2 == 0 {
+			return other
+		}
+		return ""
+	}
 	for i, point := range points[1:] {
+		if doctor {
+			c.doctorConverges(id, "after the kill at "+points[i], false)
+		}
 		what := "resume after " + points[i] + ", to be killed at " + point
-		if res := c.resumeUntil(id, what, "SHARDCTL_FAULT="+point); !res.killed {
+		if res := c.resumeUntil(id, what, from(i), "SHARDCTL_FAULT="+point); !res.killed {
 			c.t.Fatalf("%s: fault %s did not kill the process: exit %d\n%s\n%s", what, point, res.code, res.stdout, res.stderr)
 		}
 		c.t.Logf("resumed, killed at %s", point)
 	}
-	c.resumeUntil(id, "resume after "+points[len(points)-1])
+	last := len(points) - 1
+	if doctor {
+		c.doctorConverges(id, "after the kill at "+points[last], false)
+	}
+	c.resumeUntil(id, "resume after "+points[last], from(last))
+	if doctor {
+		c.doctorConverges(id, "after the last resume", true)
+	}
+}
+
+// doctorConverges runs 'doctor --fix', then 'doctor': the second must find
+// nothing --fix could have fixed (only what it leaves, such as the killed
+// run's stopped plan) and, at the end of a chain, nothing at all (exit 0).
+func (c *cluster) doctorConverges(id, when string, end bool) {
+	c.t.Helper()
+	p, _, err := planstore.Load(ctx, c.planDir, planstore.New(c.store.DB, c.name), id)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.locksFreed(p.Locks) // doctor would rightly see a plan whose lock the server has not freed yet as running
+	c.run(nil, "doctor", "--fix", "-o", "json")
+	r := c.run(nil, "doctor", "-o", "json")
+	var rep doctorReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		c.t.Fatalf("doctor %s: %v\n%s\n%s", when, err, r.stdout, r.stderr)
+	}
+	if end && (r.code != 0 || rep.Found != 0) {
+		c.t.Fatalf("doctor after 'doctor --fix', %s: exit %d, want 0: %+v", when, r.code, rep.Findings)
+	}
+	for _, f := range rep.Findings {
+		if f.Fixable {
+			c.t.Fatalf("doctor after 'doctor --fix', %s: a finding --fix should have ended: %+v", when, f)
+		}
+	}
 }
 
 // killedRun runs shardctl with args, killed at the fault point, and returns
@@ -253,17 +308,21 @@ func (c *cluster) killedRun(point string, args, old []string) string {
 	return strings.TrimSuffix(filepath.Base(files[0]), ".json")
 }
 
-// resumeUntil runs plan resume until it exits 0 or is killed by a fault of
-// env, and returns that run. A resume that exits 3 because no cutover fitted
+// resumeUntil runs plan resume (from planDir when given) until it exits 0
+// or is killed by a fault of env, and returns that run. A resume that exits 3 because no cutover fitted
 // the blackout budget is run again, up to three times, as an operator's cron
 // would: on a machine loaded by other tests the target's catch-up can
 // outlast the tests' short budget, and the contract of that exit is that the
 // shard stays online and a resume can succeed. Any other failure fails the
 // test.
-func (c *cluster) resumeUntil(id, what string, env ...string) result {
+func (c *cluster) resumeUntil(id, what, planDir string, env ...string) result {
 	c.t.Helper()
+	args := []string{"plan", "resume", id, "-o", "json"}
+	if planDir != "" {
+		args = append(args, "--plan-dir", planDir) // as from another operator host
+	}
 	for try := 0; ; try++ {
-		res := c.run(env, "plan", "resume", id, "-o", "json")
+		res := c.run(env, args...)
 		if res.code == 0 || res.killed {
 			return res
 		}

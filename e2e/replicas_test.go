@@ -24,6 +24,7 @@ func TestMoveWaitsForItsReplica(t *testing.T) {
 	c := newClusterAt(t, "e2e_replag", []dbutil.Addr{f.Primary()}, []int{300}, false)
 	pdb, rdb := openAt(t, f.Primary()), openAt(t, f.Replica(1))
 	waitReplicated(t, pdb, rdb)
+	replicaTargetRefusals(t, c, f) // issue 53, on this fleet rather than one of its own
 	testenv.SQLThread(t, rdb, false)
 
 	for _, r := range []string{f.Replica(1).String(), "auto"} { // named, and discovered
