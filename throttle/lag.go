@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -154,7 +155,7 @@ func running(b bool) string {
 // flavor and version take, columns by name. A server that replicates from
 // nobody is an error.
 func ReadReplica(ctx context.Context, db *sql.DB) (ReplicaState, error) {
-	st, ok, q, err := readReplica(ctx, db)
+	st, ok, q, err := readReplica(ctx, db, false)
 	if err == nil && !ok {
 		err = fmt.Errorf("not a replica (%s is empty)", q)
 	}
@@ -169,7 +170,7 @@ func ReadReplica(ctx context.Context, db *sql.DB) (ReplicaState, error) {
 // replication threads in the processlist (PROCESS) still tell a running
 // replica, whose source is then "an unreadable source".
 func SourceOf(ctx context.Context, db *sql.DB) (string, error) {
-	st, ok, q, err := readReplica(ctx, db)
+	st, ok, q, err := readReplica(ctx, db, true)
 	switch {
 	case err == nil && ok:
 		return st.Source, nil
@@ -189,8 +190,10 @@ func SourceOf(ctx context.Context, db *sql.DB) (string, error) {
 }
 
 // readReplica reads the first row of the replication status (ok false: the
-// server replicates from nobody) and says the statement it ran.
-func readReplica(ctx context.Context, db *sql.DB) (ReplicaState, bool, string, error) {
+// server replicates from nobody) and says the statement it ran. skipGroup
+// passes over MySQL Group Replication's own channels: a group's primary
+// lists them, and is no replica of anything.
+func readReplica(ctx context.Context, db *sql.DB, skipGroup bool) (ReplicaState, bool, string, error) {
 	f, err := dbutil.FlavorOf(ctx, db)
 	if err != nil {
 		return ReplicaState{}, false, "", err
@@ -205,15 +208,19 @@ func readReplica(ctx context.Context, db *sql.DB) (ReplicaState, bool, string, e
 	if err != nil {
 		return ReplicaState{}, false, q, err
 	}
-	if !rows.Next() {
-		return ReplicaState{}, false, q, rows.Err()
+	channel := dbutil.ReplicaColumn(cols, "Channel_Name")
+	for rows.Next() {
+		vals, ptrs := dbutil.Dest[sql.NullString](len(cols))
+		if err := rows.Scan(ptrs...); err != nil {
+			return ReplicaState{}, false, q, err
+		}
+		if skipGroup && channel >= 0 && strings.HasPrefix(vals[channel].String, "group_replication_") {
+			continue
+		}
+		st, err := parseReplicaStatus(cols, vals)
+		return st, err == nil, q, err
 	}
-	vals, ptrs := dbutil.Dest[sql.NullString](len(cols))
-	if err := rows.Scan(ptrs...); err != nil {
-		return ReplicaState{}, false, q, err
-	}
-	st, err := parseReplicaStatus(cols, vals)
-	return st, err == nil, q, err
+	return ReplicaState{}, false, q, rows.Err()
 }
 
 // parseReplicaStatus reads one row of SHOW REPLICA|SLAVE STATUS.
