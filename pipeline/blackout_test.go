@@ -13,7 +13,11 @@ import (
 
 	"github.com/shardctl/shardctl/binlog"
 	"github.com/shardctl/shardctl/fence"
+	"github.com/shardctl/shardctl/keyspace"
+	"github.com/shardctl/shardctl/operation"
+	"github.com/shardctl/shardctl/pipeline/interlock"
 	"github.com/shardctl/shardctl/plans"
+	"github.com/shardctl/shardctl/shardmap"
 )
 
 // Readiness fences at once when the other side is close, re-checks (no
@@ -78,6 +82,10 @@ type recorder struct {
 	saveErr   func(n int) error       // the n-th save's
 	longTxN   int
 	saves     int
+
+	snapshot   func() []byte         // the plan as a save would write it (nil: saves write nothing)
+	saved      []int                 // the bytes of each save, with snapshot
+	recheckRan func(d time.Duration) // the recheck was handed d
 }
 
 func (w *recorder) log(format string, a ...any) {
@@ -149,9 +157,16 @@ func (w *recorder) mark(final binlog.Position, held bool) {
 }
 func (w *recorder) held() bool { return !w.final.IsZero() }
 func (w *recorder) save() error {
+	var b []byte
+	if w.snapshot != nil {
+		b = w.snapshot()
+	}
 	w.mu.Lock()
 	w.saves++
 	n := w.saves
+	if w.snapshot != nil {
+		w.saved = append(w.saved, len(b))
+	}
 	w.mu.Unlock()
 	if w.saveErr != nil {
 		return w.saveErr(n)
@@ -172,7 +187,10 @@ func (w *recorder) finalCatchup(_ context.Context, _ binlog.Position, d time.Dur
 	w.log("final catch-up")
 	return nil
 }
-func (w *recorder) recheck(context.Context, time.Duration) (bool, error) {
+func (w *recorder) recheck(_ context.Context, d time.Duration) (bool, error) {
+	if w.recheckRan != nil {
+		w.recheckRan(d)
+	}
 	if w.recheckEr != nil {
 		if err := w.recheckEr(w.attempt); err != nil {
 			return true, err
@@ -349,5 +367,106 @@ func TestBlackoutKeepsTheFenceAResumeNeeds(t *testing.T) {
 	}
 	if !w.fenced || !w.held() || w.count("remove fence") != 0 || w.count("arm") != 1 {
 		t.Errorf("fenced %v, held %v, removals %d, arms %d; want the fence and the final position kept, one attempt", w.fenced, w.held(), w.count("remove fence"), w.count("arm"))
+	}
+}
+
+// A recheck behind the fence gets what is left of the budget less the
+// lift's reserve, so an attempt whose recheck finds a difference, or runs
+// out of time, is lifted within --max-blackout; the difference stops the
+// step, with the fence lifted and the shard online.
+func TestBlackoutRecheckLeavesRoomToLift(t *testing.T) {
+	budget := time.Second
+	for _, c := range []struct {
+		name string
+		err  error
+		stop bool // the step stops (a difference) rather than backing off
+	}{
+		{"a difference", fmt.Errorf("%w: 3 rows differ", ErrMismatch), true},
+		{"out of time", errors.New("re-checking 4 changing chunks did not fit the budget"), false},
+	} {
+		r, b := testRunner(2, budget, time.Millisecond)
+		var handed []time.Duration
+		w := &recorder{
+			recheckRan: func(d time.Duration) { handed = append(handed, d) },
+			recheckEr:  func(int) error { return c.err },
+		}
+		last, err := r.blackoutLoop(context.Background(), b, w)
+		if c.stop != errors.Is(err, ErrMismatch) || c.stop == (last != nil) {
+			t.Fatalf("%s: last %v, err %v", c.name, last, err)
+		}
+		if len(handed) == 0 {
+			t.Fatalf("%s: the recheck never ran", c.name)
+		}
+		for _, d := range handed {
+			if d > budget-liftReserve(budget) {
+				t.Errorf("%s: the recheck was handed %s of the %s budget; want at most %s, leaving the lift its reserve", c.name, d, budget, budget-liftReserve(budget))
+			}
+		}
+		if w.fenced || w.offlined || w.held() || w.count("online") != len(handed) {
+			t.Errorf("%s: fenced %v, offline %v, held %v, lifted %d of %d attempts; want every attempt lifted", c.name, w.fenced, w.offlined, w.held(), w.count("online"), len(handed))
+		}
+	}
+}
+
+// listMap is a LIST map of two shards: shard 1 owns points 1..owned,
+// shard 2 owns 300 keys above them.
+func listMap(owned int) *shardmap.Map {
+	m := &shardmap.Map{Version: 9,
+		Locations: []shardmap.Location{{ShardID: 1, Host: "a", Port: 1, Schema: "t1"}, {ShardID: 2, Host: "b", Port: 2, Schema: "t2"}},
+		Functions: []shardmap.Function{{ID: 1, Name: "tenants", Type: shardmap.List, KeyType: keyspace.IntKey}}}
+	add := func(k, shard int) {
+		p := keyspace.IntK(int64(k))
+		m.Mappings = append(m.Mappings, shardmap.Mapping{FuncID: 1, Kind: shardmap.List, Point: &p, ShardID: shard, Status: shardmap.Online})
+	}
+	for k := 1; k <= owned; k++ {
+		add(k, 1)
+	}
+	for k := owned + 1; k <= owned+300; k++ {
+		add(k, 2)
+	}
+	return m
+}
+
+// Nothing a key move does inside the blackout grows with the tenants its
+// shards own: three tenants moved out of a shard of 300 and out of a shard
+// of 100,000 make the same calls, and each save inside the blackout writes
+// the same plan bytes (the owned points are a count and a digest, not a
+// list: docs/plans.md), give or take the count's digits.
+func TestBlackoutDoesNotGrowWithTheTenants(t *testing.T) {
+	run := func(owned int) (calls []string, saved []int) {
+		r, b := testRunner(1, time.Second, time.Millisecond)
+		r.p.Operation = operation.MoveKeys
+		r.p.Source = plans.Endpoint{ShardID: 1, Host: "a", Port: 1, Schema: "t1"}
+		r.p.Target = plans.Endpoint{ShardID: 2, Host: "b", Port: 2, Schema: "t2"}
+		moving := shardmap.Ref{FuncID: 1, Kind: shardmap.List, Points: []keyspace.Key{keyspace.IntK(11), keyspace.IntK(12), keyspace.IntK(13)}}
+		r.p.Offline = []shardmap.Change{{Op: shardmap.OpSetStatus, Ref: moving, Status: shardmap.Offline}}
+		r.p.Cutover = []shardmap.Change{{Op: shardmap.OpRepoint, Ref: moving, ShardID: 2}, {Op: shardmap.OpSetStatus, Ref: moving, Status: shardmap.Online}}
+		interlock.RecordAgainst(listMap(owned), r.p)
+		w := &recorder{snapshot: func() []byte {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			b, err := plans.Marshal(r.p)
+			if err != nil {
+				t.Error(err)
+			}
+			return b
+		}}
+		if last, err := r.blackoutLoop(context.Background(), b, w); last != nil || err != nil {
+			t.Fatalf("%d tenants: last %v, err %v", owned, last, err)
+		}
+		return w.calls, w.saved
+	}
+	calls300, saved300 := run(300)
+	calls100k, saved100k := run(100_000)
+	if fmt.Sprint(calls300) != fmt.Sprint(calls100k) {
+		t.Errorf("calls inside the blackout differ with the tenants:\n   300: %v\n100000: %v", calls300, calls100k)
+	}
+	if len(saved300) == 0 || len(saved300) != len(saved100k) {
+		t.Fatalf("saves inside the blackout: %v with 300 tenants, %v with 100,000", saved300, saved100k)
+	}
+	for i := range saved300 {
+		if d := saved100k[i] - saved300[i]; d < -16 || d > 16 {
+			t.Errorf("save %d inside the blackout wrote %d bytes with 300 tenants, %d with 100,000; want the same give or take the count's digits", i+1, saved300[i], saved100k[i])
+		}
 	}
 }

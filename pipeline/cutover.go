@@ -84,11 +84,12 @@ func (r *runner) fence(ctx context.Context) error {
 		// range: what it never made is not put back online (a not-found
 		// there would turn a lost connection into a refusal).
 		online: func(ctx context.Context) error {
-			m, err := r.env.Store.Load(ctx)
+			back := shardmap.OnlineAgain(r.p.Offline)
+			m, err := r.env.Store.LoadFor(ctx, back) // inside the blackout: the moving points only
 			if err != nil {
 				return err
 			}
-			return r.env.Store.Apply(ctx, "put the mappings back online", m.Held(shardmap.OnlineAgain(r.p.Offline)))
+			return r.env.Store.Apply(ctx, "put the mappings back online", m.Held(back))
 		},
 		// The step's end carries the final position, which the cutover reads;
 		// it is saved while the target catches up, not after.
@@ -193,6 +194,7 @@ func (r *runner) cutoverSwitch(ctx context.Context) (switched bool, err error) {
 	n := len(r.p.Attempts)
 	r.mu.Unlock()
 	if n > 0 {
+		r.logBlackout("", n-1)
 		r.noteAttempt(n - 1)
 	}
 	if err := r.stopTail(); err != nil {

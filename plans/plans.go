@@ -25,8 +25,11 @@ import (
 	"github.com/shardctl/shardctl/xflavor"
 )
 
-// FormatVersion is the plan file format this build reads and writes.
-const FormatVersion = 1
+// FormatVersion is the plan file format this build writes. It reads
+// format 1 too: format 2 records a shard's owned LIST points as a count and
+// a digest (Owned), where format 1 listed each; a format 1 plan is
+// converted as it is read and saved as format 2.
+const FormatVersion = 2
 
 const magic = "shardctl-plan"
 
@@ -321,12 +324,18 @@ func Unmarshal(b []byte) (*Plan, error) {
 	if err := dec.Decode(&p); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrDamaged, err)
 	}
-	if p.FormatVersion != FormatVersion {
-		return nil, fmt.Errorf("plan format %d: this shardctl reads format %d; use the shardctl version that wrote it", p.FormatVersion, FormatVersion)
+	if p.FormatVersion < 1 || p.FormatVersion > FormatVersion {
+		return nil, fmt.Errorf("plan format %d: this shardctl reads formats 1 to %d; use the shardctl version that wrote it", p.FormatVersion, FormatVersion)
 	}
 	if err := p.consistent(); err != nil {
 		return nil, fmt.Errorf("%w: plan %s: %v (the file was edited and signed again, or damaged); restore it or abort the operation by hand", ErrDamaged, p.ID, err)
 	}
+	if p.Against != nil {
+		for i := range p.Against.Owned {
+			p.Against.Owned[i].fold()
+		}
+	}
+	p.FormatVersion = FormatVersion
 	// Empty checkpoint maps are omitted from the file; a resumed run writes to them.
 	if p.Checkpoints.Copy == nil {
 		p.Checkpoints.Copy = map[string]watermark.Mark{}

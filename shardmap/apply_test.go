@@ -87,3 +87,71 @@ func TestApplyReadsTheMapOnce(t *testing.T) {
 		t.Errorf("mappings in memory:\n%+v\nin the tables:\n%+v", mem.Mappings, fresh.Mappings)
 	}
 }
+
+// A key move's changes read the LIST points they name, not the shard's
+// every tenant: the offline change, the cutover and the lift of a backed-off
+// attempt run inside the blackout, and a shard of 100,000 tenants made each
+// read 100,000 rows under the version lock. A change that needs the whole
+// map (removing a location asks whether any mapping still points at it)
+// still reads it.
+func TestApplyReadsOnlyTheMovingPoints(t *testing.T) {
+	s := newStore(t, "sm_apply_points")
+	fn := must[int](t)(s.AddFunction(ctx, "tenants", shardmap.List, keyspace.IntKey))
+	a := must[int](t)(s.AddShard(ctx, "127.0.0.1", 3306, "points_a"))
+	b := must[int](t)(s.AddShard(ctx, "127.0.0.1", 3307, "points_b"))
+	const tenants = 20000
+	// The tenants written in a few statements: registering them is not what is tested.
+	for lo := 1; lo <= tenants; lo += 5000 {
+		q := "INSERT INTO `sm_apply_points`.list_points (func_id, point, shard_id, status) VALUES "
+		var args []any
+		for k := lo; k < lo+5000; k++ {
+			if k > lo {
+				q += ", "
+			}
+			q += "(?, ?, ?, 'online')"
+			args = append(args, fn, k, a)
+		}
+		if _, err := s.DB.ExecContext(ctx, q, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	moving := shardmap.Ref{FuncID: fn, Kind: shardmap.List, Points: []keyspace.Key{keyspace.IntK(11), keyspace.IntK(12), keyspace.IntK(13)}}
+	offline := []shardmap.Change{{Op: shardmap.OpSetStatus, Ref: moving, Status: shardmap.Offline}}
+	cutover := []shardmap.Change{{Op: shardmap.OpRepoint, Ref: moving, ShardID: b}, {Op: shardmap.OpSetStatus, Ref: moving, Status: shardmap.Online}}
+	for _, st := range []struct {
+		name string
+		run  func() error
+	}{
+		{"offline", func() error { return s.Apply(ctx, "offline", offline) }},
+		{"lift", func() error {
+			m, err := s.LoadFor(ctx, shardmap.OnlineAgain(offline))
+			if err == nil {
+				err = s.Apply(ctx, "online", m.Held(shardmap.OnlineAgain(offline)))
+			}
+			return err
+		}},
+		{"offline again", func() error { return s.Apply(ctx, "offline", offline) }},
+		{"cutover", func() error { return s.Apply(ctx, "cut over", cutover) }},
+		{"cutover again (a resume)", func() error { return s.Apply(ctx, "cut over", cutover) }},
+	} {
+		before, reads := s.PointsRead(), s.Reads()
+		check(t, st.run())
+		if n, r := s.PointsRead()-before, s.Reads()-reads; n > 3*r {
+			t.Errorf("%s: %d reads of the map returned %d list points of the %d; want the 3 it changes each", st.name, r, n, tenants)
+		}
+	}
+	m := must[*shardmap.Map](t)(s.Load(ctx))
+	if got := len(m.ShardMappings(b)); got != 3 {
+		t.Fatalf("shard %d has %d points after the cutover, want 3", b, got)
+	}
+	for _, mp := range m.ShardMappings(b) {
+		if mp.Status != shardmap.Online {
+			t.Errorf("point %s is %s after the cutover", mp.Point, mp.Status)
+		}
+	}
+	before := s.PointsRead()
+	err := s.Apply(ctx, "remove", []shardmap.Change{{Op: shardmap.OpRemoveLocation, ShardID: b}})
+	if err == nil || s.PointsRead()-before < tenants {
+		t.Fatalf("removing a location that still has points: %v after reading %d points; want refused after reading the whole map", err, s.PointsRead()-before)
+	}
+}

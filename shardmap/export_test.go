@@ -9,6 +9,9 @@ import (
 // Reads is how many times s has read the whole map.
 func (s *Store) Reads() int64 { return s.reads.Load() }
 
+// PointsRead is how many LIST points s's reads of the map have returned.
+func (s *Store) PointsRead() int64 { return s.points.Load() }
+
 // ApplyInMemory makes changes in one locked transaction as Apply does and
 // returns the map they were made to (mem) with a fresh read of the tables
 // in the same transaction (fresh); the transaction commits.

@@ -250,8 +250,14 @@ func (s *Store) Apply(ctx context.Context, what string, changes []Change) error 
 // ApplyWith applies changes like Apply and runs also in the same
 // transaction once they are in (a plan's record that must change with the
 // map, or not at all).
+//
+// The changes are checked against a view of the map that holds, of its
+// LIST points, only those they name (scopeOf): a cutover that re-points
+// three tenants reads three points inside the blackout, not the 100,000 the
+// shards own.
 func (s *Store) ApplyWith(ctx context.Context, what string, changes []Change, also func(*sql.Tx) error) error {
-	return s.Update(ctx, what, func(tx *sql.Tx, m *Map) (bool, error) {
+	sc, _ := scopeOf(changes) // nil (every point) when they need the whole map
+	return s.update(ctx, what, sc, func(tx *sql.Tx, m *Map) (bool, error) {
 		changed := false
 		for _, c := range changes {
 			did, err := s.applyOne(ctx, tx, m, c)

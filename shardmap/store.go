@@ -111,6 +111,9 @@ type Store struct {
 	// read): a change is made to the map it validates against, never by
 	// reading the map again under the version lock (export_test.go).
 	reads atomic.Int64
+	// points counts the LIST points those reads returned: a cutover's read
+	// follows the points it changes, not the tenants (export_test.go).
+	points atomic.Int64
 }
 
 // New wraps an open pool whose default database may be anything; every statement names Schema.
@@ -174,7 +177,55 @@ func (s *Store) Load(ctx context.Context) (*Map, error) {
 	return s.load(ctx, tx)
 }
 
+// LoadFor reads the shard map as Load does, but of its LIST points only
+// those the changes cs name: enough to apply cs, or to see which of them
+// the map holds (Held), at a cost that follows the changes, not the
+// tenants. When cs need the whole map (scopeOf), it is Load.
+func (s *Store) LoadFor(ctx context.Context, cs []Change) (*Map, error) {
+	sc, ok := scopeOf(cs)
+	if !ok {
+		return s.Load(ctx)
+	}
+	tx, err := s.DB.BeginTx(ctx, &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead})
+	if err != nil {
+		return nil, fmt.Errorf("load shard map: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only
+	return s.loadScoped(ctx, tx, sc)
+}
+
+// pointScope is the LIST points a read of the map is limited to, by
+// function (nil: every point).
+type pointScope map[int][]keyspace.Key
+
+// scopeOf is the LIST points changes cs name; ok is false when one of
+// them needs every mapping of the map (removing a location asks whether
+// any mapping still points at it).
+func scopeOf(cs []Change) (pointScope, bool) {
+	sc := pointScope{}
+	for _, c := range cs {
+		switch c.Op {
+		case OpSetStatus, OpRepoint, OpRemoveMapping, OpMergeRange:
+			if c.Ref.Kind == List {
+				sc[c.Ref.FuncID] = append(sc[c.Ref.FuncID], c.Ref.Keys()...)
+			}
+		case OpSplitRange, OpAddHashPoint, OpMoveLocation, OpAddLocation:
+		default:
+			return nil, false
+		}
+	}
+	return sc, true
+}
+
+// scopeChunk bounds the keys of one read of scoped points (placeholders).
+const scopeChunk = 1000
+
 func (s *Store) load(ctx context.Context, q dbutil.Querier) (*Map, error) {
+	return s.loadScoped(ctx, q, nil)
+}
+
+// loadScoped is load with the LIST points limited to sc (nil: all).
+func (s *Store) loadScoped(ctx context.Context, q dbutil.Querier, sc pointScope) (*Map, error) {
 	s.reads.Add(1)
 	m := &Map{}
 	if err := q.QueryRowContext(ctx, "SELECT version FROM "+s.t("version")+" WHERE id = 1").Scan(&m.Version); err != nil {
@@ -229,7 +280,7 @@ func (s *Store) load(ctx context.Context, q dbutil.Querier) (*Map, error) {
 	}); err != nil {
 		return nil, err
 	}
-	if err := scanAll(ctx, q, "SELECT func_id, point, point_str, shard_id, status FROM "+s.t("list_points"), func(r *sql.Rows) error {
+	point := func(r *sql.Rows) error {
 		mp := Mapping{Kind: List}
 		var pi sql.NullInt64
 		var ps []byte
@@ -242,16 +293,39 @@ func (s *Store) load(ctx context.Context, q dbutil.Querier) (*Map, error) {
 		}
 		mp.Point = &k
 		m.Mappings = append(m.Mappings, mp)
+		s.points.Add(1)
 		return nil
-	}); err != nil {
-		return nil, err
+	}
+	const points = "SELECT func_id, point, point_str, shard_id, status FROM "
+	if sc == nil {
+		if err := scanAll(ctx, q, points+s.t("list_points"), point); err != nil {
+			return nil, err
+		}
+	}
+	for fn, keys := range sc {
+		for len(keys) > 0 {
+			n := min(len(keys), scopeChunk)
+			col := "point"
+			args := []any{fn}
+			for _, k := range keys[:n] {
+				if k.Type == keyspace.StringKey {
+					col = "point_str" // a function's keys are of one type
+				}
+				args = append(args, k.Value())
+			}
+			query := points + s.t("list_points") + " WHERE func_id = ? AND " + col + " IN (?" + strings.Repeat(", ?", n-1) + ")"
+			if err := scanAll(ctx, q, query, point, args...); err != nil {
+				return nil, err
+			}
+			keys = keys[n:]
+		}
 	}
 	m.fillUppers()
 	return m, nil
 }
 
-func scanAll(ctx context.Context, q dbutil.Querier, query string, fn func(*sql.Rows) error) error {
-	rows, err := q.QueryContext(ctx, query)
+func scanAll(ctx context.Context, q dbutil.Querier, query string, fn func(*sql.Rows) error, args ...any) error {
+	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return fmt.Errorf("load shard map: %w", err)
 	}
@@ -268,12 +342,17 @@ func scanAll(ctx context.Context, q dbutil.Querier, query string, fn func(*sql.R
 // and bumps the version when fn reports a change. Every mutation goes through
 // here, so concurrent operators serialize on the version row.
 func (s *Store) Update(ctx context.Context, what string, fn func(tx *sql.Tx, m *Map) (changed bool, err error)) error {
+	return s.update(ctx, what, nil, fn)
+}
+
+// update is Update on a view whose LIST points are limited to sc (nil: all).
+func (s *Store) update(ctx context.Context, what string, sc pointScope, fn func(tx *sql.Tx, m *Map) (changed bool, err error)) error {
 	err := dbutil.InTx(ctx, s.DB, func(tx *sql.Tx) error {
 		var v int64
 		if err := tx.QueryRowContext(ctx, "SELECT version FROM "+s.t("version")+" WHERE id = 1 FOR UPDATE").Scan(&v); err != nil {
 			return s.wrapMissing("lock the shard map version", err)
 		}
-		m, err := s.load(ctx, tx)
+		m, err := s.loadScoped(ctx, tx, sc)
 		if err != nil {
 			return err
 		}

@@ -102,7 +102,7 @@ func ownedBy(m *shardmap.Map, id int) []plans.Owned {
 	for _, f := range m.Functions {
 		flt := m.Owned(f, id, "key")
 		if !flt.Empty() {
-			out = append(out, plans.Owned{ShardID: id, FuncID: f.ID, Keys: flt})
+			out = append(out, plans.OwnedOf(id, f.ID, flt))
 		}
 	}
 	return out
@@ -139,10 +139,10 @@ func describeOwned(os []plans.Owned) string {
 		for _, a := range o.Keys.Arcs {
 			ks = append(ks, "arc ("+a.After+", "+a.Upto+"]")
 		}
-		for _, p := range o.Keys.Points {
-			ks = append(ks, "key "+p.String())
-		}
 		sort.Strings(ks)
+		if o.Points > 0 {
+			ks = append(ks, fmt.Sprintf("%d list keys (digest %.15s)", o.Points, strings.TrimPrefix(o.Digest, "sha256:")))
+		}
 		parts = append(parts, fmt.Sprintf("function %d: %s", o.FuncID, strings.Join(ks, " ")))
 	}
 	return strings.Join(parts, "; ")
@@ -155,7 +155,7 @@ func sameKeys(a, b []plans.Owned) bool {
 	for _, x := range a {
 		found := false
 		for _, y := range b {
-			if x.FuncID == y.FuncID && x.Keys.Equal(y.Keys) {
+			if x.FuncID == y.FuncID && x.Keys.Equal(y.Keys) && x.Points == y.Points && x.Digest == y.Digest {
 				found = true
 				break
 			}

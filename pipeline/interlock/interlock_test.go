@@ -2,6 +2,7 @@ package interlock
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -110,5 +111,62 @@ func TestCheckCurrent(t *testing.T) {
 	third.Locations[0].Host, third.Locations[0].Port = "e", 5
 	if err := Current(third, p); !errors.Is(err, ErrStale) {
 		t.Fatalf("inside the window, moved elsewhere: %v", err)
+	}
+}
+
+// A LIST shard's points are recorded as a count and a digest: the plan
+// stays current while the shard owns the same points, goes stale when one
+// is added or re-pointed, and a plan made before (format 1, every point
+// listed) is read, folded and compared the same way.
+func TestCurrentListPoints(t *testing.T) {
+	m := &shardmap.Map{Version: 3,
+		Locations: []shardmap.Location{{ShardID: 1, Host: "a", Port: 1, Schema: "s1"}, {ShardID: 2, Host: "b", Port: 2, Schema: "s2"}},
+		Functions: []shardmap.Function{{ID: 1, Name: "tenants", Type: shardmap.List, KeyType: keyspace.IntKey}}}
+	for i := int64(1); i <= 1000; i++ {
+		m.Mappings = append(m.Mappings, shardmap.Mapping{FuncID: 1, Kind: shardmap.List, Point: k(i), ShardID: 1 + int(i%2), Status: shardmap.Online})
+	}
+	p := plans.New("move-keys", "")
+	p.Source = plans.Endpoint{ShardID: 1, Host: "a", Port: 1, Schema: "s1"}
+	p.Target = plans.Endpoint{ShardID: 2, Host: "b", Port: 2, Schema: "s2"}
+	RecordAgainst(m, p)
+	for _, o := range p.Against.Owned {
+		if len(o.Keys.Points) != 0 || o.Points != 500 || o.Digest == "" {
+			t.Fatalf("shard %d's points recorded as %+v; want a count of 500 and a digest", o.ShardID, o)
+		}
+	}
+	// A format 1 plan listed every point; it is read as format 2.
+	old := *p.Against
+	old.Owned = nil
+	for _, id := range []int{1, 2} {
+		old.Owned = append(old.Owned, plans.Owned{ShardID: id, FuncID: 1, Keys: m.Owned(m.Functions[0], id, "key")})
+	}
+	v1 := *p
+	v1.FormatVersion, v1.Against = 1, &old
+	b, err := plans.Marshal(&v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read, err := plans.Unmarshal(b)
+	if err != nil {
+		t.Fatalf("a format 1 plan: %v", err)
+	}
+	if read.FormatVersion != plans.FormatVersion || !sameKeys(read.Against.Owned, p.Against.Owned) {
+		t.Fatalf("a format 1 plan read as format %d, owned %+v; want %+v", read.FormatVersion, read.Against.Owned, p.Against.Owned)
+	}
+	for _, q := range []*plans.Plan{p, read} {
+		if err := Current(m, q); err != nil {
+			t.Fatalf("the map it was made against: %v", err)
+		}
+		added := *m
+		added.Mappings = append(slices.Clone(m.Mappings), shardmap.Mapping{FuncID: 1, Kind: shardmap.List, Point: k(5000), ShardID: 1, Status: shardmap.Online})
+		if err := Current(&added, q); !errors.Is(err, ErrStale) || !strings.Contains(err.Error(), "500 list keys") || !strings.Contains(err.Error(), "501 list keys") {
+			t.Fatalf("a point added to the source: %v", err)
+		}
+		swapped := *m
+		swapped.Mappings = slices.Clone(m.Mappings)
+		swapped.Mappings[0].ShardID, swapped.Mappings[1].ShardID = swapped.Mappings[1].ShardID, swapped.Mappings[0].ShardID
+		if err := Current(&swapped, q); !errors.Is(err, ErrStale) {
+			t.Fatalf("two points swapped between the shards (the counts unchanged): %v", err)
+		}
 	}
 }
