@@ -5,7 +5,8 @@
 #   1. snapshot copy of a 1M-row shard     vs mydumper+myloader and mysqldump | mysql
 #   2. binlog catch-up of T s of sysbench   vs T
 #   3. write blackout at cutover (10 cutovers under a 4-thread writer) vs gh-ost's 3 s;
-#      again with one GTID replica under each server and --max-lag 1s --replica auto
+#      again with one GTID replica under each server and --max-lag 1s --replica auto;
+#      a 3-tenant move out of LIST shards of 300, 10,000 and 100,000 tenants, and a merge of two of 50,000
 #   4. prune of 500k rows, chunk 1000      vs pt-archiver --purge (with and without --bulk-delete)
 #   5. peak memory of move                  1M vs 5M rows
 #   6. copy of 4 tables of mixed types, 1M rows in all  vs mydumper+myloader
@@ -20,7 +21,8 @@
 #
 # scripts/bench.sh [--small]     (--small: 30x smaller data or less, 2 cutovers, 20 tables beside the blackout row's shard, no pt-archiver row-at-a-time run; about 4 minutes, CI's smoke run)
 #
-# Environment: BENCH_ONLY=copy,copymixed,floor,verify,memory,catchup,blackout,blackout_replicas,prune,fkcheck,fleet,scale runs only those;
+# Environment: BENCH_ONLY=copy,copymixed,floor,verify,memory,catchup,blackout,blackout_replicas,tenants,prune,fkcheck,fleet,scale runs only those;
+# TENANT_SIZES (default "300 10000 100000") and TENANT_MERGE (50000) size the tenants row;
 # BENCH_BUFFER_POOL_MB sizes every sandbox server's InnoDB buffer pool (default 256, the tests');
 # the scale row restarts the servers with SCALE_POOL_MB (default 3072; 1024 with --small) and back,
 # SCALE_REDO_MB resizes their redo log for it (MariaDB), SCALE_OPS="move split merge" picks its commands (SCALE_OPS=plan: planning alone),
@@ -62,12 +64,14 @@ if [ -n "$SMALL" ]; then
   COPY_ROWS=30000; CATCHUP_ROWS=20000; CATCHUP_T=2; CUTOVERS=2; EMPLOYEES=2000
   PRUNE_ROWS=20000; MEM_ROWS_A=30000; MEM_ROWS_B=60000; MIXED_ROWS=30000; VERIFY_ROWS=30000; FK_ROWS=30000; FLEET=300; FLEET_SPLIT=2; FLEET_MED=2; FLEET_COLD=2; MODE=small
   SCALE_ROWS_A=${SCALE_ROWS_A:-10000}; SCALE_ROWS_B=${SCALE_ROWS_B:-30000}; SCALE_POOL_MB=${SCALE_POOL_MB:-1024}
+  TENANT_SIZES=${TENANT_SIZES:-"300 3000"}; TENANT_MERGE=${TENANT_MERGE:-2000}
   # CI's smoke run: every row kept working, at the least data that still runs each one
   BLACKOUT_TABLES=${BENCH_BLACKOUT_TABLES:-20}
 else
   COPY_ROWS=1000000; CATCHUP_ROWS=200000; CATCHUP_T=30; CUTOVERS=10; EMPLOYEES=5000
   PRUNE_ROWS=500000; MEM_ROWS_A=1000000; MEM_ROWS_B=5000000; MIXED_ROWS=1000000; VERIFY_ROWS=1000000; FK_ROWS=1000000; FLEET=1000; FLEET_SPLIT=4; FLEET_MED=3; FLEET_COLD=4; MODE=full
   SCALE_ROWS_A=${SCALE_ROWS_A:-1000000}; SCALE_ROWS_B=${SCALE_ROWS_B:-10000000}; SCALE_POOL_MB=${SCALE_POOL_MB:-3072}
+  TENANT_SIZES=${TENANT_SIZES:-"300 10000 100000"}; TENANT_MERGE=${TENANT_MERGE:-50000}
 fi
 STEP_TIMEOUT=${BENCH_STEP_TIMEOUT:-$([ -n "$SMALL" ] && echo 300 || echo 1800)}
 RUN_TIMEOUT=${BENCH_TIMEOUT:-$([ -n "$SMALL" ] && echo 900 || echo 7200)}
@@ -779,6 +783,48 @@ measure_blackout() {
   progress "blackout: worst $(get blackout_worst_ms) ms, median $(get blackout_median_ms) ms; other shards $(get other_errors) errors; ledger $(get ledger_check)"
 }
 
+# ---------------------------------------------------------------- 3c. blackout against the tenants
+#
+# measure_tenants: three tenants moved out of a LIST shard of TENANT_SIZES
+# tenants (half with rows, as `sandbox seed --list` lays them out) into a
+# shard of 300, one size after the other in this run so they share its
+# conditions; then a merge of two LIST shards of TENANT_MERGE tenants each.
+# No write load: the row measures what the blackout does per tenant the
+# shards own, which the load would only blur. Puts tenants_<N>_ms (blackout),
+# tenants_<N>_attempts, tenants_<N>_kb (the plan file), tenants_merge_*.
+measure_tenants() {
+  local n m
+  for n in $TENANT_SIZES; do
+    use_map "bench_tenants$n"
+    sc "$WORK/tenants$n-init.json" shardmap init
+    progress "tenants: a LIST shard of $n tenants on server 1, one of 300 on server 2"
+    # the seed is idempotent: the second run leaves shard 1 and adds shard 2
+    sc "$WORK/tenants$n-seed1.json" sandbox seed --sandbox-dir "$DIR" --base-port "$BASE" --list --shards 1 --employees $((n / 2)) --schema-prefix "tn${n}_"
+    sc "$WORK/tenants$n-seed2.json" sandbox seed --sandbox-dir "$DIR" --base-port "$BASE" --list --shards 2 --employees 150 --schema-prefix "tn${n}_"
+    sc "$WORK/tenants$n.json" move --shard 1 --keys 11,12,13 --into 2 --yes
+    put "tenants_${n}_ms" "$(jq -r '.result.blackout_ms * 10 | round / 10' "$WORK/tenants$n.json")"
+    put "tenants_${n}_attempts" "$(jq -r '.cutover_attempts | length' "$WORK/tenants$n.json")"
+    put "tenants_${n}_kb" "$(f "$(stat -c %s "$PLANS"/*.json) / 1024")"
+    jq -r --arg n "$n" '.cutover_attempts[] | "\($n) tenants: " + (if (.phases_ms // {}) == {} then "" else "\(.blackout_ms) ms = " + (.phases_ms | to_entries | map("\(.key) \(.value)") | join(" + ")) + " " end) + "(\(.result))"' \
+      "$WORK/tenants$n.json" >>"$WORK/tenants-phases"
+    progress "tenants: $n tenants: blackout $(get "tenants_${n}_ms") ms in $(get "tenants_${n}_attempts") attempt(s), plan $(get "tenants_${n}_kb") KB"
+    for m in 1 2; do M "$m" -e "DROP DATABASE IF EXISTS tn${n}_$m"; done
+  done
+  m=$TENANT_MERGE
+  use_map bench_tenants_merge
+  sc "$WORK/tmerge-init.json" shardmap init
+  progress "tenants: two LIST shards of $m tenants each, on servers 1 and 2"
+  sc "$WORK/tmerge-seed.json" sandbox seed --sandbox-dir "$DIR" --base-port "$BASE" --list --shards 2 --employees $((m / 2)) --schema-prefix tmerge_
+  sc "$WORK/tmerge.json" merge --shard 2 --into 1 --yes
+  put tenants_merge_ms "$(jq -r '.result.blackout_ms * 10 | round / 10' "$WORK/tmerge.json")"
+  put tenants_merge_attempts "$(jq -r '.cutover_attempts | length' "$WORK/tmerge.json")"
+  put tenants_merge_kb "$(f "$(stat -c %s "$PLANS"/*.json) / 1024")"
+  jq -r '.cutover_attempts[] | "merge: " + (if (.phases_ms // {}) == {} then "" else "\(.blackout_ms) ms = " + (.phases_ms | to_entries | map("\(.key) \(.value)") | join(" + ")) + " " end) + "(\(.result))"' \
+    "$WORK/tmerge.json" >>"$WORK/tenants-phases"
+  progress "tenants: merge of two shards of $m tenants: blackout $(get tenants_merge_ms) ms in $(get tenants_merge_attempts) attempt(s)"
+  for m in 1 2; do M "$m" -e "DROP DATABASE IF EXISTS tmerge_$m"; done
+}
+
 # ---------------------------------------------------------------- 3b. blackout with replicas
 
 # measure_blackout_replicas: the blackout row's cutovers again, on a sandbox
@@ -1291,6 +1337,7 @@ run_measure catchup measure_catchup
 run_measure peer measure_peer
 run_measure blackout measure_blackout
 run_measure blackout_replicas measure_blackout_replicas
+run_measure tenants measure_tenants
 run_measure prune measure_prune
 run_measure dropcost measure_dropcost
 run_measure fkcheck measure_fkcheck
@@ -1430,6 +1477,14 @@ table() {
     row "errors on another shard (shard 4, on the server the moving shard leaves or joins) during the cutovers" \
       "$(get other_errors) errors, $(get other_retries) retries (longest gap $(get other_gap_ms) ms); ledger check: $(get ledger_check)" "—" "—" "0 errors" "$(met "$(get other_errors)" "<=" 0)"
   fi
+  if failed tenants; then failrow "blackout against the tenants in the shard" tenants "largest ≤ 1.5× smallest"; else
+    r=$(div "$(get "tenants_${TENANT_SIZES##* }_ms")" "$(get "tenants_${TENANT_SIZES%% *}_ms")")
+    row "blackout of a 3-tenant move (\`move --keys 11,12,13 --into\`, default budget, no write load) out of a LIST shard of $(echo "$TENANT_SIZES" | sed 's/ /, /g') tenants into one of 300, back to back in this run" \
+      "$(for n in $TENANT_SIZES; do printf '%s: %s ms (%s attempt(s), plan %s KB); ' "$n" "$(get "tenants_${n}_ms")" "$(get "tenants_${n}_attempts")" "$(get "tenants_${n}_kb")"; done)" \
+      "the smallest shard" "${r}× (largest / smallest)" "≤ 1.5×" "$(met "$r" "<=" 1.5)"
+    row "blackout of a merge of two LIST shards of $TENANT_MERGE tenants each (\`merge --shard 2 --into 1\`, default budget)" \
+      "$(get tenants_merge_ms) ms ($(get tenants_merge_attempts) attempt(s), plan $(get tenants_merge_kb) KB)" "the 1 s budget" "—" "≤ 1000 ms" "$(met "$(get tenants_merge_ms)" "<=" 1000)"
+  fi
   if failed blackout_replicas; then failrow "write blackout with replicas" blackout_replicas "(info)"; else
     row "same cutovers with one GTID replica under each server (\`sandbox up --replicas 1\`, a sandbox of its own without the tables beside the shard) and \`move --max-lag 1s --replica auto\`" \
       "$(get blackout_r_worst_ms) ms (median $(get blackout_r_median_ms) ms; all: $(get blackout_r_all)); ledger check: $(get ledger_check_r)" "without replicas: $(get blackout_worst_ms) ms (median $(get blackout_median_ms) ms)" "—" "(info)" "—"
@@ -1521,6 +1576,7 @@ table() {
     echo "- blackout: seconds of each move under the load: $(get blackout_move_s)"
     echo "- blackout: $(get blackout_attempts) cutover attempts for $CUTOVERS cutovers (worst attempt $(get blackout_worst_attempt_ms) ms); load: $(get load_acked) writes acknowledged, $(get load_rate)/s"
   }
+  failed tenants || echo "- tenants: each attempt's phases in ms: $(paste -sd';' "$WORK/tenants-phases" | sed 's/;/; /g')"
   failed prune || {
     echo "- prune: during shardctl: $(get prune_cpu)"
     echo "- prune: during pt-archiver --bulk-delete: $(get pt_bulk_cpu)"
