@@ -28,6 +28,8 @@ func TestKeyMoves(t *testing.T) {
 		groups  func(c *cluster) []string
 		faults  []string
 		mapped  func(c *cluster, m *shardmap.Map) // the map after the move
+		setup   func(c *cluster)                  // before the load starts
+		after   func(c *cluster, p *plans.Plan)   // the finished plan
 	}
 	lookup := func(c *cluster, m *shardmap.Map, key int64) shardmap.Resolution {
 		c.t.Helper()
@@ -56,12 +58,32 @@ func TestKeyMoves(t *testing.T) {
 				return []string{"moving=301-304", "staying=304-700", fmt.Sprintf("into=%d-%d", c.shards[1].Lower+201, c.shards[1].Lower+700)}
 			},
 			faults: []string{"during:copy", "during:fence:half"},
+			// A shard of many tenants (most without rows yet): nothing
+			// inside the blackout costs in proportion to them.
+			setup: func(c *cluster) { c.addTenants(1, 10_001, manyTenants) },
 			mapped: func(c *cluster, m *shardmap.Map) {
 				for _, k := range []int64{301, 302, 303} {
 					wantShard(c, m, k, 2)
 				}
 				wantShard(c, m, 300, 1)
 				wantShard(c, m, 304, 1)
+				wantShard(c, m, 10_001+manyTenants-1, 1)
+			},
+			after: func(c *cluster, p *plans.Plan) {
+				// The plan records the shard's tenants as a count and a
+				// digest, so each save inside the blackout stays small.
+				b, err := plans.Marshal(p)
+				if err != nil {
+					c.t.Fatal(err)
+				}
+				owned := 0
+				for _, o := range p.Against.Owned {
+					owned += o.Points + len(o.Keys.Points)
+				}
+				if owned < manyTenants || len(b) > 100_000 {
+					c.t.Errorf("the plan records %d owned tenants in %d bytes; want the %d and more in under 100 KB", owned, len(b), manyTenants)
+				}
+				c.t.Logf("3 tenants out of a shard of %d: plan %d bytes, blackout %.1f ms over %d attempt(s)", manyTenants+2*seeded, len(b), p.Result.BlackoutMS, len(p.Attempts))
 			}},
 		{name: "list-isolate", list: true, servers: []int{1, 2, 3},
 			args: func(c *cluster) []string {
@@ -129,6 +151,9 @@ func TestKeyMoves(t *testing.T) {
 	for ci, kc := range cases {
 		st.RunParallel(kc.name, func(t *testing.T) {
 			c := newClusterSeed(t, fmt.Sprintf("e2e_keys%d", ci), kc.servers, sandbox.SeedConfig{Sizes: []int{seeded, seeded, seeded}, List: kc.list})
+			if kc.setup != nil {
+				kc.setup(c)
+			}
 			groups := kc.groups(c)
 			before := c.fleetSums(groups)
 			lp := c.startLoad(200, groups...)
@@ -139,7 +164,31 @@ func TestKeyMoves(t *testing.T) {
 				t.Fatal(err)
 			}
 			kc.mapped(c, m)
+			if kc.after != nil {
+				p := c.currentPlan()
+				if p == nil || p.Against == nil {
+					t.Fatalf("no finished plan with what it was made against in %s", c.planDir)
+				}
+				kc.after(c, p)
+			}
 		})
+	}
+}
+
+// manyTenants is how many tenants without rows TestKeyMoves registers
+// beside the seeded ones in the shard its tenants leave.
+const manyTenants = 20_000
+
+// addTenants maps n LIST keys from first on to shard id (tenants without
+// rows yet), through the shard map's own add path, in one transaction.
+func (c *cluster) addTenants(id int, first, n int64) {
+	c.t.Helper()
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprint(first + int64(i))
+	}
+	if err := c.store.AddPoints(ctx, "employees", keys, id); err != nil {
+		c.t.Fatalf("register %d tenants on shard %d: %v", n, id, err)
 	}
 }
 
