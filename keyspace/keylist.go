@@ -1,6 +1,7 @@
 package keyspace
 
 import (
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"sort"
@@ -92,4 +93,79 @@ func ShellWord(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// A list of keys in a plan file: a key move's tenants, a LIST merge's every
+// key, in the row filters of each copied table and the shard-map changes of
+// each phase. A merge of a 50,000-tenant shard listed them as one JSON
+// object per key in a dozen places (80 MB of plan file, saved inside the
+// blackout); INT keys are written as one string of runs A..B, the form
+// --keys reads, but in the list's own order.
+
+// KeyList is a list of keys whose JSON is compact: INT keys as one string
+// of comma-separated runs in their order ("1..500,502,-7..-3"), any other
+// list as an array of keys. Both forms are read.
+type KeyList []Key
+
+// MarshalJSON writes INT keys as runs, others as an array of keys.
+func (l KeyList) MarshalJSON() ([]byte, error) {
+	for _, k := range l {
+		if k.Type != IntKey {
+			return json.Marshal([]Key(l))
+		}
+	}
+	var b strings.Builder
+	for i := 0; i < len(l); {
+		j := i
+		for j+1 < len(l) && l[j].Int != 1<<63-1 && l[j+1].Int == l[j].Int+1 {
+			j++
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatInt(l[i].Int, 10))
+		if j > i {
+			b.WriteString("..")
+			b.WriteString(strconv.FormatInt(l[j].Int, 10))
+		}
+		i = j + 1
+	}
+	return json.Marshal(b.String())
+}
+
+// UnmarshalJSON reads either form.
+func (l *KeyList) UnmarshalJSON(raw []byte) error {
+	var runs string
+	if err := json.Unmarshal(raw, &runs); err != nil {
+		var ks []Key
+		if err := json.Unmarshal(raw, &ks); err != nil {
+			return err
+		}
+		*l = ks
+		return nil
+	}
+	*l = nil
+	if runs == "" {
+		return nil
+	}
+	for _, run := range strings.Split(runs, ",") {
+		lo, hi, isRun := strings.Cut(run, "..")
+		a, err := strconv.ParseInt(lo, 10, 64)
+		if err != nil {
+			return fmt.Errorf("key list %q: %w", run, err)
+		}
+		b := a
+		if isRun {
+			if b, err = strconv.ParseInt(hi, 10, 64); err != nil || b < a {
+				return fmt.Errorf("key list %q: not a run of keys LO..HI", run)
+			}
+		}
+		for k := a; ; k++ {
+			*l = append(*l, IntK(k))
+			if k == b {
+				break
+			}
+		}
+	}
+	return nil
 }

@@ -1,7 +1,9 @@
 package keyspace
 
 import (
+	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -76,4 +78,34 @@ func mustParse(t *testing.T, in []string) []Key {
 		t.Fatal(err)
 	}
 	return ks
+}
+
+// A key list round-trips in its order: INT keys as a string of runs, STRING
+// keys as an array; the array form of plans made before is read too.
+func TestKeyListJSON(t *testing.T) {
+	for _, c := range []struct {
+		keys KeyList
+		want string
+	}{
+		{KeyList{IntK(1), IntK(2), IntK(3), IntK(5), IntK(-7), IntK(-6), IntK(9)}, `"1..3,5,-7..-6,9"`},
+		{KeyList{IntK(1<<63 - 1), IntK(-1 << 63), IntK(0)}, `"9223372036854775807,-9223372036854775808,0"`},
+		{KeyList{StrK("a,b"), StrK("c..d")}, `[{"Type":"STRING","Int":0,"Str":"a,b"},{"Type":"STRING","Int":0,"Str":"c..d"}]`},
+	} {
+		b, err := json.Marshal(c.keys)
+		if err != nil || string(b) != c.want {
+			t.Fatalf("%v: %s %v, want %s", c.keys, b, err, c.want)
+		}
+		var back KeyList
+		if err := json.Unmarshal(b, &back); err != nil || !reflect.DeepEqual(back, c.keys) {
+			t.Fatalf("%s read back as %v (%v)", b, back, err)
+		}
+	}
+	var old Filter
+	if err := json.Unmarshal([]byte(`{"column":"k","points":[{"Type":"INT","Int":4,"Str":""},{"Type":"INT","Int":2,"Str":""}]}`), &old); err != nil || !reflect.DeepEqual(old.Points, KeyList{IntK(4), IntK(2)}) {
+		t.Fatalf("the array form: %v (%v)", old.Points, err)
+	}
+	var bad KeyList
+	if err := json.Unmarshal([]byte(`"3..1"`), &bad); err == nil {
+		t.Fatalf("a run backwards was read: %v", bad)
+	}
 }

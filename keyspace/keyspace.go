@@ -206,7 +206,7 @@ type Filter struct {
 	Column string  `json:"column,omitempty"`
 	Ranges []Range `json:"ranges,omitempty"`
 	Arcs   []Arc   `json:"arcs,omitempty"`
-	Points []Key   `json:"points,omitempty"`
+	Points KeyList `json:"points,omitempty"`
 	Negate bool    `json:"negate,omitempty"`
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"unicode/utf8"
 
 	"github.com/shardctl/shardctl/pipeline/window"
 	"github.com/shardctl/shardctl/plans"
@@ -53,7 +54,7 @@ func Finish(ctx context.Context, env Env, p *plans.Plan) error {
 			if c.ShardID == shardmap.NewShard {
 				q += " -- shard id assigned at create"
 			}
-			p.SQLPreview = append(p.SQLPreview, shardmap.Render(q, args)+";")
+			p.SQLPreview = append(p.SQLPreview, previewLine(shardmap.Render(q, args)+";"))
 		}
 		p.SQLPreview = append(p.SQLPreview, fmt.Sprintf("UPDATE `%s`.`version` SET version = version + 1 WHERE id = 1;", env.Store.Schema))
 	}
@@ -97,4 +98,19 @@ func Shard(ctx context.Context, env Env, id int) (*shardmap.Map, shardmap.Locati
 		return nil, loc, fmt.Errorf("%w: unknown shard %d (see 'shardctl shardmap show')", shardmap.ErrBadInput, id)
 	}
 	return m, loc, nil
+}
+
+// previewLine keeps a statement of the SQL preview short: a LIST merge's
+// change names every key of the shard (50,000 of them made the preview 2 MB
+// of every save of the plan); the plan's changes hold them all.
+func previewLine(q string) string {
+	const most = 500
+	if len(q) <= most {
+		return q
+	}
+	cut := most
+	for cut > 0 && !utf8.RuneStart(q[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d characters in all: the keys are in the plan's changes)", q[:cut], len(q))
 }

@@ -38,7 +38,7 @@ type Ref struct {
 	// Points name a set of LIST points changed together by one statement
 	// (a key move's tenants, a LIST merge's every key): a shard of
 	// thousands of tenants is switched in one UPDATE, not thousands.
-	Points []keyspace.Key `json:"points,omitempty"`
+	Points keyspace.KeyList `json:"points,omitempty"`
 }
 
 // Keys are the LIST points ref names: its Points, or its one Point.
