@@ -815,13 +815,17 @@ measure_tenants() {
   sc "$WORK/tmerge-init.json" shardmap init
   progress "tenants: two LIST shards of $m tenants each, on servers 1 and 2"
   sc "$WORK/tmerge-seed.json" sandbox seed --sandbox-dir "$DIR" --base-port "$BASE" --list --shards 2 --employees $((m / 2)) --schema-prefix tmerge_
-  sc "$WORK/tmerge.json" merge --shard 2 --into 1 --yes
-  put tenants_merge_ms "$(jq -r '.result.blackout_ms * 10 | round / 10' "$WORK/tmerge.json")"
-  put tenants_merge_attempts "$(jq -r '.cutover_attempts | length' "$WORK/tmerge.json")"
-  put tenants_merge_kb "$(f "$(stat -c %s "$PLANS"/*.json) / 1024")"
-  jq -r '.cutover_attempts[] | "merge: " + (if (.phases_ms // {}) == {} then "" else "\(.blackout_ms) ms = " + (.phases_ms | to_entries | map("\(.key) \(.value)") | join(" + ")) + " " end) + "(\(.result))"' \
-    "$WORK/tmerge.json" >>"$WORK/tenants-phases"
+  # Three attempts at most: a merge whose every attempt overruns the budget
+  # is a figure too (read from the plan file), not a failed row.
+  sc "$WORK/tmerge.json" merge --shard 2 --into 1 --yes --cutover-attempts 3 || true
+  local pf; pf=$(ls "$PLANS"/*.json)
+  put tenants_merge_ms "$(jq -r '.plan | if .steps[] | select(.name == "cutover") | .state == "done" then (.result.blackout_ms * 10 | round / 10 | tostring) else "no cutover (attempts: " + ([.cutover_attempts[].blackout_ms | round | tostring] | join(", ")) + " ms)" end' "$pf")"
+  put tenants_merge_attempts "$(jq -r '.plan.cutover_attempts | length' "$pf")"
+  put tenants_merge_kb "$(f "$(stat -c %s "$pf") / 1024")"
+  jq -r '.plan.cutover_attempts[] | "merge: " + (if (.phases_ms // {}) == {} then "" else "\(.blackout_ms) ms = " + (.phases_ms | to_entries | map("\(.key) \(.value)") | join(" + ")) + " " end) + "(\(.result))"' \
+    "$pf" >>"$WORK/tenants-phases"
   progress "tenants: merge of two shards of $m tenants: blackout $(get tenants_merge_ms) ms in $(get tenants_merge_attempts) attempt(s)"
+  T "${SC[@]}" plan abort "$(basename "$pf" .json)" >/dev/null 2>&1 || true
   for m in 1 2; do M "$m" -e "DROP DATABASE IF EXISTS tmerge_$m"; done
 }
 
@@ -1483,7 +1487,7 @@ table() {
       "$(for n in $TENANT_SIZES; do printf '%s: %s ms (%s attempt(s), plan %s KB); ' "$n" "$(get "tenants_${n}_ms")" "$(get "tenants_${n}_attempts")" "$(get "tenants_${n}_kb")"; done)" \
       "the smallest shard" "${r}× (largest / smallest)" "≤ 1.5×" "$(met "$r" "<=" 1.5)"
     row "blackout of a merge of two LIST shards of $TENANT_MERGE tenants each (\`merge --shard 2 --into 1\`, default budget)" \
-      "$(get tenants_merge_ms) ms ($(get tenants_merge_attempts) attempt(s), plan $(get tenants_merge_kb) KB)" "the 1 s budget" "—" "≤ 1000 ms" "$(met "$(get tenants_merge_ms)" "<=" 1000)"
+      "$(get tenants_merge_ms) ms ($(get tenants_merge_attempts) attempt(s), plan $(get tenants_merge_kb) KB)" "the 1 s budget" "—" "≤ 1000 ms" "$(case "$(get tenants_merge_ms)" in no*) echo "**no**" ;; *) met "$(get tenants_merge_ms)" "<=" 1000 ;; esac)"
   fi
   if failed blackout_replicas; then failrow "write blackout with replicas" blackout_replicas "(info)"; else
     row "same cutovers with one GTID replica under each server (\`sandbox up --replicas 1\`, a sandbox of its own without the tables beside the shard) and \`move --max-lag 1s --replica auto\`" \
