@@ -14,6 +14,7 @@ import (
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/internal/testenv"
 	"github.com/shardctl/shardctl/plans"
+	"github.com/shardctl/shardctl/watermark"
 )
 
 // background runs shardctl without waiting; wait() returns its result.
@@ -258,5 +259,56 @@ func TestStoppedFenceStepLiftsTheArmedFence(t *testing.T) {
 	}
 	if l, _ := m.Location(1); l.Addr() != c.env.Addr(3) {
 		t.Errorf("shard 1 is at %s after the resume, want %s", l.Addr(), c.env.Addr(3))
+	}
+}
+
+// A merge whose recheck behind the fence finds a difference stops with
+// exit 5, the attempt backed off and lifted: the shard is online and
+// writable at its source, nothing cut over. (The recheck gets the budget
+// left less the lift's reserve: pipeline's TestBlackoutRecheckLeavesRoomToLift.)
+func TestRecheckDifferenceBacksOffAndLifts(t *testing.T) {
+	testenv.FlavorNeutral(t)
+	c := newCluster(t, "e2e_recheckdiff", []int{1, 2}, []int{200, 200})
+	args := []string{"merge", "--shard", "2", "--into", "1", "--yes"}
+	id := c.killedRun("after:verify", args, nil)
+	// A chunk deferred to the fence, and a row of it that differs on the
+	// target (written there by hand): the recheck behind the fence finds it.
+	path := plans.Path(c.planDir, id)
+	p, err := plans.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Checkpoints.Deferred = append(p.Checkpoints.Deferred, watermark.Range{Table: "employees"})
+	if err := plans.Save(path, p); err != nil {
+		t.Fatal(err)
+	}
+	moved := c.shards[1].Lower + 5
+	if _, err := c.db(1).Exec("UPDATE "+dbutil.Table(c.shards[0].Schema, "employees")+" SET last_name = 'Differs' WHERE emp_no = ?", moved); err != nil {
+		t.Fatal(err)
+	}
+	r := c.run(nil, "plan", "resume", id, "-o", "json")
+	if r.code != 5 || !strings.Contains(r.stderr, "differ behind the fence") {
+		t.Fatalf("resume with a difference behind the fence: exit %d, want 5 naming it\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	p, err = plans.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.CutOver() || len(p.Attempts) == 0 || !strings.HasPrefix(p.Attempts[len(p.Attempts)-1].Result, "backed off: ") {
+		t.Fatalf("after the difference: cut over %v, attempts %+v; want the last attempt backed off", p.CutOver(), p.Attempts)
+	}
+	t.Logf("the attempt that found the difference: %.1f ms (%v)", p.Attempts[len(p.Attempts)-1].BlackoutM, p.Attempts[len(p.Attempts)-1].Phases)
+	m, err := c.store.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mp := range m.ShardMappings(2) {
+		if mp.Status != "online" {
+			t.Errorf("shard 2's mapping %s is %s after the attempt backed off", mp, mp.Status)
+		}
+	}
+	// The fence is lifted: the source takes writes to the moving rows.
+	if _, err := c.db(2).Exec("UPDATE "+dbutil.Table(c.shards[1].Schema, "employees")+" SET last_name = 'Written' WHERE emp_no = ?", moved); err != nil {
+		t.Fatalf("a write to a moving row at the source after the attempt backed off: %v", err)
 	}
 }

@@ -249,6 +249,9 @@ func (r *runner) attempt(ctx context.Context, b *blackout, w blackoutWork, budge
 	// fence takes, so an attempt that finds a difference (or whose recheck
 	// is slow) is undone within --max-blackout, not after it.
 	ran, err := w.recheck(ctx, max(left()-liftReserve(budget), time.Millisecond))
+	if ran {
+		phase("recheck") // also when it failed: the lift's own time is what follows
+	}
 	if errors.Is(err, ErrMismatch) {
 		if uerr := undo(err); !errors.Is(uerr, errBackedOff) {
 			return uerr
@@ -257,9 +260,6 @@ func (r *runner) attempt(ctx context.Context, b *blackout, w blackoutWork, budge
 	}
 	if err != nil {
 		return undo(err)
-	}
-	if ran {
-		phase("recheck")
 	}
 	if err := <-ended; err != nil {
 		ended = nil // not saved: the plan on disk has no final position
