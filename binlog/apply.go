@@ -54,11 +54,15 @@ type shape struct {
 	// InnoDB run the same cascade.
 	cascade   bool
 	insIgnore string // INSERT IGNORE INTO ... (writable columns) VALUES (...)
+	// probes: the target serves keys outside the filter (Config.IntoExisting),
+	// so the rows a statement would remove are looked up first (guard.go).
+	probes []probe
 }
 
 // newShape checks the canal definition of a listed table against the
-// table's planned column list and prepares the statements.
-func newShape(t *tables.Table, ct *schema.Table, targetSchema string, cascade bool) (*shape, error) {
+// table's planned column list and prepares the statements; guard: the
+// target keeps rows of keys outside the table's filter (guard.go).
+func newShape(t *tables.Table, ct *schema.Table, targetSchema string, cascade, guard bool) (*shape, error) {
 	if len(ct.Columns) != len(t.Columns) {
 		return nil, fmt.Errorf("table %s.%s now has %d columns, the operation was planned with %d (%s): %w",
 			ct.Schema, ct.Name, len(ct.Columns), len(t.Columns), strings.Join(t.Columns, ", "), ErrDDL)
@@ -110,9 +114,10 @@ func newShape(t *tables.Table, ct *schema.Table, targetSchema string, cascade bo
 	// secondary unique value may sit on another row for a while. ODKU then
 	// fails with a duplicate-key error (its UPDATE collides with the other
 	// row); REPLACE removes the colliding row, whose own later change replays
-	// after it, so the target converges to the source. The cost: in a merge,
-	// a genuine cross-shard unique collision keeps the newer row (verify
-	// reports the loss).
+	// after it, so the target converges to the source. Into an existing
+	// shard, a genuine collision with a row of the target's own keys would
+	// lose that row unseen (verify compares the moving keys' rows): the
+	// probes stop the tail before it (guard.go).
 	s.replace = "REPLACE INTO " + s.target + " (" + dbutil.QuoteIdents(cols) + ") VALUES "
 	s.rowPH = "(" + dbutil.Placeholders(len(cols)) + ")"
 	s.insIgnore = "INSERT IGNORE INTO " + s.target + " (" + dbutil.QuoteIdents(cols) + ") VALUES " + s.rowPH
@@ -125,6 +130,9 @@ func newShape(t *tables.Table, ct *schema.Table, targetSchema string, cascade bo
 		}
 		s.delSingle = "DELETE FROM " + s.target + " WHERE "
 		s.delRow = "(" + strings.Join(parts, " AND ") + ")"
+	}
+	if guard && s.filterIdx >= 0 {
+		s.guardProbes(t.PK, t.Filter.Column, ct.Indexes)
 	}
 	return s, nil
 }
@@ -300,6 +308,7 @@ type stmt struct {
 	cascade bool
 	pre     string
 	preArgs []any
+	guard   []action // the rows, when the table has probes (guard.go)
 }
 
 // limits bound a merged statement.
@@ -406,19 +415,7 @@ func (a action) key() (string, bool) {
 	if idx == nil {
 		return "", false
 	}
-	var b strings.Builder
-	for _, i := range idx {
-		switch v := a.vals[i].(type) {
-		case []byte:
-			b.Write(v)
-		case string:
-			b.WriteString(v)
-		default:
-			fmt.Fprint(&b, v)
-		}
-		b.WriteByte(0)
-	}
-	return b.String(), true
+	return renderVals(a.vals, idx), true
 }
 
 // pkInVals gives the positions of the primary key values in an action's
@@ -486,6 +483,9 @@ func makeStmt(run []action) stmt {
 	st := stmt{table: s.name, sql: b.String(), args: args}
 	if run[0].image != nil {
 		st.cascade, st.pre, st.preArgs = true, s.insIgnore, run[0].image
+	}
+	if len(s.probes) > 0 {
+		st.guard = run
 	}
 	return st
 }

@@ -302,6 +302,16 @@ func (t *Tailer) execTx(w int, stmts []stmt, beforeCommit func()) error {
 	}
 	var later []stmt
 	for _, s := range stmts {
+		if s.guard != nil {
+			var ok bool
+			if s, ok, err = t.guard(tx, s); err != nil {
+				_ = tx.Rollback()
+				return fmt.Errorf("binlog tail of %s: apply to %s: %w", t.cfg.Schema, s.table, err)
+			}
+			if !ok {
+				continue
+			}
+		}
 		if t.nontx[s.table] {
 			later = append(later, s)
 			continue

@@ -77,7 +77,7 @@ func (h *handler) shape(tb string, ct *schema.Table) (*shape, error) {
 	if s := h.shapes[tb]; s != nil && s.canal == ct {
 		return s, nil
 	}
-	s, err := newShape(h.t.tables[tb], ct, h.t.cfg.TargetSchema, h.t.cfg.Cascading[tb])
+	s, err := newShape(h.t.tables[tb], ct, h.t.cfg.TargetSchema, h.t.cfg.Cascading[tb], h.t.cfg.IntoExisting)
 	if err != nil {
 		return nil, err
 	}

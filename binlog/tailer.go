@@ -66,6 +66,12 @@ type Config struct {
 	// carried, on the applier's goroutine, before the checkpoint after it.
 	OnDDL     string
 	OnCarried func(ctx context.Context, d CarriedDDL) error
+	// IntoExisting: the target is an existing shard that keeps serving the
+	// keys outside each table's filter (a merge, a key move). A change that
+	// would replace or delete one of their rows is looked up first: an
+	// upsert stops the tail with ErrForeignRow, a delete leaves it alone
+	// (guard.go). Costs one indexed SELECT per statement of a filtered table.
+	IntoExisting bool
 }
 
 // Stats are counters of a running tail.

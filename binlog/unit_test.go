@@ -82,7 +82,7 @@ func TestPlanUpdate(t *testing.T) {
 func testShape(t *testing.T, tb tables.Table, cols ...schema.TableColumn) *shape {
 	t.Helper()
 	ct := &schema.Table{Schema: "src", Name: tb.Name, Columns: cols}
-	s, err := newShape(&tb, ct, "dst", false)
+	s, err := newShape(&tb, ct, "dst", false, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,11 +92,11 @@ func testShape(t *testing.T, tb tables.Table, cols ...schema.TableColumn) *shape
 func TestShapeChecksDefinition(t *testing.T) {
 	tb := tables.Table{Name: "t", Columns: []string{"id", "v"}, PK: []string{"id"}}
 	ct := &schema.Table{Schema: "src", Name: "t", Columns: []schema.TableColumn{{Name: "id"}, {Name: "v"}, {Name: "w"}}}
-	if _, err := newShape(&tb, ct, "dst", false); !errors.Is(err, ErrDDL) {
+	if _, err := newShape(&tb, ct, "dst", false, false); !errors.Is(err, ErrDDL) {
 		t.Fatalf("extra column: %v", err)
 	}
 	ct.Columns = []schema.TableColumn{{Name: "id"}, {Name: "w"}}
-	if _, err := newShape(&tb, ct, "dst", false); !errors.Is(err, ErrDDL) {
+	if _, err := newShape(&tb, ct, "dst", false, false); !errors.Is(err, ErrDDL) {
 		t.Fatalf("renamed column: %v", err)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/shardctl/shardctl/binlog"
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/internal/fault"
+	"github.com/shardctl/shardctl/operation"
 	"github.com/shardctl/shardctl/pipeline/failure"
 	"github.com/shardctl/shardctl/pipeline/window"
 	"github.com/shardctl/shardctl/plans"
@@ -415,6 +416,8 @@ func (r *runner) ensureTail(ctx context.Context) error {
 		Cascading: tables.CascadingParents(fks, r.p.Source.Schema),
 		OnDDL:     r.p.Options.OnDDL,
 		OnCarried: r.carriedDDL,
+		// The target's own keys' rows are never replaced by the moving ones.
+		IntoExisting: operation.Of(r.p.Operation).IntoExisting,
 	})
 	if err != nil {
 		return fmt.Errorf("start binlog tail from %s: %w", from, err)

@@ -46,7 +46,7 @@ func Transient(err error) bool {
 		errors.Is(err, driver.ErrBadConn), errors.Is(err, mysql.ErrInvalidConn), errors.Is(err, dbutil.ErrUnanswered),
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return true
-	case errors.Is(err, binlog.ErrDDL), errors.Is(err, fkcheck.ErrCrossing), errors.Is(err, ErrMapCollision):
+	case errors.Is(err, binlog.ErrDDL), errors.Is(err, binlog.ErrForeignRow), errors.Is(err, fkcheck.ErrCrossing), errors.Is(err, ErrMapCollision):
 		return false
 	}
 	switch dbutil.ErrNumber(err) {
