@@ -57,6 +57,10 @@ type shape struct {
 	// probes: the target serves keys outside the filter (Config.IntoExisting),
 	// so the rows a statement would remove are looked up first (guard.go).
 	probes []probe
+	// idIdx, idGuard: the AUTO_INCREMENT column whose incoming values stay
+	// below idGuard (Config.IDGuards; idGuard 0: none).
+	idIdx   int
+	idGuard uint64
 }
 
 // newShape checks the canal definition of a listed table against the

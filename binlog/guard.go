@@ -17,6 +17,37 @@ import (
 // genuine collision between two tenants' rows, not a replay: deterministic.
 var ErrForeignRow = errors.New("the change would overwrite a row the target holds for a key outside the keys moving in")
 
+// ErrIDGuard stops a tail whose source issued an AUTO_INCREMENT id at or
+// past the target's raised counter (Config.IDGuards): the source outran the
+// margin. Transient: a resume raises the target's counter again before the
+// tail goes on.
+var ErrIDGuard = errors.New("the source's AUTO_INCREMENT ids reached the target's raised counter")
+
+// checkID stops at an incoming row whose AUTO_INCREMENT id is at or past
+// the guard, before it reaches the target.
+func (s *shape) checkID(row []any) error {
+	if s.idGuard == 0 {
+		return nil
+	}
+	var id uint64
+	switch v := row[s.idIdx].(type) {
+	case int64:
+		if v < 0 {
+			return nil
+		}
+		id = uint64(v)
+	case uint64:
+		id = v
+	default:
+		return nil
+	}
+	if id < s.idGuard {
+		return nil
+	}
+	return fmt.Errorf("%w: a row with %s = %d, at or past the target's counter %d raised at create; the tail stopped before applying it (the row would drag the target's counter into the ids the source issues next): resume raises the target's counter again and goes on",
+		ErrIDGuard, s.canal.Columns[s.idIdx].Name, id, s.idGuard)
+}
+
 // probe looks up, before a statement runs, the target rows it would remove:
 // by the primary key (REPLACE and DELETE), or by a unique key that does not
 // carry the filter column (REPLACE also deletes a row colliding on any

@@ -17,7 +17,8 @@ import (
 // that serves tenant 7: a source row of tenant 3 with an id (or a unique
 // value) of a tenant 7 row stops the tail with ErrForeignRow naming both,
 // and tenant 7's row is intact; a source insert and delete of such an id
-// (one batch: only the delete reaches the target) leaves it alone.
+// (one batch: only the delete reaches the target) leaves it alone. A moving
+// row whose id reaches the guard (Config.IDGuards) stops the tail (ErrIDGuard).
 func TestTailIntoExistingKeepsTargetRows(t *testing.T) {
 	p := newPair(t, "bl_foreign", `CREATE TABLE pay (id INT AUTO_INCREMENT PRIMARY KEY, tenant INT NOT NULL,
 		code VARCHAR(20) NULL, v INT, UNIQUE KEY ucode (code), KEY (tenant))`)
@@ -61,22 +62,30 @@ func TestTailIntoExistingKeepsTargetRows(t *testing.T) {
 	tx(t, p.src, "DELETE FROM "+src+" WHERE id = 42", "INSERT INTO "+src+" VALUES (42, 3, 'S3-d', 1)")
 	uniq := masterStatus(t, p.src)
 	tx(t, p.src, "INSERT INTO "+src+" VALUES (12, 3, 'T7-B', 1)")
+	// A moving row at the target's raised counter (the guard): stopped
+	// before it drags the target's counter into the source's next ids.
+	outrun := masterStatus(t, p.src)
+	tx(t, p.src, "INSERT INTO "+src+" VALUES (500, 3, 'S3-e', 1)")
 	for _, c := range []struct {
 		from Position
+		err  error
 		want []string
 	}{
-		{pk, []string{"table pay", "key tenant=3", "PRIMARY (id)=(42)", "primary key (id)=(42) of key tenant=7", "genuine id collision"}},
-		{uniq, []string{"table pay", "key tenant=3", "ucode (code)=(T7-B)", "primary key (id)=(43) of key tenant=7"}},
+		{pk, ErrForeignRow, []string{"table pay", "key tenant=3", "PRIMARY (id)=(42)", "primary key (id)=(42) of key tenant=7", "genuine id collision"}},
+		{uniq, ErrForeignRow, []string{"table pay", "key tenant=3", "ucode (code)=(T7-B)", "primary key (id)=(43) of key tenant=7"}},
+		{outrun, ErrIDGuard, []string{"table bl_foreign.pay", "id = 500", "counter 500"}},
 	} {
-		tl := start(t, cfg(c.from))
+		cf := cfg(c.from)
+		cf.IDGuards = map[string]IDGuard{"pay": {Column: "id", Guard: 500}}
+		tl := start(t, cf)
 		select {
 		case <-tl.Done():
 		case <-time.After(20 * time.Second):
 			t.Fatal("the tail did not stop at the collision")
 		}
 		err := tl.Err()
-		if !errors.Is(err, ErrForeignRow) {
-			t.Fatalf("stopped with %v, want ErrForeignRow", err)
+		if !errors.Is(err, c.err) {
+			t.Fatalf("stopped with %v, want %v", err, c.err)
 		}
 		for _, w := range c.want {
 			if !strings.Contains(err.Error(), w) {
@@ -87,6 +96,9 @@ func TestTailIntoExistingKeepsTargetRows(t *testing.T) {
 			t.Errorf("applied moved to %s past the collision", tl.Applied())
 		}
 		intact()
+	}
+	if got := targetRows(t, p, "id = 500"); len(got) != 0 {
+		t.Fatalf("the row at the guard was applied: %v", got)
 	}
 }
 

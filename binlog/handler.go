@@ -81,6 +81,11 @@ func (h *handler) shape(tb string, ct *schema.Table) (*shape, error) {
 	if err != nil {
 		return nil, err
 	}
+	if g, ok := h.t.cfg.IDGuards[tb]; ok {
+		if s.idIdx = indexOf(columnNames(ct), g.Column); s.idIdx >= 0 {
+			s.idGuard = g.Guard
+		}
+	}
 	h.shapes[tb] = s
 	return s, nil
 }
@@ -137,6 +142,9 @@ func (h *handler) OnRow(e *canal.RowsEvent) error {
 		switch e.Action {
 		case canal.InsertAction:
 			if in[0] {
+				if err := sh.checkID(imgs[0]); err != nil {
+					return wrap(err)
+				}
 				acts = append(acts, sh.upsert(imgs[0], true))
 			} else {
 				skipped++
@@ -153,6 +161,9 @@ func (h *handler) OnRow(e *canal.RowsEvent) error {
 				acts = append(acts, sh.delete(imgs[0], !up))
 			}
 			if up {
+				if err := sh.checkID(imgs[1]); err != nil {
+					return wrap(err)
+				}
 				acts = append(acts, sh.upsert(imgs[1], true))
 			}
 			if !del && !up {

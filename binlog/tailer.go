@@ -72,6 +72,18 @@ type Config struct {
 	// upsert stops the tail with ErrForeignRow, a delete leaves it alone
 	// (guard.go). Costs one indexed SELECT per statement of a filtered table.
 	IntoExisting bool
+	// IDGuards, by table: an incoming row whose AUTO_INCREMENT column holds
+	// Guard or more stops the tail before it is applied (ErrIDGuard). A
+	// merge or key move raised the target's counter to Guard so the
+	// source's ids stay below it; a row at or above it would drag the
+	// target's counter into the ids the source issues next.
+	IDGuards map[string]IDGuard
+}
+
+// IDGuard is the id an AUTO_INCREMENT column's incoming rows stay below.
+type IDGuard struct {
+	Column string
+	Guard  uint64
 }
 
 // Stats are counters of a running tail.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shardctl/shardctl/binlog"
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/operation"
 	"github.com/shardctl/shardctl/pipeline/failure"
@@ -193,6 +194,39 @@ func (r *runner) raiseTargetCounters(ctx context.Context) error {
 	if err != nil || len(names) == 0 {
 		return err
 	}
+	return r.raise(ctx, names, from)
+}
+
+// raiseOutrun raises again, before a tail starts, the target's counters
+// whose source reached the guard: the source outran its margin (the tail
+// stopped at such a row with binlog.ErrIDGuard, or the check ahead of a
+// cutover found the counter there). The target may have issued ids from
+// the old guard on for its own keys; a moving row that meets one of them
+// stops the tail (binlog.ErrForeignRow) rather than replace it, so raising
+// again loses nothing and keeps the ids the source issues next apart.
+func (r *runner) raiseOutrun(ctx context.Context) error {
+	names, from, err := r.sourceCounters(ctx, func(c plans.Counter) bool { return c.Raised && guard(c) > 0 })
+	if err != nil || len(names) == 0 {
+		return err
+	}
+	var outrun []string
+	r.mu.Lock()
+	for _, c := range r.p.Counters {
+		if slices.Contains(names, c.Table) && from[c.Table] >= guard(c) {
+			outrun = append(outrun, c.Table)
+		}
+	}
+	r.mu.Unlock()
+	if len(outrun) == 0 {
+		return nil
+	}
+	r.env.Log.Warn("the source's AUTO_INCREMENT counters reached the target's raised counters: raising them again", "schema", r.p.Target.Schema, "tables", outrun)
+	return r.raise(ctx, outrun, from)
+}
+
+// raise raises the target's counters of the tables names to the source's
+// counters from plus a margin, and records the guard.
+func (r *runner) raise(ctx context.Context, names []string, from map[string]uint64) error {
 	into, err := autoIncrements(ctx, r.dst, r.p.Target.Schema, names)
 	if err != nil {
 		return err
@@ -270,6 +304,22 @@ func guard(c plans.Counter) uint64 {
 	return c.Guard
 }
 
+// idGuards are the guards the tail's incoming rows stay below (nil: none).
+func (r *runner) idGuards() map[string]binlog.IDGuard {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out map[string]binlog.IDGuard
+	for _, c := range r.p.Counters {
+		if g := guard(c); g > 0 {
+			if out == nil {
+				out = map[string]binlog.IDGuard{}
+			}
+			out[c.Table] = binlog.IDGuard{Column: c.Column, Guard: g}
+		}
+	}
+	return out
+}
+
 // errIdsMet stops a merge or key move whose source issued ids up to the target's counter.
 var errIdsMet = errors.New("the source's AUTO_INCREMENT ids reached the target's")
 
@@ -282,8 +332,8 @@ func (r *runner) idsApart(ctx context.Context) error {
 	}
 	for _, c := range r.p.Counters {
 		if g := guard(c); g > 0 && from[c.Table] >= g {
-			return fmt.Errorf("%w: table %s.%s: shard %d's counter is %d, at or past the target's %d after create, so ids from %d on may be on both shards; the cutover is stopped (plan abort removes the copied rows; look at the rows with ids from %d before running it again)",
-				errIdsMet, r.p.Source.Schema, c.Table, r.p.Source.ShardID, from[c.Table], g, g, g)
+			return fmt.Errorf("%w: table %s.%s: shard %d's counter is %d, at or past the target's %d after create, so ids from %d on may be on both shards; the cutover is stopped: 'plan resume' raises the target's counter again before its tail goes on (a moving row with an id the target holds for its own keys stops the move, naming both rows), or 'plan abort' removes the copied rows",
+				errIdsMet, r.p.Source.Schema, c.Table, r.p.Source.ShardID, from[c.Table], g, g)
 		}
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardctl/shardctl/binlog"
 	"github.com/shardctl/shardctl/internal/testenv"
 	"github.com/shardctl/shardctl/operation"
 	"github.com/shardctl/shardctl/pipeline/checks/checktest"
@@ -124,6 +125,20 @@ func TestRaiseMergeCounters(t *testing.T) {
 	testenv.InSchema(t, src, "raise_ctr", "INSERT INTO tickets (id, emp_no) VALUES (1005001, 1)")
 	if err := r.idsApart(ctx); !errors.Is(err, errIdsMet) || !strings.Contains(err.Error(), "counter is 1005002") {
 		t.Fatalf("the merged shard's counter past the raise: %v, want %v", err, errIdsMet)
+	}
+	// A resumed run raises the target's counter again before its tail
+	// starts, and the tail's guard moves with it.
+	if err := r.raiseOutrun(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c := p.Counters[0]; c.Guard != 1005002+minCounterMargin || r.idGuards()["tickets"] != (binlog.IDGuard{Column: "id", Guard: c.Guard}) {
+		t.Fatalf("after the source outran the raise %+v (tail guards %v), want the target's counter at 2005002", c, r.idGuards())
+	}
+	if err := r.idsApart(ctx); err != nil {
+		t.Fatalf("after raising again: %v", err)
+	}
+	if err := r.raiseOutrun(ctx); err != nil || p.Counters[0].Guard != 2005002 { // nothing outran it: no raise
+		t.Fatalf("raised again with nothing outrun: %v, %+v", err, p.Counters[0])
 	}
 }
 

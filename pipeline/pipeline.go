@@ -396,6 +396,9 @@ func (r *runner) ensureTail(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := r.raiseOutrun(ctx); err != nil {
+		return fmt.Errorf("raise the target's AUTO_INCREMENT counters again: %w", err)
+	}
 	t, err := binlog.Start(ctx, binlog.Config{
 		Source:       addrOf(r.p.Source),
 		Creds:        r.env.Creds,
@@ -418,6 +421,7 @@ func (r *runner) ensureTail(ctx context.Context) error {
 		OnCarried: r.carriedDDL,
 		// The target's own keys' rows are never replaced by the moving ones.
 		IntoExisting: operation.Of(r.p.Operation).IntoExisting,
+		IDGuards:     r.idGuards(),
 	})
 	if err != nil {
 		return fmt.Errorf("start binlog tail from %s: %w", from, err)
