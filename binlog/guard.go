@@ -214,7 +214,7 @@ func (t *Tailer) foreignRow(s *shape, p probe, run []action, vals []any, n, npk 
 	tb := t.tables[s.name]
 	return fmt.Errorf("table %s: the source's row of key %s=%s has %s (%s)=(%s), which the target's row with primary key (%s)=(%s) of key %s=%s also holds, a key outside the keys moving in: %w; "+
 		"this is a genuine id collision between two tenants (not a replay), the target's row is untouched and nothing of this batch was applied: "+
-		"give one of the two rows another id (on its own shard), then resume",
+		"give the target's row another id (and the rows that refer to it, on the target), then resume; renumbering the source's row does not help, the tail replays its insert",
 		s.name, tb.Filter.Column, mine, p.name, strings.Join(p.cols, ", "), showVals(vals[:n]),
 		strings.Join(tb.PK, ", "), showVals(vals[n:n+npk]), tb.Filter.Column, showVal(vals[n+npk]), ErrForeignRow)
 }

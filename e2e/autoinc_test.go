@@ -380,6 +380,30 @@ func TestKeyMoveCountersBackAndForth(t *testing.T) {
 		t.Fatalf("after %d moves the counters grew by %d, want at most %d", moves, grew, bound)
 	}
 
+	// A source that outruns the margin while the move is down (killed after
+	// the catch-up): its next ticket for the moving tenant takes the
+	// target's raised counter. The resume raises the target's counter again
+	// before the tail and the cutover go on, and the move finishes.
+	from, into := 1+moves%2, 2-moves%2
+	id := c.killedRun("after:catchup", []string{"move", "--shard", fmt.Sprint(from), "--keys", key, "--into", fmt.Sprint(into), "--yes", "--max-blackout", "5s"}, planFiles(t, c.planDir))
+	guard := counters()[into-1]
+	fromDB, fromSchema := shard(from - 1)
+	if _, err := fromDB.Exec("INSERT INTO "+dbutil.Table(fromSchema, "tickets")+" (id, emp_no, note) VALUES (?, ?, 'outran')", guard, key); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.resumeUntil(id, "resume after the source outran the margin", ""); r.code != 0 {
+		t.Fatalf("resume: exit %d\n%s", r.code, r.stderr)
+	}
+	o := ownerOf(t, c, key)
+	if o.schema != c.shards[into-1].Schema {
+		t.Fatalf("outran: tenant %s at %s after the resume", key, o.schema)
+	}
+	if next := o.insert(t, key); uint64(next) <= guard+1 {
+		t.Fatalf("outran: the next ticket on the target got id %d; the source had issued %d", next, guard)
+	}
+	last = counters()
+	t.Logf("%s: outran (a ticket with id %d, the target's raised counter): resumed, shard 1 %d, shard 2 %d", testenv.Flavor(), guard, last[0], last[1])
+
 	// Interleaved ids: nothing raised.
 	db1, _ := shard(0)
 	db2, _ := shard(1)
@@ -387,12 +411,12 @@ func TestKeyMoveCountersBackAndForth(t *testing.T) {
 	testenv.SetGlobal(t, db2, "auto_increment_increment", 2)
 	testenv.SetGlobal(t, db1, "auto_increment_offset", 1)
 	testenv.SetGlobal(t, db2, "auto_increment_offset", 2)
-	from, into := 1+moves%2, 2-moves%2
+	from, into = into, from
 	dry = c.mustRun("move", "--shard", fmt.Sprint(from), "--keys", key, "--into", fmt.Sprint(into), "--dry-run")
 	if !strings.Contains(dry.stdout, "interleave ids") || strings.Contains(dry.stdout, "AUTO_INCREMENT =") {
 		t.Fatalf("interleaved ids: --dry-run shows a raise or no word of the interleaving:\n%s", dry.stdout)
 	}
-	fromDB, fromSchema := shard(from - 1)
+	fromDB, fromSchema = shard(from - 1)
 	var top uint64
 	if err := fromDB.QueryRow("SELECT MAX(id) FROM "+dbutil.Table(fromSchema, "tickets")+" WHERE emp_no = ?", key).Scan(&top); err != nil {
 		t.Fatal(err)

@@ -48,6 +48,12 @@ func (r *runner) fence(ctx context.Context) error {
 	if err := r.switchCollision(ctx); err != nil {
 		return r.unfence(ctx, err) // a run killed mid-attempt may have left its fence armed
 	}
+	// A resumed run whose source outran the counters' margin: raised again
+	// before the attempts check them (idsApart), whether or not the tail
+	// was started yet.
+	if err := r.raiseOutrun(ctx); err != nil {
+		return r.unfence(ctx, fmt.Errorf("raise the target's AUTO_INCREMENT counters again: %w", err))
+	}
 	ts := fenceTables(r.p)
 	arm := ts
 	if fault.On("during:fence:half") && len(ts) > 1 {

@@ -73,7 +73,7 @@ func hint(err error, planID string) string {
 		}
 		return fmt.Sprintf("a schema change ran on the source during the operation, and this plan's copy cannot follow it (a resume stops at it again): abort the plan ('shardctl plan abort %s') and start a new one", planID)
 	case errors.Is(err, binlog.ErrForeignRow):
-		return "the two rows named above are different tenants' rows with the same id (the source issued an id the target had already used): change the id of one of them on its own shard (and of the rows that refer to it), " + resume
+		return "the two rows named above are different tenants' rows with the same id (the source issued an id the target had already used): give the target's row another id (and the rows that refer to it, on the target; the source's row cannot be renumbered, the tail replays its insert), " + resume
 	case errors.Is(err, ErrMapCollision):
 		return fmt.Sprintf("once that location is removed, 'shardctl plan resume %s' fences again and cuts over (or 'shardctl plan abort %s' undoes the plan)", planID, planID)
 	case errors.Is(err, ErrCrossing):
