@@ -4,7 +4,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/internal/testenv"
@@ -78,12 +77,7 @@ func TestTailIntoExistingKeepsTargetRows(t *testing.T) {
 		cf := cfg(c.from)
 		cf.IDGuards = map[string]IDGuard{"pay": {Column: "id", Guard: 500}}
 		tl := start(t, cf)
-		select {
-		case <-tl.Done():
-		case <-time.After(20 * time.Second):
-			t.Fatal("the tail did not stop at the collision")
-		}
-		err := tl.Err()
+		err := stopped(t, tl, "at the collision")
 		if !errors.Is(err, c.err) {
 			t.Fatalf("stopped with %v, want %v", err, c.err)
 		}

@@ -143,6 +143,18 @@ func waitFor(t testing.TB, tl *Tailer, p Position) {
 	}
 }
 
+// stopped waits for the tail to stop by itself (what: at which event) and
+// returns its error.
+func stopped(t testing.TB, tl *Tailer, what string) error {
+	t.Helper()
+	select {
+	case <-tl.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the tail did not stop %s", what)
+	}
+	return tl.Err()
+}
+
 // dump returns a table's rows in primary key order, NULL marked.
 func dump(t testing.TB, db *sql.DB, schema, table, orderBy string) []string {
 	t.Helper()
@@ -504,12 +516,7 @@ func TestTailStopsAtDDL(t *testing.T) {
 				tx(t, p.src, "INSERT INTO "+dbutil.Table(p.schema, "side")+" (id) VALUES (3)")
 				tx(t, p.src, "INSERT INTO "+tb+" (id, v) VALUES (3, 3)")
 			}
-			select {
-			case <-tl.Done():
-			case <-time.After(15 * time.Second):
-				t.Fatal("the tail did not stop at the DDL")
-			}
-			err := tl.Err()
+			err := stopped(t, tl, "at the DDL")
 			if !errors.Is(err, ErrDDL) {
 				t.Fatalf("stopped with %v, want ErrDDL", err)
 			}
@@ -589,12 +596,7 @@ func TestTailStopsAtMissingTable(t *testing.T) {
 	// finds no definition) or before (the DROP stops it): both stop it.
 	tx(t, p.src, "INSERT INTO "+dbutil.Table(p.schema, "t")+" VALUES (1, 1)")
 	exec(t, p.src, "DROP TABLE "+dbutil.Table(p.schema, "t"))
-	select {
-	case <-tl.Done():
-	case <-time.After(15 * time.Second):
-		t.Fatal("the tail did not stop")
-	}
-	if err := tl.Err(); !errors.Is(err, ErrDDL) {
+	if err := stopped(t, tl, "at the DROP TABLE"); !errors.Is(err, ErrDDL) {
 		t.Fatalf("stopped with %v", err)
 	}
 	// Replaying over the vanished table is refused up front.
@@ -724,12 +726,7 @@ func TestTailStopsOnTargetError(t *testing.T) {
 	cfg := p.config(t, begin, p.tables(t, "t"))
 	cfg.Checkpoint = func(context.Context, Position) error { cps.Add(1); return nil }
 	tl := start(t, cfg)
-	select {
-	case <-tl.Done():
-	case <-time.After(15 * time.Second):
-		t.Fatal("the tail did not stop")
-	}
-	err := tl.Err()
+	err := stopped(t, tl, "at the target's error")
 	if err == nil || !strings.Contains(err.Error(), "binlog tail of bl_tgterr") || !strings.Contains(err.Error(), "apply to t") {
 		t.Fatalf("stopped with %v", err)
 	}
