@@ -203,11 +203,24 @@ type pointScope map[int][]keyspace.Key
 // any mapping still points at it).
 func scopeOf(cs []Change) (pointScope, bool) {
 	sc := pointScope{}
+	// Changes name the same points more than once (a status change and a
+	// re-point of one set): each is read once, or a point read in two
+	// chunks would be two mappings.
+	seen := map[int]map[string]bool{}
 	for _, c := range cs {
 		switch c.Op {
 		case OpSetStatus, OpRepoint, OpRemoveMapping, OpMergeRange:
-			if c.Ref.Kind == List {
-				sc[c.Ref.FuncID] = append(sc[c.Ref.FuncID], c.Ref.Keys()...)
+			if c.Ref.Kind != List {
+				continue
+			}
+			if seen[c.Ref.FuncID] == nil {
+				seen[c.Ref.FuncID] = map[string]bool{}
+			}
+			for _, k := range c.Ref.Keys() {
+				if s := k.String(); !seen[c.Ref.FuncID][s] {
+					seen[c.Ref.FuncID][s] = true
+					sc[c.Ref.FuncID] = append(sc[c.Ref.FuncID], k)
+				}
 			}
 		case OpSplitRange, OpAddHashPoint, OpMoveLocation, OpAddLocation:
 		default:
