@@ -25,6 +25,7 @@ func (a *app) sandboxCmd() *cobra.Command {
 	pf.Int("base-port", 13306, "port of server 1; server i listens on base-port+i-1")
 	pf.Int("replicas", 0, "GTID replicas per server, numbered after the servers on the ports that follow (default: what 'sandbox up' started in this directory, else none)")
 	pf.String("flavor", "", "server flavor: mariadb, or mysql (Oracle MySQL in a Debian root, built on first use); default: what 'sandbox up' started in this directory, else mariadb [SHARDCTL_FLAVOR]")
+	pf.String("server-version", "", "server version: 11.8 (MariaDB 11.8 in a Debian root, built on first use; implies --flavor mariadb); default: what 'sandbox up' started in this directory, else the system's MariaDB (or MySQL's root) [SHARDCTL_SERVER_VERSION]")
 	c.AddCommand(a.sbUp(), a.sbDown(), a.sbStatus(), a.sbSeed())
 	return c
 }
@@ -32,8 +33,12 @@ func (a *app) sandboxCmd() *cobra.Command {
 func (a *app) sandboxConfig() sandbox.Config {
 	c := sandbox.Config{Dir: a.v.GetString("sandbox-dir"), Servers: a.v.GetInt("servers"), BasePort: a.v.GetInt("base-port"), Flavor: a.v.GetString("flavor"),
 		BufferPoolMB: a.v.GetInt("buffer-pool-mb")}
-	if c.Flavor == "" {
-		c.Flavor = sandbox.SavedFlavor(c.Dir)
+	c.Version = a.v.GetString("server-version")
+	switch {
+	case c.Flavor == "" && c.Version != "":
+		c.Flavor = sandbox.FlavorMariaDB // the only version a root gives besides MySQL's
+	case c.Flavor == "":
+		c.Flavor, c.Version = sandbox.SavedFlavor(c.Dir), sandbox.SavedVersion(c.Dir)
 	}
 	if !a.v.IsSet("replicas") {
 		c.Replicas = sandbox.SavedReplicas(c.Dir)

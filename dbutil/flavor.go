@@ -35,6 +35,10 @@ func ParseFlavor(version, comment string) Flavor {
 	f := Flavor{Version: version}
 	low := strings.ToLower(version + " " + comment)
 	f.MySQL = !strings.Contains(low, "mariadb")
+	if !f.MySQL {
+		// MariaDB before 11 prefixed its handshake's version for old clients.
+		version = strings.TrimPrefix(version, "5.5.5-")
+	}
 	nums := strings.SplitN(strings.SplitN(version, "-", 2)[0], ".", 3)
 	if len(nums) >= 2 {
 		f.Major, _ = strconv.Atoi(nums[0])
@@ -69,6 +73,17 @@ func DetectFlavor(ctx context.Context, q Querier) (Flavor, error) {
 
 func (f Flavor) atLeast(major, minor int) bool {
 	return f.Major > major || f.Major == major && f.Minor >= minor
+}
+
+// Older reports a version before o's (major and minor; flavors not compared).
+func (f Flavor) Older(o Flavor) bool { return !f.atLeast(o.Major, o.Minor) }
+
+// HasVector reports VECTOR columns: MariaDB 11.7+, MySQL 9.0+.
+func (f Flavor) HasVector() bool {
+	if f.MySQL {
+		return f.atLeast(9, 0)
+	}
+	return f.atLeast(11, 7)
 }
 
 // BinlogStatusSQL shows the current binlog file and position (first two
@@ -168,6 +183,23 @@ func Pairable(src, dst Flavor) error {
 		}
 	}
 	return nil
+}
+
+// Known refuses a server version whose differences shardctl has not been
+// taught: a newer major version may change what shardctl reads (the binlog's
+// events, SHOW statements, information_schema, privileges, collations), and
+// a silent difference there is worse than a refusal. Known: MariaDB 10.6 to
+// 11.8 (10.11 and 11.8 tested), MySQL 8.0 to 9.7 (9.7 tested); the matrix
+// is in docs/servers.md.
+func (f Flavor) Known() error {
+	lo, hi, name := [2]int{10, 6}, [2]int{11, 8}, "MariaDB 10.6 to 11.8"
+	if f.MySQL {
+		lo, hi, name = [2]int{8, 0}, [2]int{9, 7}, "MySQL 8.0 to 9.7"
+	}
+	if f.atLeast(lo[0], lo[1]) && !f.atLeast(hi[0], hi[1]+1) {
+		return nil
+	}
+	return fmt.Errorf("%s is a version shardctl does not know (it knows %s; docs/servers.md lists what is tested): use a server of a known version, or a shardctl release that knows this one", f, name)
 }
 
 // CrossFlavor reports a MariaDB/MySQL pair.

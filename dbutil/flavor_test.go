@@ -16,7 +16,8 @@ func TestParseFlavor(t *testing.T) {
 		{"10.11.19-MariaDB-0+deb12u1-log", "Debian 12", false, 10, 11, "SHOW MASTER STATUS"},
 		{"9.7.4-2", "(Debian)", true, 9, 7, "SHOW BINARY LOG STATUS"},
 		{"8.0.36", "MySQL Community Server - GPL", true, 8, 0, "SHOW MASTER STATUS"},
-		{"5.5.5-10.6.12-MariaDB", "mariadb.org binary distribution", false, 5, 5, "SHOW MASTER STATUS"},
+		{"5.5.5-10.6.12-MariaDB", "mariadb.org binary distribution", false, 10, 6, "SHOW MASTER STATUS"},
+		{"11.8.9-MariaDB-0+deb13u1-log", "Debian 13", false, 11, 8, "SHOW MASTER STATUS"},
 	} {
 		f := ParseFlavor(c.version, c.comment)
 		if f.MySQL != c.mysql || f.Major != c.major || f.Minor != c.minor || f.BinlogStatusSQL() != c.status {
@@ -80,5 +81,29 @@ func TestReplicaStatusSQL(t *testing.T) {
 	cols := []string{"Slave_IO_Running", "Seconds_Behind_Master"}
 	if ReplicaColumn(cols, "Seconds_Behind_Source") != 1 || ReplicaColumn(cols, "Replica_IO_Running") != 0 || ReplicaColumn(cols, "Nope") != -1 {
 		t.Error("ReplicaColumn does not find the old spelling")
+	}
+}
+
+// TestKnownVersions: the versions docs/servers.md lists as tested or
+// expected to work pass; older and newer ones are refused naming the
+// server's version and the known range.
+func TestKnownVersions(t *testing.T) {
+	for _, v := range []string{"10.6.21-MariaDB", "10.11.19-MariaDB-0+deb12u1-log", "11.4.5-MariaDB", "11.8.9-MariaDB-0+deb13u1-log", "8.0.36", "8.4.3", "9.7.4-2"} {
+		if err := ParseFlavor(v, "").Known(); err != nil {
+			t.Errorf("%s: %v", v, err)
+		}
+	}
+	for _, c := range []struct{ v, want string }{
+		{"12.0.1-MariaDB", "MariaDB 10.6 to 11.8"}, {"11.9.0-MariaDB", "MariaDB 10.6 to 11.8"}, {"10.5.27-MariaDB", "MariaDB 10.6 to 11.8"},
+		{"9.8.0", "MySQL 8.0 to 9.7"}, {"10.0.0", "MySQL 8.0 to 9.7"}, {"5.7.44", "MySQL 8.0 to 9.7"},
+	} {
+		err := ParseFlavor(c.v, "").Known()
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.v) {
+			t.Errorf("%s: %v, want a refusal naming %q and the version", c.v, err, c.want)
+		}
+	}
+	old, new := ParseFlavor("10.11.19-MariaDB", ""), ParseFlavor("11.8.9-MariaDB", "")
+	if !old.Older(new) || new.Older(old) || old.Older(old) || old.HasVector() || !new.HasVector() || !ParseFlavor("9.7.4", "").HasVector() {
+		t.Error("Older or HasVector wrong between 10.11 and 11.8")
 	}
 }

@@ -19,22 +19,39 @@ import (
 	"github.com/shardctl/shardctl/schemaobj"
 )
 
-// TestMoveAcrossFlavors: a shard moves to the other flavor's server and back
+// TestMoveAcrossFlavors: a shard moves to another server and back under the
+// ledger load, each move killed once and resumed; every acknowledged write
+// ends at its key's shard, and the rows the load does not touch are the same
+// as before. One subtest per other server (testenv.Others): the other flavor
 // (MariaDB → MySQL → MariaDB on the MariaDB pass, the reverse on the MySQL
-// pass) under the ledger load, each move killed once and resumed; every
-// acknowledged write ends at its key's shard, and the rows the load does not
-// touch are the same as before.
+// pass) and MariaDB 11.8 (10.11 → 11.8 → 10.11, and MySQL 9.7 → MariaDB
+// 11.8 → MySQL 9.7).
 func TestMoveAcrossFlavors(t *testing.T) {
-	other := testenv.OtherFlavor(t)
+	for _, k := range testenv.Others() {
+		t.Run(k.String(), func(t *testing.T) { moveAcross(t, k) })
+	}
+}
+
+// acrossName is a cross-server test's cluster name for the other server k:
+// each kind's subtest has schemas of its own.
+func acrossName(base string, k testenv.Kind) string {
+	if k == testenv.MariaDB118 {
+		return base + "118"
+	}
+	return base
+}
+
+func moveAcross(t *testing.T, k testenv.Kind) {
+	other := testenv.Other(t, k)
 	const seeded = 1500
-	c := newCluster(t, "e2e_xflavor", []int{1, 1}, []int{seeded, 300})
+	c := newCluster(t, acrossName("e2e_xflavor", k), []int{1, 1}, []int{seeded, 300})
 	schema := c.shards[0].Schema
 	before := tableSums(t, c.db(1), schema, c.untouchedBelow(1, seeded))
 	lp := c.startLoad(200, c.keys("moving", 1, seeded), c.keys("staying", 2, 300))
 	c.killThenResume("after:copy", []string{"move", "--shard", "1", "--to", other.Addr(1).String(), "--yes", "--chunk-rows", "500"})
 	odb := openAt(t, other.Addr(1))
 	if got := tableSums(t, odb, schema, c.untouchedBelow(1, seeded)); !sameSums(before, got) {
-		t.Errorf("on the %s server the rows differ: before %v, after %v", testenv.OtherFlavorName(), before, got)
+		t.Errorf("on the %s server the rows differ: before %v, after %v", k, before, got)
 	}
 	for _, f := range planFiles(t, c.planDir) {
 		_ = os.Remove(f)
@@ -47,10 +64,10 @@ func TestMoveAcrossFlavors(t *testing.T) {
 	c.checkLedger(lp)
 	c.wantShardAt(1, 2)
 	if got := tableSums(t, c.db(2), schema, c.untouchedBelow(1, seeded)); !sameSums(before, got) {
-		t.Errorf("back on %s the rows differ: before %v, after %v", testenv.Flavor(), before, got)
+		t.Errorf("back on %s the rows differ: before %v, after %v", testenv.This(), before, got)
 	}
 	if schemaExists(t, odb, schema) {
-		t.Errorf("the %s server still has %s after the move back", testenv.OtherFlavorName(), schema)
+		t.Errorf("the %s server still has %s after the move back", k, schema)
 	}
 }
 
@@ -78,9 +95,19 @@ var xflavorSchemas = []string{"child_by_id", "data_types"}
 // the other flavor and back home; back home every table's SHOW CREATE TABLE
 // is the original modulo what docs/servers.md says changes; every object is
 // there on both sides; 'verify' compares the two flavors clean.
+//
+// One subtest per other server (testenv.Others): on MariaDB 11.8 the corpus
+// goes 10.11 → 11.8 → 10.11 (or MySQL → 11.8 → MySQL) the same way.
 func TestCorpusAcrossFlavors(t *testing.T) {
-	other := testenv.OtherFlavor(t)
-	c := newCluster(t, "e2e_xcorpus", []int{1, 1}, []int{120, 60})
+	for _, k := range testenv.Others() {
+		t.Run(k.String(), func(t *testing.T) { corpusAcross(t, k) })
+	}
+}
+
+func corpusAcross(t *testing.T, k testenv.Kind) {
+	other := testenv.Other(t, k)
+	cross := k.MySQL() != testenv.MySQL()
+	c := newCluster(t, acrossName("e2e_xcorpus", k), []int{1, 1}, []int{120, 60})
 	sh := c.shards[0]
 	src := c.db(1)
 	for _, s := range xflavorSchemas {
@@ -126,7 +153,7 @@ func TestCorpusAcrossFlavors(t *testing.T) {
 			t.Errorf("--dry-run does not list %s:\n%s", o, dry.stdout)
 		}
 	}
-	if !testenv.MySQL() && !strings.Contains(dry.stdout, "translated for the target's flavor") {
+	if cross && !testenv.MySQL() && !strings.Contains(dry.stdout, "translated for the target's flavor") {
 		t.Errorf("--dry-run of a MariaDB -> MySQL move lists no translation (the objects' sql_mode has NO_AUTO_CREATE_USER):\n%s", dry.stdout)
 	}
 	t.Logf("dry run:\n%s", dry.stdout)
@@ -136,8 +163,11 @@ func TestCorpusAcrossFlavors(t *testing.T) {
 	if err := json.Unmarshal([]byte(c.mustRun("move", "--shard", "1", "--to", oaddr, "--dry-run", "-o", "json").stdout), &dryJSON); err != nil {
 		t.Fatal(err)
 	}
-	if !testenv.MySQL() && len(dryJSON.Translations) == 0 {
+	if cross && !testenv.MySQL() && len(dryJSON.Translations) == 0 {
 		t.Error("--dry-run -o json lists no translation")
+	}
+	if !cross && len(dryJSON.Translations) != 0 {
+		t.Errorf("--dry-run -o json lists translations between two MariaDB versions: %+v", dryJSON.Translations)
 	}
 
 	lp := c.startLoad(100, c.keys("moving", 1, 120), c.keys("staying", 2, 60))
@@ -148,15 +178,15 @@ func TestCorpusAcrossFlavors(t *testing.T) {
 		t.Errorf("writes to the moving shard failed: %+v", g)
 	}
 	c.checkLedger(lp)
-	diffRows(t, "on the "+testenv.OtherFlavorName()+" server", before, rows(odb))
+	diffRows(t, "on the "+k.String()+" server", before, rows(odb))
 	got, err := schemaobj.Read(ctx, odb, sh.Schema, fence.TriggerPrefix)
 	if err != nil || len(got) != len(objects) {
-		t.Errorf("the %s server has objects %v (%v), want %d", testenv.OtherFlavorName(), got, err, len(objects))
+		t.Errorf("the %s server has objects %v (%v), want %d", k, got, err, len(objects))
 	}
 	for _, o := range got {
 		if o.Kind == schemaobj.View {
 			if _, err := odb.Exec("SELECT * FROM " + dbutil.Table(sh.Schema, o.Name) + " LIMIT 1"); err != nil {
-				t.Errorf("view %s on the %s server: %v", o.Name, testenv.OtherFlavorName(), err)
+				t.Errorf("view %s on the %s server: %v", o.Name, k, err)
 			}
 		}
 	}
@@ -186,7 +216,7 @@ func TestCorpusAcrossFlavors(t *testing.T) {
 	c.stopCheck(lp2)
 	c.wantShardAt(1, 2)
 	home := c.db(2)
-	diffRows(t, "back on "+testenv.Flavor(), before, rows(home))
+	diffRows(t, "back on "+testenv.This().String(), before, rows(home))
 	after := creates(home)
 	for _, tb := range tbls {
 		if a, b := normCreate(defs[tb]), normCreate(after[tb]); a != b {
@@ -194,7 +224,7 @@ func TestCorpusAcrossFlavors(t *testing.T) {
 		}
 	}
 	if schemaExists(t, odb, sh.Schema) {
-		t.Errorf("the %s server keeps %s after the move back", testenv.OtherFlavorName(), sh.Schema)
+		t.Errorf("the %s server keeps %s after the move back", k, sh.Schema)
 	}
 }
 
@@ -252,12 +282,21 @@ func normCreate(s string) string {
 // catch-up, resumed), merges back into its neighbour on this flavor, and a
 // move onto the other flavor with a reverse window is reverted (the reverse
 // tail reads the other flavor's binlog and GTIDs) and completed on the way
-// back. Every acknowledged write ends at its key's shard.
+// back. Every acknowledged write ends at its key's shard. One subtest per
+// other server (testenv.Others): on MariaDB 11.8, a split from 10.11 onto
+// 11.8, a merge back, and an upgrade by a move onto 11.8 switched back to
+// 10.11 inside its window, forward again, and completed there.
 func TestSplitMergeRevertAcrossFlavors(t *testing.T) {
-	other := testenv.OtherFlavor(t)
+	for _, k := range testenv.Others() {
+		t.Run(k.String(), func(t *testing.T) { splitMergeRevertAcross(t, k) })
+	}
+}
+
+func splitMergeRevertAcross(t *testing.T, k testenv.Kind) {
+	other := testenv.Other(t, k)
 	oaddr := other.Addr(1).String()
 	const seeded = 400
-	c := newCluster(t, "e2e_xsplit", []int{1, 1}, []int{seeded, 200})
+	c := newCluster(t, acrossName("e2e_xsplit", k), []int{1, 1}, []int{seeded, 200})
 	lo := c.shards[0].Lower
 	at := lo + 1 + seeded/2
 	lp := c.startLoad(100, fmt.Sprintf("staying=%d-%d", lo+1, at), fmt.Sprintf("moving=%d-%d", at, lo+seeded), c.keys("other", 2, 200))
@@ -285,32 +324,51 @@ func TestSplitMergeRevertAcrossFlavors(t *testing.T) {
 		_ = os.Remove(p)
 	}
 
-	// A move onto the other flavor, reverted inside its window.
+	// A move onto the other server, switched back inside its window (the
+	// reverse tail reads the other server's binlog and GTIDs), forward
+	// again, and completed there.
 	lp1 := c.startLoad(60, fmt.Sprintf("moving=%d-%d", c.shards[1].Lower+1, c.shards[1].Lower+100))
 	mv := c.startBG(nil, "move", "--shard", "2", "--to", oaddr, "--yes", "--reverse-window", "3m", "--max-blackout", "5s", "--chunk-rows", "100")
 	p := c.waitWin("the window", 3*time.Minute, mv, inWindow(plans.SideTarget, time.Now()))
 	c.stopCheck(lp1)
-	lp2 := c.startLoad(60, fmt.Sprintf("moving=%d-%d", c.shards[1].Lower+100, c.shards[1].Lower+200))
-	time.Sleep(time.Second)
-	// Exit 3 is "run it again": under the machine's load the fence on the
-	// serving copy can miss its budget while the load's writes hold it.
-	for try := 1; ; try++ {
-		r := c.run(nil, "plan", "revert", p.ID, "--wait", "90s")
-		if r.code == 0 {
-			break
-		}
-		if r.code != 3 || try == 3 {
-			t.Fatalf("plan revert across flavors: exit %d\n%s", r.code, r.stderr)
-		}
-		t.Logf("plan revert, try %d: exit 3, run again: %s", try, strings.TrimSpace(r.stderr))
-	}
+	lp2 := c.startLoad(60, fmt.Sprintf("moving=%d-%d", c.shards[1].Lower+100, c.shards[1].Lower+150))
+	lp2.waitWriting(t, phaseWrites)
+	c.switchWindow(p.ID)
 	c.waitWin("the tail to the target", 90*time.Second, mv, inWindow(plans.SideSource, time.Now()))
+	c.stopCheck(lp2, lp1)
+	lp3 := c.startLoad(60, fmt.Sprintf("moving=%d-%d", c.shards[1].Lower+150, c.shards[1].Lower+200))
+	lp3.waitWriting(t, phaseWrites)
+	c.switchWindow(p.ID)
+	c.waitWin("the tail back to the source", 90*time.Second, mv, inWindow(plans.SideTarget, time.Now()))
 	c.mustRun("plan", "complete", p.ID, "--wait", "90s")
 	if code := mv.wait(t, 90*time.Second); code != 0 {
 		t.Fatalf("the move ended with exit %d\n%s", code, mv.err.String())
 	}
-	c.stopCheck(lp2, lp1)
-	c.wantShardAt(2, 1)
+	c.stopCheck(lp3, lp1, lp2)
+	m, err = c.store.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, _ := m.Location(2); l.Addr().String() != oaddr {
+		t.Fatalf("after complete shard 2 is at %s, want %s (%s)", l.Addr(), oaddr, k)
+	}
+}
+
+// switchWindow runs 'plan revert' (a switch to the other side of the
+// window). Exit 3 is "run it again": under the machine's load the fence on
+// the serving copy can miss its budget while the load's writes hold it.
+func (c *cluster) switchWindow(id string) {
+	c.t.Helper()
+	for try := 1; ; try++ {
+		r := c.run(nil, "plan", "revert", id, "--wait", "90s")
+		if r.code == 0 {
+			return
+		}
+		if r.code != 3 || try == 3 {
+			c.t.Fatalf("plan revert: exit %d\n%s", r.code, r.stderr)
+		}
+		c.t.Logf("plan revert, try %d: exit 3, run again: %s", try, strings.TrimSpace(r.stderr))
+	}
 }
 
 // mustLookup is the shard key k routes to.

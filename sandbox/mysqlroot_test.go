@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// TestRootScriptRunsPastItsStdin runs the embedded mysql-root.sh exactly as
+// TestRootScriptRunsPastItsStdin runs the embedded server-root.sh exactly as
 // 'shardctl sandbox up --flavor mysql' does, on a root that is already
 // built (the marker and an executable mysqld), so nothing is built: the
 // script must reach its ready check, which comes after it closes its stdin
@@ -24,11 +24,11 @@ func TestRootScriptRunsPastItsStdin(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, ".shardctl-ready"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := rootScript(context.Background(), root).CombinedOutput()
+	out, err := Root{Kind: "mysql", Dir: root, Server: "/usr/sbin/mysqld"}.script(context.Background()).CombinedOutput()
 	if err != nil {
-		t.Fatalf("mysql-root.sh %s: %v\n%s", root, err, out)
+		t.Fatalf("server-root.sh %s: %v\n%s", root, err, out)
 	}
 	if want := "mysql-root: " + root + " is ready"; !strings.Contains(string(out), want) {
-		t.Fatalf("mysql-root.sh %s stopped before its ready check (no %q in its output):\n%s", root, want, out)
+		t.Fatalf("server-root.sh %s stopped before its ready check (no %q in its output):\n%s", root, want, out)
 	}
 }

@@ -49,6 +49,9 @@ type Config struct {
 	Unreported bool
 	// Flavor is FlavorMariaDB (the default, "") or FlavorMySQL.
 	Flavor string
+	// Version is VersionSystem (the system's MariaDB, or MySQL's root) or
+	// Version118 (MariaDB 11.8, from a root of its own).
+	Version string
 	// ServerIDBase is added to every server's server_id (server i has
 	// ServerIDBase+i), so two sandboxes can replicate to each other.
 	ServerIDBase int
@@ -139,6 +142,14 @@ func (c Config) Validate() error {
 	if c.Flavor != "" && c.Flavor != FlavorMariaDB && c.Flavor != FlavorMySQL {
 		return fmt.Errorf("sandbox flavor %q: give mariadb or mysql", c.Flavor)
 	}
+	switch {
+	case c.Version == VersionSystem:
+	case c.Version == Version118 && !c.mysql():
+	case c.mysql():
+		return fmt.Errorf("sandbox server version %q: MySQL runs the version its root has (9.7); give no version, or --flavor mariadb with --server-version 11.8", c.Version)
+	default:
+		return fmt.Errorf("sandbox server version %q: give 11.8 (MariaDB 11.8, from a root built on first use), or none for the system's MariaDB", c.Version)
+	}
 	if c.BufferPoolMB != 0 && (c.BufferPoolMB < 64 || c.BufferPoolMB > MaxBufferPoolMB) {
 		return fmt.Errorf("sandbox buffer pool %d MB: give 64 to %d", c.BufferPoolMB, MaxBufferPoolMB)
 	}
@@ -176,8 +187,8 @@ func Up(ctx context.Context, c Config) ([]Server, error) {
 			return nil, fmt.Errorf("sandbox TLS: %w", err)
 		}
 	}
-	if c.mysql() {
-		return c.upMySQL(ctx)
+	if c.chrooted() {
+		return c.upInRoot(ctx)
 	}
 	mariadbd, err := Binary("mariadbd")
 	if err != nil {
@@ -219,18 +230,21 @@ func (c Config) startOne(ctx context.Context, mariadbd string, i int) error {
 		}
 	}
 	args := append([]string{mariadbd}, c.serverArgs(i, dir, "mariadbd.pid", "mariadb-bin")...)
-	args = append(args,
-		"--binlog-format=ROW",
-		"--gtid-domain-id=0",
-		"--log-slave-updates",
-		"--innodb-log-file-size=256M",
-		"--skip-log-warnings",
-	)
+	args = append(args, mariadbArgs...)
 	return c.launch(ctx, i, "mariadbd", args, dir, filepath.Join(dir, "mariadbd.out"), filepath.Join(dir, "error.log"), 60*time.Second)
 }
 
+// mariadbArgs are the flags every MariaDB version starts with, after serverArgs.
+var mariadbArgs = []string{
+	"--binlog-format=ROW",
+	"--gtid-domain-id=0",
+	"--log-slave-updates",
+	"--innodb-log-file-size=256M",
+	"--skip-log-warnings",
+}
+
 // serverArgs are the flags both flavors start with; dir is the server's
-// directory as the server sees it (inside the root for MySQL).
+// directory as the server sees it (inside its root, if it runs in one).
 func (c Config) serverArgs(i int, dir, pidFile, binlog string) []string {
 	args := []string{
 		"--no-defaults",

@@ -43,8 +43,8 @@ func Down(ctx context.Context, c Config, purge bool) error {
 	for i := 1; i <= c.total(); i++ {
 		_ = os.Remove(c.pidFile(i))
 		if purge {
-			if c.mysql() {
-				if err := c.purgeMySQL(i); err != nil {
+			if c.chrooted() {
+				if err := c.purgeInRoot(i); err != nil {
 					return err
 				}
 			}

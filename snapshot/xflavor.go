@@ -11,7 +11,8 @@ import (
 
 // Rules are the translations a definition read on src needs on dst: none
 // between servers of one flavor; between MariaDB and MySQL, xflavor's rules
-// checked against the collations dst has.
+// checked against the collations dst has; from MariaDB to an older MariaDB
+// (xflavor.Older), no translation but a check against what dst lacks.
 func Rules(ctx context.Context, src, dst *sql.DB) (xflavor.Rules, error) {
 	fs, err := dbutil.FlavorOf(ctx, src)
 	if err != nil {
@@ -21,7 +22,10 @@ func Rules(ctx context.Context, src, dst *sql.DB) (xflavor.Rules, error) {
 	if err != nil {
 		return xflavor.Rules{}, fmt.Errorf("read the target's flavor: %w", err)
 	}
-	x := xflavor.Rules{Dir: xflavor.Between(fs.MySQL, fd.MySQL)}
+	x := xflavor.Rules{Dir: xflavor.Between(fs.MySQL, fd.MySQL), Target: fd.String(), Vector: fd.HasVector()}
+	if x.Dir == xflavor.Same && !fs.MySQL && fd.Older(fs) {
+		x.Dir = xflavor.Older
+	}
 	if x.Dir == xflavor.Same {
 		return x, nil
 	}

@@ -43,6 +43,9 @@ var bodySyntax = map[Direction][]struct {
 		{regexp.MustCompile(`(?i)\bFOR\s+\w+\s+IN\b`), "MariaDB's FOR loops"},
 		{regexp.MustCompile(`(?i)\bFOR\s+SYSTEM_TIME\b`), "system-versioned queries"},
 	},
+	Older: {
+		{regexp.MustCompile(`(?i)\b(VEC_\w+|UUID_V[47])\s*\(`), "functions MariaDB 11.7 added (VEC_…, UUID_v4, UUID_v7)"},
+	},
 	ToMariaDB: {
 		{regexp.MustCompile(`->>?`), "MySQL's JSON path operators (-> and ->>; JSON_EXTRACT and JSON_UNQUOTE are on both)"},
 		{regexp.MustCompile(`(?i)\bLATERAL\b`), "MySQL's LATERAL derived tables"},
@@ -83,12 +86,15 @@ func (x Rules) Object(o objdef.Object) (objdef.Object, Result) {
 		o.Collation = x.collation(&res, name, "collation_connection", o.Collation)
 	}
 	for _, b := range bodySyntax[x.Dir] {
+		if x.Dir == Older && x.Vector { // the target has 11.7's functions
+			break
+		}
 		if b.re.MatchString(o.Create) {
-			res.refuse(name, "", fmt.Sprintf("its definition uses %s, which %s does not have", b.what, x.Dir.target()),
+			res.refuse(name, "", fmt.Sprintf("its definition uses %s, which %s does not have", b.what, x.targetName()),
 				"rewrite it on the source in syntax both flavors take, or drop it before the move and re-create it after")
 		}
 	}
-	if o.Kind == objdef.Event {
+	if o.Kind == objdef.Event && x.Dir != Older {
 		want := "SLAVE"
 		if x.Dir == ToMySQL {
 			want = "REPLICA"

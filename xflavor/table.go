@@ -98,8 +98,18 @@ func (x Rules) column(res *Result, object, s string) string {
 	}
 	upper := strings.ToUpper(rest)
 	switch x.Dir {
+	case Older:
+		if typ == "vector" && !x.Vector {
+			res.refuse(object, col, x.targetName()+" has no VECTOR type (MariaDB 11.7 added it)",
+				"keep the shard on a MariaDB 11.7 or later server, or change the column on the source to a VARBINARY (ALTER TABLE … MODIFY "+m[0]+" VARBINARY(…), dropping its VECTOR index first)")
+			return s
+		}
 	case ToMySQL:
 		switch typ {
+		case "vector":
+			res.refuse(object, col, "MariaDB's VECTOR type is not carried to MySQL's (different binlog forms, and MySQL has no vector index)",
+				"move the shard to a MariaDB 11.7 or later server, or change the column on the source to a VARBINARY first")
+			return s
 		case "inet6", "inet4", "uuid":
 			alt := map[string]string{"inet6": "VARCHAR(39)", "inet4": "VARCHAR(15)", "uuid": "CHAR(36)"}[typ]
 			res.refuse(object, col, fmt.Sprintf("MySQL has no %s type (MariaDB stores it in a binary form the binlog carries as such)", strings.ToUpper(typ)),
@@ -128,7 +138,8 @@ func (x Rules) column(res *Result, object, s string) string {
 	case ToMariaDB:
 		switch typ {
 		case "vector":
-			res.refuse(object, col, "MariaDB 10.11 has no VECTOR type", "change the column to a VARBINARY on the source first, or move the shard to a MySQL server")
+			res.refuse(object, col, "MySQL's VECTOR type is not carried to MariaDB (MariaDB 10.11 has none; 11.7's stores the same floats, but shardctl's binlog reader does not decode MySQL's vector values)",
+				"change the column to a VARBINARY on the source first, or move the shard to a MySQL server")
 			return s
 		}
 		rest = versionedRE.ReplaceAllStringFunc(rest, func(c string) string {
@@ -206,6 +217,12 @@ func (x Rules) element(res *Result, object, s string) string {
 	if i := strings.Index(s, "`"); i >= 0 {
 		if m := identRE.FindString(s[i:]); m != "" {
 			name = m
+		}
+	}
+	if strings.HasPrefix(upper, "VECTOR KEY") || strings.HasPrefix(upper, "VECTOR INDEX") {
+		if x.Dir == ToMySQL || x.Dir == Older && !x.Vector {
+			res.refuse(object, "index "+name, x.targetName()+" has no vector index", "drop the index on the source first (ALTER TABLE … DROP INDEX "+name+"), or keep the shard on a MariaDB 11.7 or later server")
+			return s
 		}
 	}
 	switch x.Dir {

@@ -19,9 +19,14 @@ const (
 	Same      Direction = iota // same flavor: nothing is translated
 	ToMySQL                    // from MariaDB to MySQL
 	ToMariaDB                  // from MySQL to MariaDB
+	// Older is from MariaDB to an older MariaDB (a move back after an
+	// upgrade, 11.8 to 10.11): nothing is translated, but what the target
+	// lacks (its collations, VECTOR) is refused by name at planning.
+	Older
 )
 
-// Between is the direction from a server to another (mysql: Oracle MySQL).
+// Between is the direction from a server to another (mysql: Oracle MySQL),
+// as far as flavors tell it (snapshot.Rules tells Older from the versions).
 func Between(srcMySQL, dstMySQL bool) Direction {
 	switch {
 	case srcMySQL == dstMySQL:
@@ -37,6 +42,14 @@ func (d Direction) target() string {
 		return "MySQL"
 	}
 	return "MariaDB"
+}
+
+// targetName is the target as refusals name it.
+func (x Rules) targetName() string {
+	if x.Target != "" {
+		return x.Target
+	}
+	return x.Dir.target()
 }
 
 // Translation is one change a definition gets on its way to the target.
@@ -82,6 +95,10 @@ func (r Refusal) String() string {
 type Rules struct {
 	Dir        Direction
 	Collations map[string]bool
+	// Target names the target's version in refusals ("MariaDB 10.11.19").
+	Target string
+	// Vector: the target has VECTOR columns (MariaDB 11.7+); read for Older.
+	Vector bool
 }
 
 // Result gathers what translating a set of definitions did.
@@ -113,7 +130,7 @@ func (r Result) Err() error {
 	for i, f := range r.Refusals {
 		lines[i] = f.String()
 	}
-	return fmt.Errorf("the target runs the other flavor and cannot take these definitions as they are (docs/servers.md, 'Moving between MariaDB and MySQL'): %s", strings.Join(lines, "; "))
+	return fmt.Errorf("the target runs the other flavor or an older version and cannot take these definitions as they are (docs/servers.md, 'Moving between MariaDB and MySQL', 'Moving between MariaDB versions'): %s", strings.Join(lines, "; "))
 }
 
 // mariaLangs are MariaDB's uca1400 tailorings and MySQL's 0900 locales.
@@ -208,7 +225,7 @@ func (x Rules) has(c string) bool { return x.Collations == nil || x.Collations[c
 func (x Rules) collation(res *Result, object, column, c string) string {
 	to, why, ok := x.Collation(c)
 	if !ok {
-		res.refuse(object, column, fmt.Sprintf("%s has no collation %s nor an equivalent of it", x.Dir.target(), c),
+		res.refuse(object, column, fmt.Sprintf("%s has no collation %s nor an equivalent of it", x.targetName(), c),
 			"change it on the source to a collation both flavors have (utf8mb4_bin, utf8mb4_general_ci, utf8mb4_unicode_ci) before the move")
 		return c
 	}

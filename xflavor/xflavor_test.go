@@ -229,3 +229,31 @@ func TestMariaDBJSONBecomesMySQLJSON(t *testing.T) {
 		t.Fatalf("got\n%s\nwant\n%s\n%v %v", out, want, tr, rf)
 	}
 }
+
+// TestOlderMariaDB: a move back from MariaDB 11.8 to 10.11 translates
+// nothing (10.11 has the uca1400 collations, UUID, INET4 and INET6), and
+// refuses by name what 10.11 lacks: VECTOR columns and indexes, a collation
+// it does not list, bodies calling 11.7's functions. A target of 11.7 or
+// later (Vector) takes VECTOR.
+func TestOlderMariaDB(t *testing.T) {
+	older := Rules{Dir: Older, Target: "mariadb 10.11.19", Collations: map[string]bool{"utf8mb4_general_ci": true, "utf8mb4_uca1400_ai_ci": true}}
+	in := []string{"`id` int(11) NOT NULL", "`u` uuid DEFAULT NULL", "`a` inet6 DEFAULT NULL", "`s` varchar(10) COLLATE utf8mb4_uca1400_ai_ci DEFAULT NULL", "PRIMARY KEY (`id`)"}
+	out, tr, rf := one(t, older, in...)
+	if !strings.Contains(out, "`u` uuid DEFAULT NULL") || len(tr) != 0 || len(rf) != 0 {
+		t.Fatalf("10.11 types and collations: %s %v %v", out, tr, rf)
+	}
+	_, _, rf = one(t, older, "`id` int(11) NOT NULL", "`v` vector(3) NOT NULL", "`s` varchar(10) COLLATE utf8mb4_uca1400_persian_ai_ci", "PRIMARY KEY (`id`)", "VECTOR KEY `vi` (`v`)")
+	if len(rf) != 3 || !strings.Contains(rf[0], "column `v`: mariadb 10.11.19 has no VECTOR type") || !strings.Contains(rf[1], "utf8mb4_uca1400_persian_ai_ci") || !strings.Contains(rf[2], "index `vi`") {
+		t.Fatalf("VECTOR and an unknown collation: %v", rf)
+	}
+	if _, _, rf := one(t, Rules{Dir: Older, Vector: true}, "`v` vector(3) NOT NULL", "VECTOR KEY `vi` (`v`)"); len(rf) != 0 {
+		t.Fatalf("a target with VECTOR: %v", rf)
+	}
+	if _, _, rf := one(t, toMySQL, "`v` vector(3) NOT NULL", "VECTOR KEY `vi` (`v`)"); len(rf) != 2 {
+		t.Fatalf("VECTOR to MySQL: %v", rf)
+	}
+	f := objdef.Object{Kind: objdef.Function, Name: "d", Create: "CREATE DEFINER=`root`@`localhost` FUNCTION `d`(a vector(3)) RETURNS double RETURN VEC_DISTANCE_EUCLIDEAN(a, a)"}
+	if _, res := older.Object(f); res.Err() == nil || !strings.Contains(res.Err().Error(), "function d") {
+		t.Fatalf("VEC_DISTANCE in a function: %+v", res)
+	}
+}

@@ -56,7 +56,7 @@ func upOwn(t testing.TB, n, replicas int, opts []func(*sandbox.Config)) (sandbox
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cfg, srv, err := UpOnFreePorts(ctx, n*(1+replicas), func(port int) sandbox.Config {
-		cfg := sandbox.Config{Dir: t.TempDir(), Servers: n, Replicas: replicas, BasePort: port, Flavor: Flavor(), ServerIDBase: base, DieWithParent: true, Lean: true}
+		cfg := sandbox.Config{Dir: t.TempDir(), Servers: n, Replicas: replicas, BasePort: port, Flavor: Flavor(), Version: Version(), ServerIDBase: base, DieWithParent: true, Lean: true}
 		for _, o := range opts {
 			o(&cfg)
 		}

@@ -58,7 +58,7 @@ func upShared(ctx context.Context, dir string, n int) (sandbox.Config, []sandbox
 	}
 	cfg, srv, err := UpOnFreePorts(ctx, n, func(port int) sandbox.Config {
 		// Not DieWithParent: the servers outlive this binary, for the next.
-		return sandbox.Config{Dir: dir, Servers: n, BasePort: port, Flavor: Flavor(), Lean: true}
+		return sandbox.Config{Dir: dir, Servers: n, BasePort: port, Flavor: Flavor(), Version: Version(), Lean: true}
 	})
 	if err != nil {
 		return cfg, srv, err

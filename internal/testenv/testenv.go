@@ -46,7 +46,7 @@ func Main(m *testing.M) {
 		}
 	}
 	code := m.Run()
-	stopOther(code != 0 || os.Getenv("SHARDCTL_TEST_KEEP") != "")
+	stopOthers(code != 0 || os.Getenv("SHARDCTL_TEST_KEEP") != "")
 	if env != nil {
 		if code != 0 {
 			reportCrashes(env.Config)
@@ -117,7 +117,7 @@ func Get(t testing.TB) *Env {
 		// before ours bind them (the two flavors' passes start many at once):
 		// such a start is tried again on other ports.
 		cfg, srv, err := UpOnFreePorts(ctx, servers, func(port int) sandbox.Config {
-			return sandbox.Config{Dir: dir, Servers: servers, BasePort: port, Flavor: Flavor(), DieWithParent: true, Lean: true}
+			return sandbox.Config{Dir: dir, Servers: servers, BasePort: port, Flavor: Flavor(), Version: Version(), DieWithParent: true, Lean: true}
 		})
 		if err != nil {
 			// The data directories go with the failed start: their logs are
@@ -222,10 +222,10 @@ func (s *Subtests) counted(f func(t *testing.T)) func(t *testing.T) {
 
 // serversAvailable checks that servers of the flavor under test can start.
 func serversAvailable() error {
-	if Flavor() == sandbox.FlavorMySQL {
+	if _, ok := sandbox.RootFor(Flavor(), Version()); ok {
 		ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 		defer cancel()
-		return sandbox.EnsureMySQLRoot(ctx)
+		return sandbox.EnsureRoot(ctx, Flavor(), Version())
 	}
 	_, err := sandbox.Binary("mariadbd")
 	return err
@@ -250,6 +250,16 @@ func Flavor() string {
 		return sandbox.FlavorMySQL
 	}
 	return sandbox.FlavorMariaDB
+}
+
+// Version is the server version the tests run on: SHARDCTL_TEST_VERSION
+// (11.8: MariaDB 11.8 from its own root; by default the system's MariaDB,
+// or MySQL's root).
+func Version() string {
+	if os.Getenv("SHARDCTL_TEST_VERSION") == sandbox.Version118 && !MySQL() {
+		return sandbox.Version118
+	}
+	return sandbox.VersionSystem
 }
 
 // MySQL reports whether the tests run on Oracle MySQL.

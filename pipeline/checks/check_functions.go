@@ -25,7 +25,8 @@ func init() {
 	})
 }
 
-// flavorProblems refuses a pair of servers shardctl cannot move between
+// flavorProblems refuses a server version shardctl does not know
+// (dbutil.Flavor.Known), a pair of servers it cannot move between
 // (dbutil.Pairable) and a server that lacks a
 // function the plan needs. The checksums use only what every server has
 // (verify.RowsChecksumSQL); hash arcs need MD5() inside the server, because
@@ -44,6 +45,12 @@ func flavorProblems(ctx context.Context, src, dst *sql.DB, p *plans.Plan) ([]str
 		return nil, failure.ProbeError("the server version", "target", p.Target.Addr(), err)
 	}
 	var problems []string
+	if err := fs.Known(); err != nil {
+		problems = append(problems, fmt.Sprintf("the source %s runs %v", p.Source.Addr(), err))
+	}
+	if err := fd.Known(); err != nil {
+		problems = append(problems, fmt.Sprintf("the target %s runs %v", p.Target.Addr(), err))
+	}
 	if err := dbutil.Pairable(fs, fd); err != nil {
 		problems = append(problems, err.Error())
 	}
