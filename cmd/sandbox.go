@@ -39,6 +39,8 @@ func (a *app) sandboxConfig() sandbox.Config {
 		c.Flavor = sandbox.FlavorMariaDB // the only version a root gives besides MySQL's
 	case c.Flavor == "":
 		c.Flavor, c.Version = sandbox.SavedFlavor(c.Dir), sandbox.SavedVersion(c.Dir)
+	case !a.v.IsSet("server-version") && c.Flavor == sandbox.SavedFlavor(c.Dir):
+		c.Version = sandbox.SavedVersion(c.Dir)
 	}
 	if !a.v.IsSet("replicas") {
 		c.Replicas = sandbox.SavedReplicas(c.Dir)

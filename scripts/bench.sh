@@ -34,6 +34,7 @@
 # SHARDCTL_BENCH_DIR moves the sandbox, BENCH_PORT_BASE its ports (default 23406);
 # BENCH_FLAVOR=mysql runs every row on Oracle MySQL sandbox servers instead of
 # MariaDB (the tools, the MariaDB client included, are the same);
+# BENCH_SERVER_VERSION=11.8 runs them on MariaDB 11.8 (its root built on first use);
 # BENCH_KEEP_SANDBOX=1 leaves it running.
 #
 # Installs what is missing (Go, MariaDB, sysbench, mydumper, percona-toolkit,
@@ -98,6 +99,12 @@ case "$FLAVOR" in
   mysql) PIDFILE=mysqld.pid ;;
   *) echo "bench: BENCH_FLAVOR is mariadb or mysql, not $FLAVOR" >&2; exit 2 ;;
 esac
+VERSION=${BENCH_SERVER_VERSION:-}
+case "$FLAVOR/$VERSION" in
+  */) ;;
+  mariadb/11.8) ;;
+  *) echo "bench: BENCH_SERVER_VERSION is 11.8 (MariaDB) or empty, not $VERSION" >&2; exit 2 ;;
+esac
 DIR="${SHARDCTL_BENCH_DIR:-${TMPDIR:-/tmp}/shardctl-bench}"
 CONF="$DIR/shardctl.yaml"
 START=$(date +%s)
@@ -105,6 +112,7 @@ START=$(date +%s)
 ensure_go
 ensure_mariadb # the client, and the servers of the default flavor
 [ "$FLAVOR" = mariadb ] || ensure_mysql
+[ -z "$VERSION" ] || ensure_root "mariadb-$VERSION"
 ensure_bench_tools
 [ -x /usr/bin/time ] || { log "installing time (for /usr/bin/time -v)"; apt_install time; }
 command -v jq >/dev/null 2>&1 || { log "installing jq"; apt_install jq; }
@@ -849,7 +857,7 @@ measure_blackout_replicas() {
   local sbx=(--sandbox-dir "$rdir" --base-port "$rbase" --servers 2)
   "$S" sandbox down "${sbx[@]}" --replicas 1 --purge >/dev/null 2>&1 || true
   progress "blackout with replicas: sandbox of 2 servers with 1 replica each on ports $rbase-$((rbase + 3))"
-  T "$S" sandbox up --flavor "$FLAVOR" "${sbx[@]}" --replicas 1 --buffer-pool-mb "$POOL_MB" >"$WORK/sandbox-r.log" 2>&1 ||
+  T "$S" sandbox up --flavor "$FLAVOR" --server-version "$VERSION" "${sbx[@]}" --replicas 1 --buffer-pool-mb "$POOL_MB" >"$WORK/sandbox-r.log" 2>&1 ||
     fail "sandbox up --replicas 1 failed" "$WORK/sandbox-r.log" || return 1
   (
     set -e
@@ -1176,7 +1184,7 @@ measure_fleet() {
 restart_pool() {
   T "$S" sandbox down --sandbox-dir "$DIR" --base-port "$BASE" --servers 3 >>"$WORK/sandbox-restart.log" 2>&1 ||
     fail "sandbox down failed" "$WORK/sandbox-restart.log"
-  T "$S" sandbox up --flavor "$FLAVOR" --sandbox-dir "$DIR" --base-port "$BASE" --servers 3 --buffer-pool-mb "$1" >>"$WORK/sandbox-restart.log" 2>&1 ||
+  T "$S" sandbox up --flavor "$FLAVOR" --server-version "$VERSION" --sandbox-dir "$DIR" --base-port "$BASE" --servers 3 --buffer-pool-mb "$1" >>"$WORK/sandbox-restart.log" 2>&1 ||
     fail "sandbox up --buffer-pool-mb $1 failed" "$WORK/sandbox-restart.log"
 }
 # innodb_io: the three servers' summed InnoDB counters: pages read from disk,
@@ -1335,7 +1343,7 @@ mkdir -p "$(dirname "$DIR")"
 WATCHDOG=$!
 progress "sandbox: 3 servers on ports $BASE-$((BASE + 2)) in $DIR ($MODE mode; work files in $WORK)"
 "$S" sandbox down --sandbox-dir "$DIR" --base-port "$BASE" --servers 3 --purge >/dev/null 2>&1 || true
-T "$S" sandbox up --flavor "$FLAVOR" --sandbox-dir "$DIR" --base-port "$BASE" --servers 3 --buffer-pool-mb "$POOL_MB" >"$WORK/sandbox-up.log" 2>&1 ||
+T "$S" sandbox up --flavor "$FLAVOR" --server-version "$VERSION" --sandbox-dir "$DIR" --base-port "$BASE" --servers 3 --buffer-pool-mb "$POOL_MB" >"$WORK/sandbox-up.log" 2>&1 ||
   { cat "$WORK/sandbox-up.log" >&2; exit 1; }
 LOADAVG_START=$(cut -d' ' -f1-3 /proc/loadavg)
 

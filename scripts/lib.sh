@@ -23,14 +23,18 @@ ensure_mariadb() {
   fi
 }
 
-# Oracle MySQL runs in a Debian sid root (Debian 12 has none), built once by
-# sandbox/mysql-root.sh: idempotent, every network step under a time limit.
-ensure_mysql() {
+# Oracle MySQL runs in a Debian sid root (Debian 12 has none), MariaDB 11.8 in
+# a trixie root beside the system's 10.11; each built once by
+# sandbox/server-root.sh: idempotent, every network step under a time limit.
+# Usage: ensure_root mysql|mariadb-11.8
+ensure_root() {
   local sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo -n"
-  log "MySQL root (${SHARDCTL_MYSQL_ROOT:-/var/lib/shardctl/mysql-root}): building it if missing"
-  timeout 1500 $sudo bash "$(dirname "${BASH_SOURCE[0]}")/../sandbox/mysql-root.sh" </dev/null
+  log "$1 root: building it if missing"
+  timeout 1500 $sudo bash "$(dirname "${BASH_SOURCE[0]}")/../sandbox/server-root.sh" "$1" </dev/null
 }
+
+ensure_mysql() { ensure_root mysql; }
 
 ensure_go() {
   if ! command -v go >/dev/null 2>&1; then

@@ -2,7 +2,9 @@
 # The test command: installs what is missing (MariaDB, staticcheck), then runs
 # gofmt, go vet, staticcheck and the whole suite against real MariaDB servers
 # that the tests start themselves, then the server-using packages once more on
-# Oracle MySQL 9.7 (SHARDCTL_TEST_MYSQL=0 leaves that pass out). The e2e tests
+# Oracle MySQL 9.7 (SHARDCTL_TEST_MYSQL=0 leaves that pass out); the e2e
+# tests that move between servers also pair each pass with MariaDB 11.8
+# (built on first use, like the MySQL root). The e2e tests
 # of shardctl's own logic (testenv.FlavorNeutral) run in the MariaDB pass only;
 # SHARDCTL_TEST_EVERY_FLAVOR=1 runs them in the MySQL pass too.
 # Usage: scripts/test.sh [--unit | --fast] [go test args...]
@@ -68,6 +70,17 @@ if [ "${SHARDCTL_TEST_MYSQL:-1}" != 0 ] && ! ensure_mysql; then
   fi
 fi
 
+# MariaDB 11.8, in a root of its own: the e2e tests that move between
+# servers pair each pass's servers with one too (testenv.Others).
+m118_err=""
+if [ "$tier" = full ] && ! ensure_root mariadb-11.8; then
+  if [ -n "${CI:-}" ]; then
+    m118_err="building the MariaDB 11.8 root failed (see above)"
+  else
+    log "WARNING: building the MariaDB 11.8 root failed; the tests paired with 11.8 skip (in CI this fails the run)"
+  fi
+fi
+
 check_gofmt
 log "go mod tidy -diff (go.mod and go.sum say exactly what the code imports)"
 go mod tidy -diff
@@ -82,6 +95,10 @@ export SHARDCTL_BIN="$PWD/bin/shardctl"
 # $work/NAME.out, its result lines appended to $work/NAME.all and its exit
 # status in $work/NAME.rc.
 work=$(mktemp -d)
+if [ -n "$m118_err" ]; then
+  echo "FAIL mariadb-11.8-root: $m118_err" >>"$work/mariadb118.all"
+  echo 1 >"$work/mariadb118.rc"
+fi
 run_pass() {
   local name=$1 limit=$2; shift 2
   local out="$work/$name.out"

@@ -225,7 +225,14 @@ func TestCopyFallsBackToInsertWithoutLocalInfile(t *testing.T) {
 // are), utf8mb4 when a column needs converting (latin1) or the type refuses
 // binary strings (MySQL's JSON). Either way the rows must come out exact.
 func TestLoadDataCharsets(t *testing.T) {
-	f := newFixture(t,
+	// MariaDB's UUID, INET6 and INET4 take a binary string as their binary
+	// form: their text must go in as utf8mb4.
+	var typed []string
+	if !testenv.MySQL() {
+		typed = []string{"CREATE TABLE typed (id INT NOT NULL PRIMARY KEY, u UUID, a6 INET6, a4 INET4, vc VARCHAR(10)) DEFAULT CHARSET=utf8mb4",
+			"INSERT INTO typed VALUES (1, '6ccd780c-baba-1026-9564-5b8c656024db', '2001:db8::1', '10.0.0.1', 'x'), (2, NULL, '::ffff:1.2.3.4', NULL, NULL)"}
+	}
+	f := newFixture(t, append([]string{
 		"CREATE TABLE allmb4 (id INT NOT NULL AUTO_INCREMENT PRIMARY KEY, c CHAR(2), vc VARCHAR(3), tx TEXT, n INT) DEFAULT CHARSET=utf8mb4",
 		"INSERT INTO allmb4 (c, vc, tx, n) VALUES ('🌍🌍', 'é🌍\\t', 'line1\\nline2\\0 \\\\N', 1), ('', '', '', NULL), (NULL, NULL, NULL, 3), ('ÿ ', '🌍🌍🌍', 'ça', 4)",
 		"CREATE TABLE enums (id INT NOT NULL PRIMARY KEY, en ENUM('a','é','€'), st SET('x','ÿ','€')) DEFAULT CHARSET=utf8mb4",
@@ -233,7 +240,7 @@ func TestLoadDataCharsets(t *testing.T) {
 		"CREATE TABLE mixed (id INT NOT NULL PRIMARY KEY, l1 VARCHAR(20) CHARACTER SET latin1, vc VARCHAR(40)) DEFAULT CHARSET=utf8mb4",
 		"INSERT INTO mixed VALUES (1, 'été ÿ', 'ça 🌍'), (2, '', NULL)",
 		"CREATE TABLE withjson (id INT NOT NULL PRIMARY KEY, js JSON, vc VARCHAR(40)) DEFAULT CHARSET=utf8mb4",
-		`INSERT INTO withjson VALUES (1, '{"a": "é\\t🌍", "n": [1, null]}', 'x'), (2, NULL, 'y')`)
+		`INSERT INTO withjson VALUES (1, '{"a": "é\\t🌍", "n": [1, null]}', 'x'), (2, NULL, 'y')`}, typed...)...)
 	ctx := context.Background()
 	setLocalInfile(t, f.dst, 1)
 	ts := f.tables(t)
@@ -244,6 +251,8 @@ func TestLoadDataCharsets(t *testing.T) {
 	want := map[string]string{"allmb4": "binary", "enums": "utf8mb4", "mixed": "utf8mb4", "withjson": "binary"}
 	if testenv.MySQL() {
 		want["withjson"] = "utf8mb4"
+	} else {
+		want["typed"] = "utf8mb4"
 	}
 	for name, cs := range want {
 		got, err := loadCharset(ctx, f.dst, f.tname, name)
@@ -260,6 +269,9 @@ func TestLoadDataCharsets(t *testing.T) {
 	}
 	sameRows(t, f, "allmb4", "id, HEX(c), HEX(vc), HEX(tx), n", "id")
 	sameRows(t, f, "enums", "id, HEX(en), HEX(st)", "id")
+	if !testenv.MySQL() {
+		sameRows(t, f, "typed", "id, u, a6, a4, vc", "id")
+	}
 	sameRows(t, f, "mixed", "id, HEX(l1), HEX(vc)", "id")
 	sameRows(t, f, "withjson", "id, js, HEX(vc)", "id")
 }

@@ -196,6 +196,14 @@ func (x Rules) Collation(c string) (to, why string, ok bool) {
 		if strings.Contains(c, "_nopad_") {
 			return "", "", false
 		}
+	case Older:
+		// MariaDB 11.4+ names MySQL's 0900 collations as aliases of its
+		// uca1400 NO PAD ones (information_schema.COLLATIONS says "Alias
+		// for …"); an older MariaDB knows them by the uca1400 name only.
+		if !x.has(c) && o900RE.MatchString(c) {
+			to, _, ok := Rules{Dir: ToMariaDB, Collations: x.Collations}.Collation(c)
+			return to, "the uca1400 NO PAD collation MariaDB 11.4+ names " + c + " as an alias of", ok
+		}
 	case ToMariaDB:
 		if m := o900RE.FindStringSubmatch(c); m != nil {
 			if m[2] == "bin" {

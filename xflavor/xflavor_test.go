@@ -252,6 +252,11 @@ func TestOlderMariaDB(t *testing.T) {
 	if _, _, rf := one(t, toMySQL, "`v` vector(3) NOT NULL", "VECTOR KEY `vi` (`v`)"); len(rf) != 2 {
 		t.Fatalf("VECTOR to MySQL: %v", rf)
 	}
+	older.Collations["utf8mb4_uca1400_german2_nopad_ai_ci"] = true
+	out, tr, rf = one(t, older, "`s` varchar(10) CHARACTER SET utf8mb4 COLLATE utf8mb4_de_pb_0900_ai_ci DEFAULT NULL", "`g` varchar(10) COLLATE utf8mb4_general1400_as_ci")
+	if !strings.Contains(out, "COLLATE utf8mb4_uca1400_german2_nopad_ai_ci") || len(tr) != 1 || len(rf) != 1 || !strings.Contains(rf[0], "utf8mb4_general1400_as_ci") {
+		t.Fatalf("11.8's 0900 aliases and general1400: %s %v %v", out, tr, rf)
+	}
 	f := objdef.Object{Kind: objdef.Function, Name: "d", Create: "CREATE DEFINER=`root`@`localhost` FUNCTION `d`(a vector(3)) RETURNS double RETURN VEC_DISTANCE_EUCLIDEAN(a, a)"}
 	if _, res := older.Object(f); res.Err() == nil || !strings.Contains(res.Err().Error(), "function d") {
 		t.Fatalf("VEC_DISTANCE in a function: %+v", res)
