@@ -170,6 +170,8 @@ func TestBadInputCatalogue(t *testing.T) {
 		{args: []string{"plan", "bogus"}, code: 2, hint: "use one of"},
 		{args: []string{"shardmap", "bogus"}, code: 2, hint: "use one of"},
 		{args: []string{"sandbox", "bogus"}, code: 2, hint: "use one of"},
+		{args: []string{"sandbox", "up", "--sandbox-dir", filepath.Join(c.dir, "sb"), "--server-version", "12.0"}, code: 2, hint: "give 11.8"},
+		{args: []string{"sandbox", "up", "--sandbox-dir", filepath.Join(c.dir, "sb"), "--flavor", "mysql", "--server-version", "11.8"}, code: 2, hint: "--flavor mariadb with --server-version 11.8"},
 		{args: []string{"completion", "tcsh"}, code: 2, hint: "bash"},
 		{args: []string{"version", "extra"}, code: 2, hint: "--help"},
 		{args: []string{"status", "extra"}, code: 2, hint: "usage"},

@@ -27,8 +27,16 @@ import (
 // pass) and MariaDB 11.8 (10.11 → 11.8 → 10.11, and MySQL 9.7 → MariaDB
 // 11.8 → MySQL 9.7).
 func TestMoveAcrossFlavors(t *testing.T) {
+	acrossEach(t, moveAcross)
+}
+
+// acrossEach runs f against each other server (testenv.Others), the
+// subtests in parallel: each has its own schemas and other server, and the
+// pass waits for the longer of them rather than their sum.
+func acrossEach(t *testing.T, f func(t *testing.T, k testenv.Kind)) {
+	s := testenv.NewSubtests(t)
 	for _, k := range testenv.Others() {
-		t.Run(k.String(), func(t *testing.T) { moveAcross(t, k) })
+		s.RunParallel(k.String(), func(t *testing.T) { f(t, k) })
 	}
 }
 
@@ -99,9 +107,7 @@ var xflavorSchemas = []string{"child_by_id", "data_types"}
 // One subtest per other server (testenv.Others): on MariaDB 11.8 the corpus
 // goes 10.11 → 11.8 → 10.11 (or MySQL → 11.8 → MySQL) the same way.
 func TestCorpusAcrossFlavors(t *testing.T) {
-	for _, k := range testenv.Others() {
-		t.Run(k.String(), func(t *testing.T) { corpusAcross(t, k) })
-	}
+	acrossEach(t, corpusAcross)
 }
 
 func corpusAcross(t *testing.T, k testenv.Kind) {
@@ -287,9 +293,7 @@ func normCreate(s string) string {
 // 11.8, a merge back, and an upgrade by a move onto 11.8 switched back to
 // 10.11 inside its window, forward again, and completed there.
 func TestSplitMergeRevertAcrossFlavors(t *testing.T) {
-	for _, k := range testenv.Others() {
-		t.Run(k.String(), func(t *testing.T) { splitMergeRevertAcross(t, k) })
-	}
+	acrossEach(t, splitMergeRevertAcross)
 }
 
 func splitMergeRevertAcross(t *testing.T, k testenv.Kind) {

@@ -19,15 +19,15 @@ import (
 // corpus's subtests): carried as they are, carried with the translation
 // docs/servers.md names, or refused at planning by name with nothing
 // created. Its subject is 10.11 ⇄ 11.8, so it runs in the MariaDB pass
-// (the MySQL pass moves 9.7 ⇄ 11.8 in TestMoveAcrossFlavors, and
-// TestMixedFlavorsRefused refuses VECTOR towards MySQL).
+// (the MySQL pass moves 9.7 ⇄ 11.8 in TestMoveAcrossFlavors).
 func TestSchemasMariaDB118(t *testing.T) {
 	testenv.FlavorNeutral(t)
+	alongside(t)
 	env := testenv.Get(t)
 	o := testenv.Other(t, testenv.MariaDB118)
 	c := newClusterAt(t, "e2e_v118", []dbutil.Addr{o.Addr(1), o.Addr(1)}, []int{40, 40}, false)
 	odb := openAt(t, o.Addr(1))
-	exec := func(schema string, stmts ...string) {
+	exec := func(t *testing.T, schema string, stmts ...string) {
 		t.Helper()
 		conn, err := odb.Conn(ctx)
 		if err != nil {
@@ -47,7 +47,7 @@ func TestSchemasMariaDB118(t *testing.T) {
 	// become the uca1400 NO PAD collations they are aliases of.
 	t.Run("uca1400_json_uuid_inet", func(t *testing.T) {
 		sh := c.shards[0]
-		exec(sh.Schema,
+		exec(t, sh.Schema,
 			"CREATE TABLE kinds (emp_no INT NOT NULL PRIMARY KEY, name VARCHAR(40) NOT NULL, alias VARCHAR(40) COLLATE utf8mb4_de_pb_0900_ai_ci, doc JSON, u UUID, a6 INET6, a4 INET4, KEY (name)) DEFAULT CHARSET=utf8mb4",
 			"INSERT INTO kinds SELECT seq, CONCAT('Émile ', seq), CONCAT('Straße ', seq), JSON_OBJECT('k', seq, 'a', JSON_ARRAY(1, 'x')), UUID(), CONCAT('2001:db8::', HEX(seq)), CONCAT('10.0.0.', seq % 250) FROM seq_1_to_300")
 		var n, ddl string
@@ -69,7 +69,7 @@ func TestSchemasMariaDB118(t *testing.T) {
 		// Rows written during the catch-up reach 10.11 through the binlog,
 		// where UUID and INET6 travel in their binary forms.
 		hold, done, out := startHeld(t, c, "during:catchup", "", []string{"move", "--shard", fmt.Sprint(sh.ShardID), "--to", to, "--yes", "--chunk-rows", "100"})
-		exec(sh.Schema,
+		exec(t, sh.Schema,
 			"INSERT INTO kinds SELECT seq, CONCAT('Zoë ', seq), 'ß', JSON_OBJECT('k', seq), UUID(), CONCAT('fe80::', HEX(seq)), '192.168.0.1' FROM seq_301_to_350",
 			"UPDATE kinds SET u = UUID(), a6 = '::1', a4 = '127.0.0.1', doc = JSON_ARRAY(emp_no) WHERE emp_no <= 20",
 			"UPDATE kinds SET u = NULL, a6 = NULL WHERE emp_no BETWEEN 21 AND 25")
@@ -102,11 +102,11 @@ func TestSchemasMariaDB118(t *testing.T) {
 	// planning by name, nothing created on 10.11.
 	t.Run("vector_refused", func(t *testing.T) {
 		sh := c.shards[1]
-		exec(sh.Schema,
+		exec(t, sh.Schema,
 			"CREATE TABLE embeddings (emp_no INT NOT NULL PRIMARY KEY, v VECTOR(3) NOT NULL, VECTOR INDEX vi (v))",
 			"INSERT INTO embeddings VALUES (1, VEC_FromText('[1,2,3]'))",
 			"CREATE TABLE notes (emp_no INT NOT NULL PRIMARY KEY, s VARCHAR(10) COLLATE utf8mb4_general1400_as_ci)",
-			"CREATE FUNCTION nearest(a VECTOR(3)) RETURNS DOUBLE RETURN VEC_DISTANCE_EUCLIDEAN(a, VEC_FromText('[0,0,0]'))")
+			"CREATE FUNCTION nearest(a VECTOR(3)) RETURNS DOUBLE DETERMINISTIC RETURN VEC_DISTANCE_EUCLIDEAN(a, VEC_FromText('[0,0,0]'))")
 		for _, args := range [][]string{{"--dry-run"}, {"--yes"}} {
 			r := c.run(nil, append([]string{"move", "--shard", fmt.Sprint(sh.ShardID), "--to", to}, args...)...)
 			for _, w := range []string{"table embeddings column `v`", "has no VECTOR type", "table embeddings index `vi`", "table notes column `s`", "utf8mb4_general1400_as_ci", "function nearest", "VEC_"} {
@@ -118,6 +118,11 @@ func TestSchemasMariaDB118(t *testing.T) {
 		if schemaExists(t, c.db(2), sh.Schema) {
 			t.Error("the refused move created the target schema on 10.11")
 		}
+		// Towards MySQL, whose VECTOR is not carried either.
+		my := testenv.OtherFlavor(t).Addr(1).String()
+		if r := c.run(nil, "move", "--shard", fmt.Sprint(sh.ShardID), "--to", my, "--dry-run"); r.code != 2 || !strings.Contains(r.stderr, "table embeddings column `v`: MariaDB's VECTOR type is not carried to MySQL's") {
+			t.Errorf("move of an 11.8 shard with VECTOR to MySQL: exit %d, want 2 naming the column\n%s", r.code, r.stderr)
+		}
 	})
 }
 
@@ -126,6 +131,7 @@ func TestSchemasMariaDB118(t *testing.T) {
 // onto an 11.8 one; the ledger is clean and no row changed.
 func TestDrainOntoMariaDB118(t *testing.T) {
 	testenv.FlavorNeutral(t) // 10.11 → 11.8 is the MariaDB pass's; the MySQL pass moves 9.7 ⇄ 11.8 in TestMoveAcrossFlavors
+	alongside(t)
 	o := testenv.Other(t, testenv.MariaDB118)
 	c := newCluster(t, "e2e_vdrain", []int{3, 3}, []int{200, 200})
 	groups := []string{c.keys("a", 1, 200), c.keys("b", 2, 200)}

@@ -70,7 +70,8 @@ func TestUpIsIdempotentAndStatusTellsTheTruth(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	for _, c := range []sandbox.Config{{Dir: "", Servers: 3, BasePort: 13306}, {Dir: "/x", Servers: 0, BasePort: 13306}, {Dir: "/x", Servers: 3, BasePort: 80}, {Dir: "/x", Servers: 1, BasePort: 13306, Flavor: "oracle"}, {Dir: "/x", Servers: 1, BasePort: 13306, BufferPoolMB: 8}} {
+	for _, c := range []sandbox.Config{{Dir: "", Servers: 3, BasePort: 13306}, {Dir: "/x", Servers: 0, BasePort: 13306}, {Dir: "/x", Servers: 3, BasePort: 80}, {Dir: "/x", Servers: 1, BasePort: 13306, Flavor: "oracle"}, {Dir: "/x", Servers: 1, BasePort: 13306, BufferPoolMB: 8},
+		{Dir: "/x", Servers: 1, BasePort: 13306, Version: "12.0"}, {Dir: "/x", Servers: 1, BasePort: 13306, Flavor: sandbox.FlavorMySQL, Version: sandbox.Version118}} {
 		if err := c.Validate(); err == nil {
 			t.Errorf("Validate(%+v) = nil, want an error", c)
 		}
