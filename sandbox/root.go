@@ -34,7 +34,6 @@ type Root struct {
 	Kind   string // server-root.sh's KIND: "mysql", "mariadb-11.8"
 	Dir    string
 	Server string // the server binary inside the root
-	Env    string // the variable that moves Dir
 }
 
 //go:embed server-root.sh
@@ -44,11 +43,11 @@ var rootScriptText []byte
 func MySQLRoot() string { return mysqlRoot().Dir }
 
 func mysqlRoot() Root {
-	return Root{Kind: "mysql", Dir: envOr("SHARDCTL_MYSQL_ROOT", "/var/lib/shardctl/mysql-root"), Server: "/usr/sbin/mysqld", Env: "SHARDCTL_MYSQL_ROOT"}
+	return Root{Kind: "mysql", Dir: envOr("SHARDCTL_MYSQL_ROOT", "/var/lib/shardctl/mysql-root"), Server: "/usr/sbin/mysqld"}
 }
 
 func mariadb118Root() Root {
-	return Root{Kind: "mariadb-11.8", Dir: envOr("SHARDCTL_MARIADB118_ROOT", "/var/lib/shardctl/mariadb-11.8-root"), Server: "/usr/sbin/mariadbd", Env: "SHARDCTL_MARIADB118_ROOT"}
+	return Root{Kind: "mariadb-11.8", Dir: envOr("SHARDCTL_MARIADB118_ROOT", "/var/lib/shardctl/mariadb-11.8-root"), Server: "/usr/sbin/mariadbd"}
 }
 
 func envOr(name, def string) string {
@@ -77,9 +76,6 @@ func (r Root) Ready() error {
 	}
 	return nil
 }
-
-// EnsureMySQLRoot builds the MySQL root if it is missing.
-func EnsureMySQLRoot(ctx context.Context) error { return mysqlRoot().Ensure(ctx) }
 
 // EnsureRoot builds the root of a flavor and version if it runs in one.
 func EnsureRoot(ctx context.Context, flavor, version string) error {
@@ -277,7 +273,7 @@ func (r Root) template(ctx context.Context) (string, error) {
 	ictx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	argv := []string{"chroot", r.Dir, r.Server, "--no-defaults", "--initialize-insecure", "--user=root", "--datadir=" + r.inside(data), "--log-error-verbosity=1"}
-	if r.Server != mysqlRoot().Server {
+	if r.Kind != mysqlRoot().Kind { // MariaDB initializes with its own script
 		argv = []string{"chroot", r.Dir, "/usr/bin/mariadb-install-db", "--no-defaults", "--datadir=" + r.inside(data), "--user=root",
 			"--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve", "--force"} // --force: the root has no resolveip
 	}
