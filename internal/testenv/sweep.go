@@ -21,22 +21,26 @@ const staleAfter = 2 * time.Hour
 // keeps everything, about 1 GB a sandbox (the redo logs are preallocated).
 // Left alone they filled a developer machine's disk after a day of runs, and
 // the next run's servers failed with ENOSPC. It looks at the test sandboxes
-// under tmp (shardctl-test-*) and at their server homes inside the MySQL
-// root's sb directory, and removes what is older than
+// under tmp (shardctl-test-*) and at their server homes inside the roots'
+// sb directories (MySQL's, MariaDB 11.8's), and removes what is older than
 // staleAfter and holds no pid file of a live process. It returns what it
 // removed.
-func sweepStale(tmp, mysqlSB string, now time.Time) []string {
+func sweepStale(tmp string, sbs []string, now time.Time) []string {
 	var cands []string
 	if m, err := filepath.Glob(filepath.Join(tmp, "shardctl-test-*")); err == nil {
 		cands = append(cands, m...)
 	}
-	if ents, err := os.ReadDir(mysqlSB); err == nil {
+	for _, sb := range sbs {
+		ents, err := os.ReadDir(sb)
+		if err != nil {
+			continue
+		}
 		for _, e := range ents {
 			// the homes of the tests' sandboxes (shardctl-test-*) and of
 			// the tests' own servers (t.TempDir: /tmp/TestName…); an
 			// operator's 'sandbox up' elsewhere is not the tests' to remove
 			if e.IsDir() && (strings.HasPrefix(e.Name(), "tmp_shardctl-test-") || strings.HasPrefix(e.Name(), "tmp_Test")) {
-				cands = append(cands, filepath.Join(mysqlSB, e.Name()))
+				cands = append(cands, filepath.Join(sb, e.Name()))
 			}
 		}
 	}
@@ -72,5 +76,13 @@ func serving(dir string) bool {
 	return false
 }
 
-// sweepMySQLSB is where the MySQL sandboxes' server homes live.
-func sweepMySQLSB() string { return filepath.Join(sandbox.MySQLRoot(), "sb") }
+// sweepSBs are where the chroot'ed sandboxes' server homes live.
+func sweepSBs() []string {
+	var out []string
+	for _, k := range []Kind{{Flavor: sandbox.FlavorMySQL}, MariaDB118} {
+		if r, ok := sandbox.RootFor(k.Flavor, k.Version); ok {
+			out = append(out, filepath.Join(r.Dir, "sb"))
+		}
+	}
+	return out
+}

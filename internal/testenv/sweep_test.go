@@ -40,7 +40,7 @@ func TestSweepStaleRemovesOnlyDeadOldSandboxes(t *testing.T) {
 	tmpl := mk(filepath.Join(sb, "template"), old, 0)
 	operator := mk(filepath.Join(sb, "tmp_shardctl-sandbox"), old, 0)
 
-	got := sweepStale(tmp, sb, now)
+	got := sweepStale(tmp, []string{sb}, now)
 	slices.Sort(got)
 	want := []string{dead, deadPid, sbDead}
 	slices.Sort(want)

@@ -41,7 +41,7 @@ var (
 func Main(m *testing.M) {
 	flag.Parse() // testing.Short needs the flags; m.Run parses them only later
 	if !testing.Short() {
-		for _, d := range sweepStale(os.TempDir(), sweepMySQLSB(), time.Now()) {
+		for _, d := range sweepStale(os.TempDir(), sweepSBs(), time.Now()) {
 			fmt.Fprintf(os.Stderr, "testenv: removed %s, a sandbox an earlier test binary left (no server runs in it)\n", d)
 		}
 	}
