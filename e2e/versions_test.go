@@ -11,6 +11,7 @@ import (
 
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/internal/testenv"
+	"github.com/shardctl/shardctl/sandbox"
 )
 
 // TestSchemasMariaDB118: the definitions MariaDB 11.8 treats otherwise than
@@ -170,5 +171,30 @@ func TestDrainOntoMariaDB118(t *testing.T) {
 		if !sameSums(before[i], after) {
 			t.Errorf("shard %d on 11.8: the rows the load does not touch differ: before %v, after %v", i+1, before[i], after)
 		}
+	}
+}
+
+// TestUnknownServerVersionRefused: a server that reports a version shardctl
+// does not know (MariaDB 12.0, by its --version setting) is refused at
+// preflight, exit 2, naming it, its version and the versions shardctl
+// knows; nothing is created on it. The check is shardctl's own logic
+// (dbutil.Flavor.Known; MySQL cannot report another version), so it runs in
+// the MariaDB pass.
+func TestUnknownServerVersionRefused(t *testing.T) {
+	testenv.FlavorNeutral(t)
+	alongside(t)
+	newer := testenv.OwnWith(t, 1, func(c *sandbox.Config) { c.ExtraArgs = append(c.ExtraArgs, "--version=12.0.1-MariaDB") })
+	c := newCluster(t, "e2e_vunknown", []int{2}, []int{20})
+	to := newer.Addr(1).String()
+	for _, args := range [][]string{{"--dry-run"}, {"--yes"}} {
+		r := c.run(nil, append([]string{"move", "--shard", "1", "--to", to}, args...)...)
+		for _, w := range []string{"the target " + to + " runs mariadb 12.0.1-MariaDB", "a version shardctl does not know", "MariaDB 10.6 to 11.8"} {
+			if r.code != 2 || !strings.Contains(r.stderr, w) {
+				t.Errorf("move %v to a MariaDB 12.0: exit %d, want 2 naming %q\n%s", args, r.code, w, r.stderr)
+			}
+		}
+	}
+	if schemaExists(t, openAt(t, newer.Addr(1)), c.shards[0].Schema) {
+		t.Error("the refused move created the target schema")
 	}
 }

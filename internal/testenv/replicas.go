@@ -37,7 +37,14 @@ func Replicated(t testing.TB, n int, opts ...func(*sandbox.Config)) *Fleet {
 // stops servers on it can run beside the tests on the shared sandbox.
 func Own(t testing.TB, n int) *Env {
 	t.Helper()
-	cfg, srv := upOwn(t, n, 0, nil)
+	return OwnWith(t, n)
+}
+
+// OwnWith is Own with the servers' configuration changed by opts (extra
+// server arguments, say).
+func OwnWith(t testing.TB, n int, opts ...func(*sandbox.Config)) *Env {
+	t.Helper()
+	cfg, srv := upOwn(t, n, 0, opts)
 	return &Env{Config: cfg, Servers: srv}
 }
 
