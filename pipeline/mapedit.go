@@ -39,6 +39,16 @@ type MapEdit struct {
 	// location at a plan's endpoint under another id (registered by hand
 	// beside the plan's own) may go: it is what breaks the plan's cutover.
 	Removes bool
+	// Lines name, for a shard the edit touches, the input line that
+	// touches it first (import): a refusal names it.
+	Lines map[int]string
+}
+
+// CheckMapEdit refuses e as EditMap would, without taking a lock or
+// changing anything (a dry run's check).
+func CheckMapEdit(ctx context.Context, store *shardmap.Store, dir string, e MapEdit) error {
+	_, err := guardMapEdit(ctx, store, dir, e)
+	return err
 }
 
 // EditMap runs edit when no unfinished plan (in the plan directory dir or in
@@ -127,7 +137,7 @@ func checkMapEdit(m *shardmap.Map, ps []*plans.Plan, e MapEdit) ([]int, *plans.P
 		}
 		for _, id := range ids {
 			if slices.Contains(own, id) {
-				return ids, p, fmt.Sprintf("shard %d", id)
+				return ids, p, fmt.Sprintf("shard %d", id) + e.line(id)
 			}
 			if e.Removes {
 				continue
@@ -138,7 +148,7 @@ func checkMapEdit(m *shardmap.Map, ps []*plans.Plan, e MapEdit) ([]int, *plans.P
 			}
 			for _, end := range ends {
 				if interlock.SameEndpoint(l, end) {
-					return ids, p, fmt.Sprintf("shard %d, located at %s/%s (%s)", id, end.Addr(), end.Schema, endName(p, end))
+					return ids, p, fmt.Sprintf("shard %d, located at %s/%s (%s)", id, end.Addr(), end.Schema, endName(p, end)) + e.line(id)
 				}
 			}
 		}
@@ -153,6 +163,14 @@ func checkMapEdit(m *shardmap.Map, ps []*plans.Plan, e MapEdit) ([]int, *plans.P
 		}
 	}
 	return ids, nil, ""
+}
+
+// line names the input line that touches shard id, if e says.
+func (e MapEdit) line(id int) string {
+	if l, ok := e.Lines[id]; ok {
+		return " (" + l + ")"
+	}
+	return ""
 }
 
 // endName names a plan's endpoint for a person.

@@ -364,6 +364,35 @@ func Summary(ms []Mapping) string {
 	return strings.Join(parts, " ")
 }
 
+// GroupByShard splits mappings (in key order) by shard and status, each
+// group in key order, the groups by shard then status: what one Summary
+// line each describes.
+func GroupByShard(ms []Mapping) [][]Mapping {
+	type at struct {
+		shard  int
+		status string
+	}
+	idx := map[at]int{}
+	var out [][]Mapping
+	for _, mp := range ms {
+		k := at{mp.ShardID, mp.Status}
+		i, ok := idx[k]
+		if !ok {
+			i = len(out)
+			idx[k] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], mp)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i][0].ShardID != out[j][0].ShardID {
+			return out[i][0].ShardID < out[j][0].ShardID
+		}
+		return out[i][0].Status < out[j][0].Status
+	})
+	return out
+}
+
 // OnlineAgain turns "mark offline" changes into "mark online" ones.
 func OnlineAgain(cs []Change) []Change {
 	var out []Change
