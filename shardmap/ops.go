@@ -216,26 +216,30 @@ func (s *Store) AddPoints(ctx context.Context, fn string, keys []string, shardID
 		if err != nil {
 			return false, err
 		}
-		col := "point"
-		if f.KeyType == keyspace.StringKey {
-			col = "point_str"
+		have := map[keyspace.Key]int{} // a fleet's points, looked up once each
+		for _, mp := range m.Mappings {
+			if mp.FuncID == f.ID && mp.Kind == List && mp.Point != nil {
+				have[*mp.Point] = mp.ShardID
+			}
 		}
-		changed := false
+		var add []PointLine
 		for _, key := range keys {
 			k, err := keyspace.ParseKey(key, f.KeyType)
 			if err != nil {
 				return false, badInput("%v", err)
 			}
-			if mp, ok := find(m, Ref{FuncID: f.ID, Kind: List, Point: &k}); ok {
-				if mp.ShardID == shardID {
+			if owner, ok := have[k]; ok {
+				if owner == shardID {
 					continue
 				}
-				return false, badInput("key %s of function %s already maps to shard %d", k, f.Name, mp.ShardID)
+				return false, badInput("key %s of function %s already maps to shard %d", k, f.Name, owner)
 			}
-			if _, err = tx.ExecContext(ctx, "INSERT INTO "+s.t("list_points")+" (func_id, "+col+", shard_id, status) VALUES (?, ?, ?, ?)", f.ID, k.Value(), shardID, Online); err != nil {
-				return false, err
-			}
-			changed = true
+			have[k] = shardID
+			add = append(add, PointLine{Line: len(add) + 1, Key: k.String(), Shard: shardID})
+		}
+		changed := len(add) > 0
+		if err := s.insertPoints(ctx, tx, f, add); err != nil {
+			return false, err
 		}
 		return changed, nil
 	})
