@@ -21,7 +21,7 @@ type doctorReport struct {
 }
 
 func (a *app) doctorCmd() *cobra.Command {
-	var fix bool
+	var fix, yes bool
 	var staleLock time.Duration
 	c := &cobra.Command{
 		Use:   "doctor [--fix]",
@@ -70,6 +70,7 @@ found (and left), 2 the sharding database could not be read.`,
 		},
 	}
 	c.Flags().BoolVar(&fix, "fix", false, "end the states that cannot lose data (fences and offline mappings no plan owns, dead locks, plan copies that disagree)")
+	asks(c, &yes) // --fix ends only what cannot lose data: nothing to ask
 	c.Flags().DurationVar(&staleLock, "stale-lock", doctor.DefaultStaleLock, "a lock whose session sat idle this long belongs to a process that is gone")
 	return c
 }

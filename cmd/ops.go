@@ -50,8 +50,40 @@ func (f *opFlags) register(c *cobra.Command) {
 	fl := c.Flags()
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print the plan (steps, tables, estimates, shard-map SQL) and change nothing")
 	fl.StringVar(&f.planOut, "plan-out", "", "write the plan to FILE without running it ('shardctl plan apply FILE' runs it)")
-	fl.BoolVarP(&f.yes, "yes", "y", false, "do not ask for confirmation on a terminal")
+	asks(c, &f.yes)
 	f.registerSettings(c, false)
+}
+
+// annAsks marks a command that takes --yes.
+const annAsks = "asks"
+
+// asks gives c the --yes flag. Every command that can ask for confirmation,
+// or that changes the fleet, a plan or the map when a script runs it, takes
+// it, so a script can pass --yes to all of them (cmd's
+// TestEveryCommandThatActsTakesYes walks the tree).
+func asks(c *cobra.Command, yes *bool) {
+	c.Flags().BoolVarP(yes, "yes", "y", false, "do not ask for confirmation on a terminal")
+	if c.Annotations == nil {
+		c.Annotations = map[string]string{}
+	}
+	c.Annotations[annAsks] = "true"
+}
+
+// confirm asks on a terminal before an act that changes the fleet, after
+// show prints what it does; --yes, -o json or no terminal go ahead.
+func (a *app) confirm(yes bool, show func(io.Writer), question string) error {
+	if yes || !isTerminal() || a.jsonOut() {
+		return nil
+	}
+	if show != nil {
+		show(a.errOut)
+	}
+	fmt.Fprintf(a.errOut, "\n%s [y/N] ", question)
+	line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+	if !strings.EqualFold(strings.TrimSpace(line), "y") && !strings.EqualFold(strings.TrimSpace(line), "yes") {
+		return badInput("not confirmed; nothing was changed")
+	}
+	return nil
 }
 
 func (a *app) env(s *shardmap.Store) pipeline.Env {
@@ -165,13 +197,8 @@ func (a *app) launch(cmd *cobra.Command, env pipeline.Env, p *plans.Plan, f *opF
 			fmt.Fprintf(w, "plan %s written to %s; review it with 'shardctl plan show %s' and run it with 'shardctl plan apply %s'\n", p.ID, f.planOut, f.planOut, f.planOut)
 		})
 	}
-	if isTerminal() && !f.yes && !a.jsonOut() {
-		plans.Print(a.errOut, p)
-		fmt.Fprintf(a.errOut, "\nproceed with %s? [y/N] ", p.Summary)
-		line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
-		if !strings.EqualFold(strings.TrimSpace(line), "y") && !strings.EqualFold(strings.TrimSpace(line), "yes") {
-			return badInput("not confirmed; nothing was changed")
-		}
+	if err := a.confirm(f.yes, func(w io.Writer) { plans.Print(w, p) }, "proceed with "+p.Summary+"?"); err != nil {
+		return err
 	}
 	// Outputs that can refuse the run are opened before the plan is saved.
 	if _, err := a.metricsSink(); err != nil {
@@ -330,16 +357,21 @@ func (a *app) planCmd() *cobra.Command {
 			},
 		}
 		f.registerSettings(c, true)
+		asks(c, &f.yes) // the plan was reviewed when it was made: nothing to ask
 		if !wantNew {
 			c.Flags().StringVar(&newSource, "source", "", "after a failover: the promoted replica HOST:PORT that replaces the plan's source (the shard's location moves with it; the binlog tail resumes there by GTID)")
 		}
 		return c
 	}
+	var abortYes bool
 	abort := &cobra.Command{
 		Use: "abort PLAN", Short: "Undo a plan that has not cut over: lift the fence, shard back online, target copy removed", Args: argsUsage(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, path, err := loadPlan(args[0])
 			if err != nil {
+				return err
+			}
+			if err := a.confirm(abortYes, func(w io.Writer) { plans.Print(w, p) }, "abort plan "+p.ID+" ("+p.Summary+")?"); err != nil {
 				return err
 			}
 			return a.withStore(cmd, func(s *shardmap.Store) error {
@@ -361,6 +393,7 @@ func (a *app) planCmd() *cobra.Command {
 			})
 		},
 	}
+	asks(abort, &abortYes)
 	c.AddCommand(list, show, run("apply", "Run a plan written with --plan-out", true), run("resume", "Continue a stopped or crashed plan from its last saved point", false), abort, a.planWatchCmd())
 	c.AddCommand(a.windowCmds()...)
 	return c

@@ -464,7 +464,7 @@ func loadWithShard(ctx context.Context, s *shardmap.Store, shard int) (*shardmap
 
 func (a *app) smImport() *cobra.Command {
 	var fn string
-	var dryRun bool
+	var dryRun, yes bool
 	c := &cobra.Command{
 		Use:   "import [--function NAME] [--dry-run] FILE|-",
 		Short: "Register LIST points in bulk from CSV lines key,shard or the JSON of 'shardmap show -o json' (one transaction, one version bump)",
@@ -537,6 +537,7 @@ at twice, the second time with the key offline); a tenant with rows moves with
 	}
 	c.Flags().StringVar(&fn, "function", "", "the LIST function (default: the one the JSON names, or the map's only LIST function)")
 	c.Flags().BoolVar(&dryRun, "dry-run", false, "print how many points would be added, re-pointed and left unchanged, and change nothing")
+	asks(c, &yes) // the file is checked whole and refused whole: nothing to ask
 	return c
 }
 

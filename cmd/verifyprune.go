@@ -17,7 +17,7 @@ import (
 func (a *app) verifyCmd() *cobra.Command {
 	var shard, chunkRows, maxRows, threads int
 	var against, schema, planRef string
-	var repair, resume bool
+	var repair, resume, yes bool
 	c := &cobra.Command{
 		Use:   "verify (--shard ID --against HOST:PORT [--schema NAME] | --plan PLAN) [--repair] [--resume]",
 		Short: "Chunked checksums of a shard's rows against a copy on another server; names and repairs the rows that differ",
@@ -79,6 +79,7 @@ instead of starting over. A verify that ran to its end removes its checkpoint.`,
 	c.Flags().IntVar(&maxRows, "max-rows", 100, "differing rows listed per chunk (0: name chunks only)")
 	c.Flags().BoolVar(&resume, "resume", false, "continue an interrupted verify of the same comparison from its last checkpoint")
 	c.Flags().BoolVar(&repair, "repair", false, "make the copy match the serving side for the rows that differ, then verify again")
+	asks(c, &yes) // a repair writes only the copy, from the side that serves: nothing to ask
 	return c
 }
 
@@ -116,7 +117,7 @@ func verifyText(w io.Writer, r pipeline.VerifyReport) {
 func (a *app) pruneCmd() *cobra.Command {
 	var shard, chunkRows, sleepMS, maxThreads int
 	var maxRate int64
-	var dryRun bool
+	var dryRun, yes bool
 	c := &cobra.Command{
 		Use:   "prune --shard ID [--dry-run]",
 		Short: "Delete the rows a shard holds but no longer owns, in chunks",
@@ -138,6 +139,11 @@ table and changes nothing.`,
 					return err
 				}
 				at := plans.Endpoint{ShardID: shard, Host: loc.Host, Port: loc.Port, Schema: loc.Schema}
+				if !dryRun {
+					if err := a.confirm(yes, nil, fmt.Sprintf("delete the rows shard %d (%s/%s) holds but does not own?", shard, loc.Addr(), loc.Schema)); err != nil {
+						return err
+					}
+				}
 				out, err := pipeline.PruneShard(ctx, s, a.shardCreds(), at, ts, pipeline.PruneOptions{
 					DryRun: dryRun, ChunkRows: chunkRows, SleepMS: sleepMS, MaxThreadsRunning: maxThreads, MaxRate: maxRate})
 				if err != nil {
@@ -161,6 +167,7 @@ table and changes nothing.`,
 	}
 	c.Flags().IntVar(&shard, "shard", 0, "shard id")
 	c.Flags().BoolVar(&dryRun, "dry-run", false, "count the rows per table and change nothing")
+	asks(c, &yes)
 	c.Flags().IntVar(&chunkRows, "chunk-rows", 1000, "rows per DELETE")
 	c.Flags().Int64Var(&maxRate, "max-rate", 0, "rows per second at most (0: no limit)")
 	c.Flags().IntVar(&sleepMS, "sleep-ms", 0, "pause between chunks")

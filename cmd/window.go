@@ -20,12 +20,16 @@ import (
 func (a *app) windowCmds() []*cobra.Command {
 	mk := func(action, short, long string) *cobra.Command {
 		var wait time.Duration
+		var yes bool
 		c := &cobra.Command{
 			Use: action + " PLAN", Short: short, Long: long, Args: argsUsage(cobra.ExactArgs(1)),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				path := plans.Resolve(a.planDir(), args[0])
 				if _, err := os.Stat(path); err != nil {
 					return badInput("no plan %q (looked for %s; see 'shardctl plan list')", args[0], path)
+				}
+				if err := a.confirm(yes, nil, action+" plan "+args[0]+"?"); err != nil {
+					return err
 				}
 				return a.withStore(cmd, func(s *shardmap.Store) error {
 					p, err := pipeline.RequestWindow(cmd.Context(), a.env(s), path, action, wait)
@@ -55,6 +59,7 @@ func (a *app) windowCmds() []*cobra.Command {
 			},
 		}
 		c.Flags().DurationVar(&wait, "wait", 2*time.Minute, "how long to wait for the process running the window")
+		asks(c, &yes)
 		return c
 	}
 	return []*cobra.Command{
