@@ -15,8 +15,9 @@ import (
 // doctorReport is what 'shardctl doctor' prints (-o json: this document).
 type doctorReport struct {
 	Healthy  bool             `json:"healthy"` // nothing left half-finished (after --fix: nothing left unfixed)
-	Found    int              `json:"found"`
+	Found    int              `json:"found"`   // half-finished states (info findings apart)
 	Fixed    int              `json:"fixed"`
+	Info     int              `json:"info"` // findings that are not half-finished (a free lock's row)
 	Findings []doctor.Finding `json:"findings"`
 }
 
@@ -49,10 +50,16 @@ found (and left), 2 the sharding database could not be read.`,
 				if fix {
 					doctor.Fix(ctx, env, fs)
 				}
-				rep := doctorReport{Found: len(fs), Findings: fs}
+				rep := doctorReport{Findings: fs}
 				for _, f := range fs {
-					if f.Fixed {
+					switch {
+					case f.Info:
+						rep.Info++
+					case f.Fixed:
+						rep.Found++
 						rep.Fixed++
+					default:
+						rep.Found++
 					}
 				}
 				rep.Healthy = rep.Fixed == rep.Found
@@ -76,13 +83,14 @@ found (and left), 2 the sharding database could not be read.`,
 }
 
 func printDoctor(w io.Writer, rep doctorReport, fix bool) {
-	if rep.Found == 0 {
-		fmt.Fprintln(w, "nothing half-finished")
-		return
-	}
 	for _, f := range rep.Findings {
-		fmt.Fprintf(w, "%s: %s\n", f.Kind, f.What)
+		if f.Info {
+			fmt.Fprintf(w, "info: %s: %s\n", f.Kind, f.What)
+		} else {
+			fmt.Fprintf(w, "%s: %s\n", f.Kind, f.What)
+		}
 		switch {
+		case f.Info && !f.Fixed:
 		case f.Fixed:
 			fmt.Fprintln(w, "  fixed")
 		case f.FixError != "":
@@ -93,6 +101,10 @@ func printDoctor(w io.Writer, rep doctorReport, fix bool) {
 				fmt.Fprintf(w, "  or: %s\n", f.Alternative)
 			}
 		}
+	}
+	if rep.Found == 0 {
+		fmt.Fprintln(w, "nothing half-finished")
+		return
 	}
 	if fix {
 		fmt.Fprintf(w, "%d half-finished state(s) found, %d fixed, %d left\n", rep.Found, rep.Fixed, rep.Found-rep.Fixed)

@@ -90,8 +90,11 @@ type Finding struct {
 	Command     string `json:"command"`               // the command that ends it
 	Alternative string `json:"alternative,omitempty"` // another way out
 	Fixable     bool   `json:"fixable"`               // --fix ends it
-	Fixed       bool   `json:"fixed,omitempty"`
-	FixError    string `json:"fix_error,omitempty"`
+	// Info: worth knowing, not half-finished (a free lock's leftover row
+	// blocks nothing: the next holder overwrites it); doctor still exits 0.
+	Info     bool   `json:"info,omitempty"`
+	Fixed    bool   `json:"fixed,omitempty"`
+	FixError string `json:"fix_error,omitempty"`
 
 	tables []string   // fence: the fenced tables
 	lock   LockFacts  // lock findings
@@ -403,8 +406,10 @@ func lockFindings(ls []LockFacts) []Finding {
 			out = append(out, Finding{Kind: KindLockDead, What: fmt.Sprintf("lock %s is held by %s (session %d), whose process is gone (%s): no operation on the shard can start; --fix ends the session",
 				l.Name, l.Holder, l.ConnID, l.Dead), Command: FixCommand, Fixable: true, lock: l})
 		case !l.Held:
-			out = append(out, Finding{Kind: KindLockRow, What: fmt.Sprintf("lock %s is free, but its row still names %s (session %d) as the holder; --fix deletes the row",
-				l.Name, l.Holder, l.ConnID), Command: FixCommand, Fixable: true, lock: l})
+			// What a killed holder (a rebalance --apply, kill -9) leaves: the
+			// server freed the lock with the session, so nothing waits on it.
+			out = append(out, Finding{Kind: KindLockRow, What: fmt.Sprintf("lock %s is free, but its row still names %s (session %d) as the holder; it blocks nothing (the next holder replaces it), and --fix deletes it",
+				l.Name, l.Holder, l.ConnID), Command: FixCommand, Fixable: true, Info: true, lock: l})
 		}
 	}
 	return out

@@ -225,4 +225,8 @@ func TestLocks(t *testing.T) {
 	if kinds(fs) != KindLockDead+" "+KindLockRow || fs[0].lock.Name != "dead" || fs[1].lock.Name != "free" || !fs[0].Fixable || !fs[1].Fixable {
 		t.Fatalf("%+v", fs)
 	}
+	// A free lock blocks nothing: worth a note, not a failure.
+	if fs[0].Info || !fs[1].Info {
+		t.Fatalf("a held dead lock is a failure, a free one a note: %+v", fs)
+	}
 }
