@@ -128,7 +128,7 @@ func TestTenantsAtScale(t *testing.T) {
 	hotShard := res.Mapping.ShardID
 	// The isolated shard is dedicated (move --keys --to marks it so); saying
 	// it again changes nothing.
-	// TEMP c.mustRun("shardmap", "set-policy", "--shard", fmt.Sprint(hotShard), "--dedicated")
+	c.mustRun("shardmap", "set-policy", "--shard", fmt.Sprint(hotShard), "--dedicated")
 
 	// 4. The two big LIST shards (50,300 points each) merge.
 	step("the big shards merged", []string{c.keys("merging", 2, seeded), "staying=400-601"}, []string{"during:fence:half"}, "merge", "--shard", "2", "--into", "1")
@@ -204,7 +204,7 @@ func TestTenantsAtScale(t *testing.T) {
 		}
 	}
 	b, _ := os.ReadFile(filepath.Join(dir, "points.csv"))
-	if n := bytes.Count(b, []byte("\n")); n != points+2*seeded+120+1 {
+	if n := bytes.Count(b, []byte("\n")); n != points+4*seeded+120+1 {
 		t.Errorf("the export holds %d lines, want every point and a header", n)
 	}
 }
