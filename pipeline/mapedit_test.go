@@ -38,6 +38,8 @@ func TestCheckMapEdit(t *testing.T) {
 		{"add-range to the plan's shard", MapEdit{Command: "add-range", Shards: []int{1}, Function: "emp", Key: "-100"}, "shard 1"},
 		{"add-column of the plan's function", MapEdit{Command: "add-column", Function: "emp", AllOfFunction: true}, "shard 1"},
 		{"add-column of an unknown function", MapEdit{Command: "add-column", Function: "nope", AllOfFunction: true}, ""},
+		{"import into the plan's shard names the line", MapEdit{Command: "import", Shards: []int{1, 2}, Lines: map[int]string{1: "line 17 (key 42 -> shard 1)", 2: "line 3 (key 7 -> shard 2)"}}, "shard 1 (line 17 (key 42 -> shard 1))"},
+		{"import elsewhere", MapEdit{Command: "import", Shards: []int{2}, Lines: map[int]string{2: "line 3 (key 7 -> shard 2)"}}, ""},
 	}
 	for _, c := range cases {
 		_, got, what := checkMapEdit(m, []*plans.Plan{p}, c.e)
