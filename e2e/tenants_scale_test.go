@@ -105,7 +105,9 @@ func TestTenantsAtScale(t *testing.T) {
 		}
 	}
 
-	// 2. Three tenants out of the big shard into the existing shard 3.
+	// 2. Three tenants out of the big shard into the existing shard 3
+	// (tenant 301 with rows of its own, whatever the load writes).
+	addSalaries(t, c.db(1), s1.Schema, 301, 20)
 	step("three tenants into shard 3", moving, []string{"during:fence:half"}, "move", "--shard", "1", "--keys", "301,302,303", "--into", "3")
 	m := c.load()
 	for _, k := range []int64{301, 302, 303} {
