@@ -155,7 +155,7 @@ func TestTenantsAtScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.locksFreed(p.Locks)
-	c.resumeUntil(id, "the rebalance's killed operation")
+	c.resumeUntil(id, "the rebalance's killed operation", "")
 	// The killed rebalance's lock row names a dead process, and the lock is
 	// free: a note for doctor, not a failure.
 	rep := c.doctor(0)
