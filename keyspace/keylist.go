@@ -169,3 +169,35 @@ func (l *KeyList) UnmarshalJSON(raw []byte) error {
 	}
 	return nil
 }
+
+// KeysFlag names moved keys as a key move takes them: LIST points and
+// INT keys with --keys (runs A..B), one range of any key type with --range.
+// A range open at either end has no flag: ok is false.
+func KeysFlag(f Filter) (flag string, ok bool) {
+	if len(f.Points) > 0 {
+		return "--keys " + KeyListArg(f.Points), true
+	}
+	if len(f.Ranges) == 0 || len(f.Arcs) > 0 {
+		return "", false
+	}
+	for _, r := range f.Ranges {
+		if r.Lo == nil || r.Hi == nil {
+			return "", false
+		}
+	}
+	if len(f.Ranges) == 1 || len(f.Ranges) > 0 && f.Ranges[0].Lo.Type != IntKey {
+		r := f.Ranges[0]
+		return "--range " + ShellWord(r.Lo.String()+":"+r.Hi.String()), true
+	}
+	var parts []string
+	for _, r := range f.Ranges {
+		last := r.Hi.Int - 1 // a key move's ranges from --keys are [K, K+1) joined
+		switch {
+		case last == r.Lo.Int:
+			parts = append(parts, r.Lo.String())
+		default:
+			parts = append(parts, fmt.Sprintf("%d..%d", r.Lo.Int, last))
+		}
+	}
+	return "--keys " + strings.Join(parts, ","), true
+}

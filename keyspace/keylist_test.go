@@ -109,3 +109,25 @@ func TestKeyListJSON(t *testing.T) {
 		t.Fatalf("a run backwards was read: %v", bad)
 	}
 }
+
+// KeysFlag gives a key move's flag only where one names the keys exactly:
+// points, or bounded ranges; an open range or a hash arc has none.
+func TestKeysFlag(t *testing.T) {
+	lo, hi := IntK(10), IntK(20)
+	cases := []struct {
+		f    Filter
+		want string
+		ok   bool
+	}{
+		{Filter{Column: "c", Points: KeyList{IntK(1), IntK(2), IntK(3), IntK(7)}}, "--keys 1..3,7", true},
+		{Filter{Column: "c", Ranges: []Range{{Lo: &lo, Hi: &hi}}}, "--range 10:20", true},
+		{Filter{Column: "c", Ranges: []Range{{Lo: &lo}}}, "", false},
+		{Filter{Column: "c", Arcs: []Arc{{After: "a", Upto: "b"}}}, "", false},
+	}
+	for _, c := range cases {
+		got, ok := KeysFlag(c.f)
+		if got != c.want || ok != c.ok {
+			t.Errorf("KeysFlag(%+v) = %q, %v; want %q, %v", c.f, got, ok, c.want, c.ok)
+		}
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/fence"
@@ -31,7 +30,8 @@ func undoAdvice(p *plans.Plan) string {
 	case op.WholeSchema:
 		back = fmt.Sprintf("move the shard back: shardctl move --shard %d --to %s", p.Source.ShardID, p.Source.Addr())
 	case p.Args["keys"] != "" && (op.IntoExisting || len(moved.Points) == 0):
-		back = fmt.Sprintf("move the %s back: shardctl move --shard %d %s --into %d", p.Args["keys"], p.Target.ShardID, keysFlag(moved), p.Source.ShardID)
+		flag, _ := keyspace.KeysFlag(moved) // a key move's keys are points or bounded ranges
+		back = fmt.Sprintf("move the %s back: shardctl move --shard %d %s --into %d", p.Args["keys"], p.Target.ShardID, flag, p.Source.ShardID)
 	case op.IntoExisting && len(moved.Points) > 0:
 		back = fmt.Sprintf("split the %d keys shard %d took back out to a shard of their own: shardctl split --shard %d --keys %s --to %s --schema %s",
 			len(moved.Points), p.Target.ShardID, p.Target.ShardID, keyspace.KeyListArg(moved.Points), p.Source.Addr(), p.Source.Schema)
@@ -66,29 +66,6 @@ func movedKeys(p *plans.Plan) keyspace.Filter {
 		}
 	}
 	return keyspace.Filter{}
-}
-
-// keysFlag names moved keys as a key move takes them: LIST points and
-// INT keys with --keys (runs A..B), one range of any key type with --range.
-func keysFlag(f keyspace.Filter) string {
-	if len(f.Points) > 0 {
-		return "--keys " + keyspace.KeyListArg(f.Points)
-	}
-	if len(f.Ranges) == 1 || len(f.Ranges) > 0 && f.Ranges[0].Lo.Type != keyspace.IntKey {
-		r := f.Ranges[0]
-		return "--range " + keyspace.ShellWord(r.Lo.String()+":"+r.Hi.String())
-	}
-	var parts []string
-	for _, r := range f.Ranges {
-		last := r.Hi.Int - 1 // a key move's ranges from --keys are [K, K+1) joined
-		switch {
-		case last == r.Lo.Int:
-			parts = append(parts, r.Lo.String())
-		default:
-			parts = append(parts, fmt.Sprintf("%d..%d", r.Lo.Int, last))
-		}
-	}
-	return "--keys " + strings.Join(parts, ",")
 }
 
 // Abort undoes a plan that has not cut over: lifts the fence, puts the

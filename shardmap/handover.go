@@ -96,6 +96,12 @@ func (s *Store) handover(ctx context.Context, m *Map, f Function, from Mapping, 
 			return fmt.Errorf("%s; checking for rows failed: %w", what, err)
 		}
 		if has {
+			// The rows go with their keys through a key move into the
+			// receiving shard: a command that runs as printed where the keys
+			// can be named; a hash arc's only way is a split at its point.
+			if flag, ok := keyspace.KeysFlag(keys); ok {
+				return badInput("%s, and shard %d has rows there (table %s): move them with the keys: shardctl move --shard %d %s --into %d", what, from.ShardID, c.Table, from.ShardID, flag, to)
+			}
 			return badInput("%s, and shard %d has rows there (table %s): use 'shardctl split --shard %d' to move them with the keys", what, from.ShardID, c.Table, from.ShardID)
 		}
 	}

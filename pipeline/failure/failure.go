@@ -83,7 +83,7 @@ func ProbeError(probe, role string, addr string, err error) error {
 	case dbutil.IsMissingFunction(err):
 		hint = ": the server lacks a function shardctl expected every server to have; report this with the server's version"
 	case Transient(err):
-		hint = ": the server did not answer; run it again (or 'shardctl plan resume') once it does"
+		hint = ": the server did not answer; run the same command again once it does (a plan stopped by it resumes with 'shardctl plan resume' and its id, which the stop message names)"
 	}
 	return fmt.Errorf("preflight: reading %s on the %s %s: %w%s", probe, role, addr, err, hint)
 }
