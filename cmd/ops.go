@@ -97,6 +97,7 @@ func (a *app) moveCmd() *cobra.Command {
 	var shard, into int
 	var to, keyRange, schema string
 	var keys []string
+	var shared bool
 	c := &cobra.Command{
 		Use:   "move --shard ID --to HOST:PORT | move --shard ID --keys K1,K2|--range LO:HI --into ID|--to HOST:PORT",
 		Short: "Move a whole shard, or some of its keys (tenants, a sub-range), online",
@@ -110,7 +111,9 @@ range [K, K+1)) or --range LO:HI (a sub-range of a RANGE mapping, LO
 included, HI excluded), only those keys move with their rows: into an
 existing shard on any server (--into ID), or to a new shard of their own
 (--to HOST:PORT, "isolate a tenant"). Every other key of both shards stays
-writable throughout, cutover included.`,
+writable throughout, cutover included. A new shard of --keys --to is marked
+dedicated at cutover (rebalance moves no key into or out of it; see
+'shardctl shardmap set-policy'); --no-dedicated leaves it shared.`,
 		Args: argsUsage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := f.validate(cmd); err != nil {
@@ -120,7 +123,7 @@ writable throughout, cutover included.`,
 				return badInput("give --shard ID (see 'shardctl shardmap show')")
 			}
 			if len(keys) > 0 || keyRange != "" || into != 0 {
-				req := move.KeysRequest{ShardID: shard, Keys: keys, Range: keyRange, Into: into, Schema: schema}
+				req := move.KeysRequest{ShardID: shard, Keys: keys, Range: keyRange, Into: into, Schema: schema, Shared: shared}
 				switch {
 				case len(keys) == 0 && keyRange == "":
 					return badInput("--into moves some keys of a shard: give them with --keys K1,K2 or --range LO:HI (a whole shard moves with --to HOST:PORT)")
@@ -132,6 +135,8 @@ writable throughout, cutover included.`,
 					return badInput("give where the keys go: --into ID (an existing shard) or --to HOST:PORT (a new shard), one of them")
 				case f.keepSource:
 					return badInput("--keep-source is for a whole-shard move; a key move deletes only the moved keys' rows from the source")
+				case shared && to == "":
+					return badInput("--no-dedicated is for the new shard of --keys ... --to HOST:PORT; an existing shard's policy is set with 'shardctl shardmap set-policy'")
 				}
 				if to != "" {
 					addr, err := dbutil.ParseAddr(to)
@@ -147,6 +152,9 @@ writable throughout, cutover included.`,
 			}
 			if schema != "" {
 				return badInput("--schema names a new shard's schema: it goes with --keys or --range and --to")
+			}
+			if shared {
+				return badInput("--no-dedicated is for the new shard of --keys ... --to HOST:PORT; a whole-shard move keeps the shard's policy")
 			}
 			addr, err := dbutil.ParseAddr(to)
 			if err != nil {
@@ -164,6 +172,7 @@ writable throughout, cutover included.`,
 	c.Flags().StringVar(&keyRange, "range", "", "move only the sub-range LO:HI of a RANGE mapping (LO included, HI excluded)")
 	c.Flags().IntVar(&into, "into", 0, "with --keys or --range: the existing shard that receives the keys (any server)")
 	c.Flags().StringVar(&schema, "schema", "", "with --keys or --range and --to: the new shard's schema (default <source schema>_<first key>)")
+	c.Flags().BoolVar(&shared, "no-dedicated", false, "with --keys or --range and --to: leave the new shard shared (default: dedicated, so rebalance leaves it alone)")
 	c.Flags().BoolVar(&f.keepSource, "keep-source", false, "leave the source copy (fenced) for a manual check instead of deleting it")
 	return c
 }

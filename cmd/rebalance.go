@@ -7,6 +7,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -54,7 +55,17 @@ more than --max-server-share of all rows (--drain HOST:PORT empties a server).
 A LIST shard is weighed by its tenants (each key's rows, counted): a tenant
 over --max-shard-rows is isolated on a shard of its own, and a server over
 its share gives tenants (move --keys ... --into a LIST shard on the receiver)
-rather than whole shards.
+rather than whole shards. Tenants are weighed by rows and bytes, and a shard
+over --max-shard-rows (or --max-shard-bytes) gets the whole chain of splits
+it needs in one proposal.
+
+A dedicated shard ('shardctl shardmap set-policy --shard ID --dedicated';
+'move --keys ... --to' marks the shard it creates) is counted and never
+touched: no key moves into or out of it. A key that moved less than
+--min-key-age ago (default 24h; its time is kept in the shard map) stays
+where it is. Keys are printed as runs and counts; -o json and each plan
+hold the full lists. With --apply each operation's blackout is printed as
+it finishes.
 
 Without --apply it is a dry run: it prints the proposal and each operation's
 plan summary and changes nothing. With --apply it runs each operation as an
@@ -97,6 +108,9 @@ stopped plans it continues.`,
 					*list.out = append(*list.out, addr.String())
 				}
 			}
+			if f.policy.MinKeyAge < 0 {
+				return badInput("--min-key-age %s: give a duration, 0 or more (0: no cool-down)", f.policy.MinKeyAge)
+			}
 			if err := f.policy.Valid(); err != nil {
 				return badInput("%v", err)
 			}
@@ -119,6 +133,7 @@ stopped plans it continues.`,
 	fl.Int64Var(&f.policy.MinShardBytes, "min-shard-bytes", 0, "merge neighbouring shards whose bytes sum to less than this (0: off)")
 	fl.Float64Var(&f.policy.MaxServerShare, "max-server-share", 0, "move shards so no server holds more than this fraction of all rows, e.g. 0.4 (0: off)")
 	fl.StringArrayVar(&f.drain, "drain", nil, "move every shard off this server HOST:PORT (repeat for several)")
+	fl.DurationVar(&f.policy.MinKeyAge, "min-key-age", 24*time.Hour, "cool-down: leave a key (tenant) that moved less than this ago where it is (0: off)")
 	fl.StringArrayVar(&f.servers, "server", nil, "a server HOST:PORT that may receive shards although it holds none yet (repeat for several)")
 	return c
 }
@@ -138,6 +153,9 @@ func (a *app) rebalance(ctx context.Context, s *shardmap.Store, f *rebalanceFlag
 		Instrument: a.withMetrics,
 		Refused:    func(err error) bool { return exitCode(a.opError(err, nil)) == ExitBadInput },
 		Redact:     func(err error) string { return dbutil.Redact(err, a.v.GetString("password")).Error() },
+	}
+	if !a.jsonOut() {
+		c.Done = func(it rebalance.Item, finished bool) { printItem(a.out, itemState(finished), it) }
 	}
 	rep, err := c.Run(ctx)
 	if rep == nil {
@@ -176,7 +194,8 @@ func printRebalance(w io.Writer, r *rebalance.Report) {
 		}
 		fmt.Fprintln(w, "proposed operations (dry run: nothing was changed; --apply runs them):")
 		for i, op := range r.Proposed {
-			fmt.Fprintf(w, "  %d. %s\n", i+1, op)
+			fmt.Fprintf(w, "  %d. %s\n", i+1, op.Describe())
+			fmt.Fprintf(w, "     why: %s\n", op.Reason)
 			if it := r.Planned[i]; it.Error != "" {
 				fmt.Fprintf(w, "     cannot plan it: %s\n", it.Error)
 			} else {
@@ -191,17 +210,31 @@ func printRebalance(w io.Writer, r *rebalance.Report) {
 		}
 		return
 	}
-	for _, g := range []struct {
-		name  string
-		items []rebalance.Item
-	}{{"continued", r.Continued}, {"started", r.Started}, {"finished", r.Finished}, {"left", r.Left}} {
-		for _, it := range g.items {
-			line := fmt.Sprintf("%-9s %s %s", g.name, it.PlanID, it.Summary)
-			if it.Error != "" {
-				line += " (" + it.Error + ")"
-			}
-			fmt.Fprintln(w, strings.TrimSpace(line))
-		}
+	// Each finished plan was printed as it finished, with its blackout.
+	fmt.Fprintf(w, "%d continued, %d started, %d finished, %d left\n", len(r.Continued), len(r.Started), len(r.Finished), len(r.Left))
+	for _, it := range r.Left {
+		printItem(w, "left", it)
+	}
+}
+
+// itemState names how a plan ended for its report line.
+func itemState(finished bool) string {
+	if finished {
+		return "finished"
+	}
+	return "stopped"
+}
+
+// printItem prints one plan of a rebalance run: its summary, its blackout
+// when it cut over, and its error on a line of its own.
+func printItem(w io.Writer, state string, it rebalance.Item) {
+	line := strings.TrimSpace(fmt.Sprintf("%-8s %s %s", state, it.PlanID, it.Summary))
+	if it.BlackoutMS > 0 {
+		line += fmt.Sprintf("; blackout %.1f ms", it.BlackoutMS)
+	}
+	fmt.Fprintln(w, line)
+	if it.Error != "" {
+		fmt.Fprintf(w, "         error: %s\n", it.Error)
 	}
 }
 

@@ -322,6 +322,12 @@ func (a *app) store(ctx context.Context) (*shardmap.Store, func(), error) {
 	}
 	s := shardmap.New(db, schema)
 	s.Rows = shardmap.ShardRows(a.shardCreds())
+	// A map an older shardctl created is upgraded on first use (one read of
+	// its format when it is current). One that cannot be (no privilege) is
+	// still served, without shard policies and key cool-downs.
+	if err := s.Upgrade(ctx); err != nil && !errors.Is(err, shardmap.ErrBadInput) {
+		a.log.Warn("the shard map could not be upgraded; shard policies and rebalance's cool-down are off until it is ('shardctl shardmap init' upgrades it)", "err", dbutil.Redact(err, a.v.GetString("password")))
+	}
 	return s, func() { db.Close() }, nil
 }
 

@@ -26,7 +26,7 @@ func (a *app) shardmapCmd() *cobra.Command {
 		Short: "Create, inspect and edit the shard map (the sharding database)",
 	}
 	c.AddCommand(a.smInit(), a.smShow(), a.smAddShard(), a.smAddFunction(), a.smAddColumn(),
-		a.smAddRange(), a.smAddHashPoint(), a.smAddPoint(), a.smImport(), a.smExport(), a.smSetStatus(), a.smLookup(), a.smRemoveShard())
+		a.smAddRange(), a.smAddHashPoint(), a.smAddPoint(), a.smImport(), a.smExport(), a.smSetStatus(), a.smSetPolicy(), a.smLookup(), a.smRemoveShard())
 	return c
 }
 
@@ -87,9 +87,9 @@ func (a *app) smShow() *cobra.Command {
 func printMap(w io.Writer, m *shardmap.Map, points bool) {
 	fmt.Fprintf(w, "shard map version %d\n\n", m.Version)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SHARD\tSERVER\tSCHEMA")
+	fmt.Fprintln(tw, "SHARD\tSERVER\tSCHEMA\tPOLICY")
 	for _, l := range m.Locations {
-		fmt.Fprintf(tw, "%d\t%s\t%s\n", l.ShardID, l.Addr(), l.Schema)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", l.ShardID, l.Addr(), l.Schema, policyName(m.Dedicated(l.ShardID)))
 	}
 	tw.Flush()
 	for _, f := range m.Functions {
@@ -367,6 +367,63 @@ func (a *app) smSetStatus() *cobra.Command {
 		},
 	}
 	c.Flags().IntVar(&shard, "shard", 0, "shard id")
+	return c
+}
+
+// policyName is a shard's policy as status and shardmap show print it.
+func policyName(dedicated bool) string {
+	if dedicated {
+		return shardmap.PolicyDedicated
+	}
+	return shardmap.PolicyShared
+}
+
+func (a *app) smSetPolicy() *cobra.Command {
+	var shard int
+	var dedicated, shared bool
+	c := &cobra.Command{
+		Use:   "set-policy --shard ID --dedicated|--no-dedicated",
+		Short: "Mark a shard dedicated (rebalance moves no key into or out of it), or shared again",
+		Long: `set-policy marks a shard dedicated: rebalance never moves keys (tenants)
+into or out of it, nor moves, splits or merges it; it is counted in its
+server's rows. 'move --keys ... --to HOST:PORT' marks the shard it creates
+dedicated itself. --no-dedicated makes the shard shared again. The change
+bumps the map's version and is refused while an unfinished plan owns the
+shard, as every shard-map edit is.`,
+		Args: argsUsage(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if shard <= 0 {
+				return badInput("give --shard ID (see 'shardctl shardmap show')")
+			}
+			if dedicated == shared {
+				return badInput("give --dedicated (rebalance leaves the shard alone) or --no-dedicated (shared again), one of them")
+			}
+			return a.withStore(cmd, func(s *shardmap.Store) error {
+				if _, err := loadWithShard(cmd.Context(), s, shard); err != nil {
+					return a.opError(err, nil)
+				}
+				var changed bool
+				e := pipeline.MapEdit{Command: "set-policy", Shards: []int{shard}}
+				if err := a.editMap(cmd.Context(), s, e, func() (err error) {
+					changed, err = s.SetPolicy(cmd.Context(), shard, dedicated)
+					return err
+				}); err != nil {
+					return err
+				}
+				policy := policyName(dedicated)
+				return a.emit(map[string]any{"shard_id": shard, "policy": policy, "changed": changed}, func(w io.Writer) {
+					if !changed {
+						fmt.Fprintf(w, "shard %d is %s already (nothing changed)\n", shard, policy)
+						return
+					}
+					fmt.Fprintf(w, "shard %d is now %s\n", shard, policy)
+				})
+			})
+		},
+	}
+	c.Flags().IntVar(&shard, "shard", 0, "shard id")
+	c.Flags().BoolVar(&dedicated, "dedicated", false, "rebalance moves no key into or out of the shard")
+	c.Flags().BoolVar(&shared, "no-dedicated", false, "the shard is shared again: rebalance may move keys into and out of it")
 	return c
 }
 

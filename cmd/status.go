@@ -59,13 +59,13 @@ column, a thousand keys per statement).`,
 				return a.emit(out, func(w io.Writer) {
 					fmt.Fprintf(w, "shard map version %d\n", m.Version)
 					tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-					fmt.Fprintln(tw, "SHARD\tSERVER\tSCHEMA\tMAPPINGS\tSTATUS\tROWS\tSIZE")
+					fmt.Fprintln(tw, "SHARD\tSERVER\tSCHEMA\tMAPPINGS\tSTATUS\tPOLICY\tROWS\tSIZE")
 					for _, sh := range out.Shards {
 						rows, size := statusFigures(sh)
 						if !sh.Reachable {
 							rows, size = "?", sh.Error
 						}
-						fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", sh.ShardID, sh.Server, sh.Schema, orNone(shardmap.Summary(sh.Mappings)), sh.Status, rows, size)
+						fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", sh.ShardID, sh.Server, sh.Schema, orNone(shardmap.Summary(sh.Mappings)), sh.Status, policyName(sh.Dedicated), rows, size)
 					}
 					tw.Flush()
 					if note := estimateNote(out.Shards); note != "" {

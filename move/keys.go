@@ -29,6 +29,9 @@ type KeysRequest struct {
 	Into    int      // an existing shard that receives the keys
 	To      dbutil.Addr
 	Schema  string // the new shard's schema (To); "" = <source schema>_<first key>
+	// Shared leaves the new shard of To shared; by default it is marked
+	// dedicated at cutover (an isolated tenant: rebalance leaves it alone).
+	Shared  bool
 	Options plans.Options
 }
 
@@ -112,6 +115,13 @@ func PlanKeys(ctx context.Context, env pipeline.Env, req KeysRequest) (*plans.Pl
 		}
 		p.Args["to"] = req.To.String()
 		p.Summary = fmt.Sprintf("move %s of shard %d (%s) to a new shard on %s (%s)", mv.describe, req.ShardID, src.Schema, req.To, req.Schema)
+		if !req.Shared && m.Format >= 2 {
+			// In the cutover's transaction: the shard is dedicated from the
+			// moment it holds the keys, never open to rebalance in between.
+			p.Cutover = append(p.Cutover, shardmap.Change{Op: shardmap.OpSetPolicy, ShardID: shardmap.NewShard, Policy: shardmap.PolicyDedicated})
+			p.Args["policy"] = shardmap.PolicyDedicated
+			p.Summary += ", marked dedicated (rebalance leaves it alone; --no-dedicated to keep it shared)"
+		}
 		to = plans.Endpoint{ShardID: shardmap.NewShard, Host: req.To.Host, Port: req.To.Port, Schema: req.Schema}
 		pipeline.Skeleton(env, p, src, to, req.Options, req.ShardID)
 		// The new shard's location is registered by the create step, as the plan's first change.
@@ -150,36 +160,58 @@ func PlanKeys(ctx context.Context, env pipeline.Env, req KeysRequest) (*plans.Pl
 	return p, nil
 }
 
-// countKeys counts each moving key's rows over the sharded tables (one
-// index range read per key or range and table), for the dry run, and makes
-// each table's estimate the rows that move rather than the table's.
+// countKeys counts each moving key's rows over the sharded tables, for the
+// dry run, and makes each table's estimate the rows that move rather than
+// the table's: LIST points by one GROUP BY per table (a rebalance moves
+// thousands of tenants at once: a statement per key was most of its dry
+// run), ranges by one index range read per range and table.
 func countKeys(ctx context.Context, env pipeline.Env, src shardmap.Location, p *plans.Plan, moving keyspace.Filter) error {
 	db, err := env.Pools.DB(ctx, src.Addr())
 	if err != nil {
 		return err
 	}
-	var pieces []keyspace.Filter // one key or range each
-	for _, k := range moving.Points {
-		pieces = append(pieces, keyspace.Filter{Points: []keyspace.Key{k}})
-	}
-	for _, r := range moving.Ranges {
-		pieces = append(pieces, keyspace.Filter{Ranges: []keyspace.Range{r}})
-	}
-	rows := make([]int64, len(pieces))
+	points := make(map[string]int64, len(moving.Points))
+	ranges := make([]int64, len(moving.Ranges))
 	for i := range p.Copy {
 		t := &p.Copy[i]
 		if !t.Sharded {
 			continue
 		}
 		var moved int64
-		for j, piece := range pieces {
-			piece.Column = t.ShardColumn
-			where, args := piece.SQL(dbutil.QuoteIdent)
+		fail := func(err error) error {
+			return fmt.Errorf("count the moving keys' rows of shard %d, table %s.%s: %w", src.ShardID, src.Schema, t.Name, err)
+		}
+		if len(moving.Points) > 0 {
+			f := keyspace.Filter{Column: t.ShardColumn, Points: moving.Points}
+			where, args := f.SQL(dbutil.QuoteIdent)
+			col := dbutil.QuoteIdent(t.ShardColumn)
+			rows, err := db.QueryContext(ctx, "SELECT "+col+", COUNT(*) FROM "+dbutil.Table(src.Schema, t.Name)+" WHERE "+where+" GROUP BY "+col, args...)
+			if err != nil {
+				return fail(err)
+			}
+			for rows.Next() {
+				var k string
+				var n int64
+				if err := rows.Scan(&k, &n); err != nil {
+					rows.Close()
+					return fail(err)
+				}
+				points[k] += n
+				moved += n
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return fail(err)
+			}
+		}
+		for j, r := range moving.Ranges {
+			f := keyspace.Filter{Column: t.ShardColumn, Ranges: []keyspace.Range{r}}
+			where, args := f.SQL(dbutil.QuoteIdent)
 			var n int64
 			if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+dbutil.Table(src.Schema, t.Name)+" WHERE "+where, args...).Scan(&n); err != nil {
-				return fmt.Errorf("count the moving keys' rows of shard %d, table %s.%s: %w", src.ShardID, src.Schema, t.Name, err)
+				return fail(err)
 			}
-			rows[j] += n
+			ranges[j] += n
 			moved += n
 		}
 		if t.EstRows > 0 {
@@ -187,14 +219,11 @@ func countKeys(ctx context.Context, env pipeline.Env, src shardmap.Location, p *
 		}
 		t.EstRows = moved
 	}
-	for j, piece := range pieces {
-		key := ""
-		if len(piece.Points) > 0 {
-			key = piece.Points[0].String()
-		} else {
-			key = piece.Ranges[0].String()
-		}
-		p.MovingKeys = append(p.MovingKeys, plans.KeyRows{Key: key, Rows: rows[j]})
+	for _, k := range moving.Points {
+		p.MovingKeys = append(p.MovingKeys, plans.KeyRows{Key: k.String(), Rows: points[k.String()]})
+	}
+	for j, r := range moving.Ranges {
+		p.MovingKeys = append(p.MovingKeys, plans.KeyRows{Key: r.String(), Rows: ranges[j]})
 	}
 	return nil
 }
@@ -232,8 +261,16 @@ func listKeys(m *shardmap.Map, f shardmap.Function, req KeysRequest) (moving, er
 	if err != nil {
 		return mv, err
 	}
+	// The function's points by key, once: a lookup per key over every point
+	// was quadratic in the tenants a rebalance moves.
+	owner := map[string]shardmap.Mapping{}
+	for _, mp := range m.Mappings {
+		if mp.FuncID == f.ID && mp.Kind == shardmap.List && mp.Point != nil {
+			owner[mp.Point.String()] = mp
+		}
+	}
 	for _, k := range keys {
-		mp, ok := point(m, f, k)
+		mp, ok := owner[k.String()]
 		switch {
 		case !ok:
 			return mv, fmt.Errorf("%w: key %s is not in %s's list: there are no rows of it to move (add it where it belongs with 'shardctl shardmap add-point')", shardmap.ErrBadInput, k, f.Name)
@@ -250,7 +287,7 @@ func listKeys(m *shardmap.Map, f shardmap.Function, req KeysRequest) (moving, er
 	mv.offline = []shardmap.Change{{Op: shardmap.OpSetStatus, Ref: ref, Status: shardmap.Offline}}
 	mv.cutover = []shardmap.Change{{Op: shardmap.OpRepoint, Ref: ref, ShardID: target(req)}, {Op: shardmap.OpSetStatus, Ref: ref, Status: shardmap.Online}}
 	mv.abort = []shardmap.Change{{Op: shardmap.OpSetStatus, Ref: ref, Status: shardmap.Online}}
-	mv.describe = "keys " + joinKeys(keys)
+	mv.describe = "keys " + keyspace.Runs(keys, 4) // the full list is in the plan's filter and moving keys
 	mv.first = keys[0].String()
 	return mv, nil
 }
@@ -274,15 +311,6 @@ func target(req KeysRequest) int {
 	return shardmap.NewShard
 }
 
-func point(m *shardmap.Map, f shardmap.Function, k keyspace.Key) (shardmap.Mapping, bool) {
-	for _, mp := range m.MappingsOf(f.ID) {
-		if mp.Point != nil && mp.Point.Compare(k) == 0 {
-			return mp, true
-		}
-	}
-	return shardmap.Mapping{}, false
-}
-
 // parseKeys parses, sorts and de-duplicates the keys of --keys (runs A..B
 // of INT keys expanded).
 func parseKeys(in []string, f shardmap.Function) ([]keyspace.Key, error) {
@@ -291,14 +319,6 @@ func parseKeys(in []string, f shardmap.Function) ([]keyspace.Key, error) {
 		return nil, fmt.Errorf("%w: %v", shardmap.ErrBadInput, err)
 	}
 	return keys, nil
-}
-
-func joinKeys(keys []keyspace.Key) string {
-	s := make([]string, len(keys))
-	for i, k := range keys {
-		s[i] = k.String()
-	}
-	return strings.Join(s, ",")
 }
 
 // rangeKeys: the moving ranges (--range LO:HI, or [K, K+1) for each of

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/lock"
@@ -51,6 +52,9 @@ type Controller struct {
 	Refused func(error) bool
 	// Redact is an error's text without the password.
 	Redact func(error) string
+	// Done, when set, is told of each plan as it finishes or stops (with
+	// --apply), so the operator sees each blackout as it happens.
+	Done func(it Item, finished bool)
 }
 
 // Item is one plan in the report.
@@ -61,6 +65,8 @@ type Item struct {
 	Summary   string `json:"summary"`
 	State     string `json:"state,omitempty"`
 	Error     string `json:"error,omitempty"`
+	// BlackoutMS is a finished plan's write blackout at its cutover.
+	BlackoutMS float64 `json:"blackout_ms,omitempty"`
 }
 
 // Report is what a run proposed, planned, ran and left.
@@ -234,7 +240,9 @@ func (c *Controller) propose(ctx context.Context, ps *planstore.Store, rep *Repo
 	for _, s := range fleet {
 		rep.Servers[s.Server] += s.Rows
 	}
-	ops, unmet := Assess(fleet, c.Policy)
+	pol := c.Policy
+	pol.Now = time.Now()
+	ops, unmet := Assess(fleet, pol)
 	rep.Proposed, rep.Unmet = append(rep.Proposed, ops...), unmet
 	return ops, nil
 }
@@ -290,6 +298,9 @@ func (c *Controller) runJobs(ctx context.Context, jobs []job, rep *Report) bool 
 					rep.Continued = append(rep.Continued, it)
 				} else if it.PlanID != "" {
 					rep.Started = append(rep.Started, it)
+				}
+				if c.Done != nil {
+					c.Done(it, ok)
 				}
 				if ok {
 					rep.Finished = append(rep.Finished, it)
@@ -353,7 +364,7 @@ func (c *Controller) runJob(ctx context.Context, j job) (Item, bool) {
 		err = pipeline.RunRetrying(ctx, env, p)
 		recorded()
 	}
-	it.State = p.State
+	it.State, it.BlackoutMS = p.State, p.Result.BlackoutMS
 	if !j.continued && pipeline.DiscardRefused(c.Store, p, path, err, c.Log) {
 		it.PlanID, it.State = "", "refused" // nothing changed, nothing kept
 	}
@@ -378,7 +389,9 @@ func (c *Controller) plan(ctx context.Context, op Op) (*plans.Plan, error) {
 	}
 	switch {
 	case len(op.Keys) > 0:
-		req := move.KeysRequest{ShardID: op.Shard, Keys: op.Keys, Into: op.Into, Options: c.Options}
+		// A shard rebalance splits off stays shared (dedicated is the
+		// operator's call: it would freeze the shards a chain of splits makes).
+		req := move.KeysRequest{ShardID: op.Shard, Keys: op.Keys, Into: op.Into, Shared: true, Options: c.Options}
 		if op.Into == 0 {
 			req.To = to
 		}
@@ -420,15 +433,22 @@ func (c *Controller) readFleet(ctx context.Context, ps *planstore.Store) ([]Shar
 		}
 	}
 	fleet, err := fleetOf(m, shardstatus.ReadAll(ctx, m, locs, c.Creds, c.Exact), busy)
-	if err != nil || c.Policy.MaxShardRows == 0 && c.Policy.MaxServerShare == 0 {
+	if err != nil || c.Policy.MaxShardRows == 0 && c.Policy.MaxShardBytes == 0 && c.Policy.MaxServerShare == 0 {
 		return fleet, err
 	}
-	// A LIST shard is weighed by its tenants: each key's rows, counted.
+	// A LIST shard is weighed by its tenants: each key's rows, counted, and
+	// their bytes; with when the key last moved, for the cool-down.
+	movedAt := map[string]*time.Time{}
+	for _, mp := range m.Mappings {
+		if mp.MovedAt != nil && mp.Point != nil {
+			movedAt[mp.Point.String()] = mp.MovedAt
+		}
+	}
 	keys := map[int][]Key{}
-	err = shardstatus.EachShardKeys(ctx, m, locs, c.Creds, func(_ shardmap.Function, l shardmap.Location, counts map[string]int64) {
+	err = shardstatus.EachShardKeys(ctx, m, locs, c.Creds, func(_ shardmap.Function, l shardmap.Location, counts map[string]shardstatus.Weight) {
 		ks := make([]Key, 0, len(counts))
-		for k, n := range counts {
-			ks = append(ks, Key{Key: k, Rows: n})
+		for k, w := range counts {
+			ks = append(ks, Key{Key: k, Rows: w.Rows, Bytes: w.Bytes, MovedAt: movedAt[k]})
 		}
 		sort.Slice(ks, func(i, j int) bool {
 			return ks[i].Rows > ks[j].Rows || ks[i].Rows == ks[j].Rows && ks[i].Key < ks[j].Key
@@ -460,7 +480,7 @@ func fleetOf(m *shardmap.Map, sts []shardstatus.Shard, busy map[int]string) ([]S
 		if st.Error != "" {
 			return nil, fmt.Errorf("rebalance: shard %d (%s on %s): %s", st.ShardID, st.Schema, st.Server, st.Error)
 		}
-		sh := Shard{ID: st.ShardID, Server: st.Server, Rows: st.Rows, Bytes: st.ShardedBytes, Busy: busy[st.ShardID] != "", BusyWith: busy[st.ShardID]}
+		sh := Shard{ID: st.ShardID, Server: st.Server, Rows: st.Rows, Bytes: st.ShardedBytes, Busy: busy[st.ShardID] != "", BusyWith: busy[st.ShardID], Dedicated: st.Dedicated}
 		if f, ok := shardstatus.ListFunction(m, st.Mappings); ok {
 			sh.Func, sh.Kind = f.ID, string(shardmap.List) // its keys move; no order among them
 		} else if mps := st.Mappings; len(mps) == 1 {

@@ -3,10 +3,13 @@
 // bring every shard and server inside the limits. It reads no database; the
 // command gathers the fleet and runs each proposal as an ordinary plan.
 //
-// One pass proposes at most one operation per shard. Its effects are
+// One pass proposes at most one operation per shard, but for a LIST shard
+// over its limit the whole chain of splits it needs. Its effects are
 // simulated (a split leaves half on the source and half on the chosen
 // server, a merge adds the shard to its neighbour's server), so the moves
-// that follow account for the splits and merges before them.
+// that follow account for the splits and merges before them. A dedicated
+// shard is never touched (counted in its server's rows), and a key moved
+// within the cool-down (Policy.MinKeyAge) stays where it is.
 package rebalance
 
 import (
@@ -14,7 +17,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/shardctl/shardctl/keyspace"
 	"github.com/shardctl/shardctl/operation"
 )
 
@@ -31,6 +36,10 @@ type Shard struct {
 	// counted in their server's total but never touched; BusyWith says why.
 	Busy     bool   `json:"busy,omitempty"`
 	BusyWith string `json:"busy_with,omitempty"`
+	// Dedicated shards (shardmap set-policy, or a tenant isolated by
+	// 'move --keys --to') are counted and never touched: no key moves into
+	// or out of them, and they are not moved, split or merged.
+	Dedicated bool `json:"dedicated,omitempty"`
 	// Keys are a LIST shard's tenants with rows, heaviest first (read when a
 	// limit needs them): such a shard gives away keys rather than move whole,
 	// and a tenant over --max-shard-rows is isolated on a shard of its own.
@@ -39,10 +48,14 @@ type Shard struct {
 	Tenants int   `json:"tenants,omitempty"`
 }
 
-// Key is one tenant (a LIST point) and its rows over the sharded tables.
+// Key is one tenant (a LIST point), its rows over the sharded tables and
+// the bytes they take, and when it last moved (nil: not since the shard
+// map kept it).
 type Key struct {
-	Key  string `json:"key"`
-	Rows int64  `json:"rows"`
+	Key     string     `json:"key"`
+	Rows    int64      `json:"rows"`
+	Bytes   int64      `json:"bytes"`
+	MovedAt *time.Time `json:"moved_at,omitempty"`
 }
 
 // Unmet is a limit the proposal leaves violated, and why nothing was
@@ -75,6 +88,15 @@ type Policy struct {
 	MaxServerShare              float64  // of all rows, per server
 	Drain                       []string // servers to empty
 	Servers                     []string // servers that may receive shards besides those holding some
+	// MinKeyAge is the cool-down: a key that moved less than this before
+	// Now is not moved again (0: off).
+	MinKeyAge time.Duration
+	Now       time.Time
+}
+
+// cooling reports whether key k moved within the cool-down.
+func (p Policy) cooling(k Key) bool {
+	return p.MinKeyAge > 0 && k.MovedAt != nil && p.Now.Sub(*k.MovedAt) < p.MinKeyAge
 }
 
 // Operation kinds: the operations the policy proposes.
@@ -116,16 +138,20 @@ func (o Op) Shards() []int {
 	return []int{o.Shard}
 }
 
-func (o Op) String() string {
+func (o Op) String() string { return o.Describe() + ": " + o.Reason }
+
+// Describe is what op does, without why (String adds the reason): a line
+// of its own in the text report, with keys as runs and a count.
+func (o Op) Describe() string {
 	switch {
 	case o.Kind == Merge:
-		return fmt.Sprintf("merge shard %d into shard %d (%s): %s", o.Shard, o.Into, o.To, o.Reason)
+		return fmt.Sprintf("merge shard %d into shard %d (%s)", o.Shard, o.Into, o.To)
 	case len(o.Keys) > 0 && o.Into != 0:
-		return fmt.Sprintf("move keys %s (%d rows) of shard %d (%s) into shard %d (%s): %s", keyList(o.Keys), o.Rows, o.Shard, o.From, o.Into, o.To, o.Reason)
+		return fmt.Sprintf("move keys %s, %d rows, of shard %d (%s) into shard %d (%s)", KeyRuns(o.Keys), o.Rows, o.Shard, o.From, o.Into, o.To)
 	case len(o.Keys) > 0:
-		return fmt.Sprintf("move keys %s (%d rows) of shard %d (%s) to a new shard on %s: %s", keyList(o.Keys), o.Rows, o.Shard, o.From, o.To, o.Reason)
+		return fmt.Sprintf("move keys %s, %d rows, of shard %d (%s) to a new shard on %s", KeyRuns(o.Keys), o.Rows, o.Shard, o.From, o.To)
 	default:
-		return fmt.Sprintf("%s shard %d from %s to %s: %s", o.Kind, o.Shard, o.From, o.To, o.Reason)
+		return fmt.Sprintf("%s shard %d from %s to %s", o.Kind, o.Shard, o.From, o.To)
 	}
 }
 
@@ -179,13 +205,13 @@ func Assess(shards []Shard, p Policy) ([]Op, []Unmet) {
 		st.load[s.Server] += s.Rows
 		st.total += s.Rows
 		seen[s.Server] = true
-		if s.Busy {
+		if s.Busy || s.Dedicated {
 			st.used[s.ID] = true
 		}
 		st.rows[s.ID] = s.Rows
 	}
 	for i := range shards {
-		if s := &shards[i]; s.Kind == "LIST" && s.Func != 0 && !s.Busy {
+		if s := &shards[i]; s.Kind == "LIST" && s.Func != 0 && !s.Busy && !s.Dedicated {
 			st.lists[s.Server] = append(st.lists[s.Server], s)
 		}
 	}
@@ -209,6 +235,8 @@ func Assess(shards []Shard, p Policy) ([]Op, []Unmet) {
 			continue
 		}
 		switch {
+		case s.Dedicated:
+			unmet = append(unmet, Unmet{s.ID, s.Server, fmt.Sprintf("on a drained server, but dedicated: 'shardctl move --shard %d --to HOST:PORT' moves it, or 'shardmap set-policy --no-dedicated' frees it", s.ID)})
 		case st.used[s.ID]:
 			unmet = append(unmet, Unmet{s.ID, s.Server, "on a drained server, " + busyWhy(s)})
 		case len(st.places) == 0:
@@ -238,15 +266,17 @@ func Assess(shards []Shard, p Policy) ([]Op, []Unmet) {
 		case s.Busy:
 			unmet = append(unmet, Unmet{s.ID, s.Server, why + ", " + busyWhy(s)})
 			continue
-		case s.Kind == "LIST" && s.Func != 0 && len(s.Keys) > 0 && p.MaxShardRows > 0 && s.Rows > p.MaxShardRows:
+		case s.Kind == "LIST" && s.Func != 0 && len(s.Keys) > 0:
 			// A tenant alone on its shard is what isolation makes: inside
 			// the policy (a key is never divided), not a limit left unmet.
-			if op, ok := st.splitKeys(s, why); ok {
-				ops = append(ops, op)
+			split, left := st.splitKeys(s, why)
+			ops = append(ops, split...)
+			if left != "" {
+				unmet = append(unmet, Unmet{s.ID, s.Server, why + ", " + left})
 			}
 			continue
 		case (s.Kind != "RANGE" && s.Kind != "HASH") || s.Func == 0:
-			unmet = append(unmet, Unmet{s.ID, s.Server, why + ", but only a shard with exactly one RANGE or HASH mapping splits, or a LIST shard by its keys' rows (--max-shard-rows)"})
+			unmet = append(unmet, Unmet{s.ID, s.Server, why + ", but only a shard with exactly one RANGE or HASH mapping splits, or a LIST shard by its keys"})
 			continue
 		}
 		to := st.lightest("")
@@ -266,7 +296,7 @@ func Assess(shards []Shard, p Policy) ([]Op, []Unmet) {
 		ops = append(ops, st.shareMoves(byRows, limit)...)
 		for _, srv := range st.places {
 			if st.load[srv] > limit {
-				unmet = append(unmet, Unmet{Server: srv, Why: fmt.Sprintf("holds %s of the rows, over --max-server-share %s, and no movable shard fits elsewhere without taking that server over the limit (busy shards are not moved; add a server with --server HOST:PORT, or split its shards)", st.share(srv), pct(p.MaxServerShare))})
+				unmet = append(unmet, Unmet{Server: srv, Why: fmt.Sprintf("holds %s of the rows, over --max-server-share %s: nothing it may give fits elsewhere (busy, dedicated, recently moved stay; --server HOST:PORT adds a receiver)", st.share(srv), pct(p.MaxServerShare))})
 			}
 		}
 	}
@@ -303,7 +333,7 @@ func (st *state) shareMoves(byRows []Shard, limit int64) []Op {
 			continue
 		}
 		for _, k := range s.Keys {
-			if k.Rows > 0 {
+			if k.Rows > 0 && !st.p.cooling(k) {
 				onServer[s.Server] = append(onServer[s.Server], unit{s: s, key: k.Key, rows: k.Rows})
 			}
 		}
@@ -413,46 +443,107 @@ func (st *state) receiver(s *Shard, to string, rows int64) int {
 	return best
 }
 
-// splitKeys splits LIST shard s by its keys onto a new shard on the lightest
-// server: a key over --max-shard-rows alone (it is isolated), else the
-// heaviest keys up to about half its rows. ok is false when one key holds
-// every row: a key is never divided.
-func (st *state) splitKeys(s Shard, why string) (Op, bool) {
-	var keys []Key
+// splitKeys splits LIST shard s, over --max-shard-rows or
+// --max-shard-bytes, by its keys: the whole chain of splits it needs in one
+// proposal, each a set of keys onto a new shard on the lightest server as it
+// then is. Each key over the limit is isolated alone; the others are dealt
+// heaviest first onto the part with the least weight (the shard itself is
+// one part and keeps the keys in their cool-down), as many parts as its
+// weight needs, so every part is within the limit. left says why the shard
+// stays over it, if it does (keys in their cool-down); nothing is proposed
+// for a shard whose weight is one key's (a key is never divided).
+// Long on purpose: choosing the measure, isolating, dealing and placing
+// share the parts' weights.
+func (st *state) splitKeys(s Shard, why string) (ops []Op, left string) {
+	limit, unit, weight := st.p.MaxShardRows, "rows", func(k Key) int64 { return k.Rows }
+	if st.p.MaxShardRows <= 0 || s.Rows <= st.p.MaxShardRows {
+		limit, unit, weight = st.p.MaxShardBytes, "bytes", func(k Key) int64 { return k.Bytes }
+	}
+	var movable []Key
+	var total, stays int64
+	weighed := 0
 	for _, k := range s.Keys {
-		if k.Rows > 0 {
-			keys = append(keys, k)
+		w := weight(k)
+		total += w
+		if w <= 0 {
+			continue
 		}
+		weighed++
+		if st.p.cooling(k) {
+			stays += w
+			continue
+		}
+		movable = append(movable, k)
 	}
-	if len(keys) < 2 {
-		return Op{}, false
+	if weighed < 2 {
+		return nil, ""
 	}
-	var moving []string
-	var rows int64
-	if keys[0].Rows > st.p.MaxShardRows {
-		moving, rows = []string{keys[0].Key}, keys[0].Rows
-		why = fmt.Sprintf("key %s holds %d rows, over --max-shard-rows %d: isolated on a shard of its own", keys[0].Key, keys[0].Rows, st.p.MaxShardRows)
-	} else {
-		for _, k := range keys {
-			if len(moving) == 0 || rows+k.Rows <= s.Rows/2 {
-				moving, rows = append(moving, k.Key), rows+k.Rows
+	sort.SliceStable(movable, func(i, j int) bool { return weight(movable[i]) > weight(movable[j]) })
+	type part struct {
+		keys       []string
+		w, rows, b int64
+		why        string
+	}
+	var parts []*part
+	rest := total
+	for len(movable) > 0 && weight(movable[0]) > limit && rest > weight(movable[0]) {
+		k := movable[0]
+		movable = movable[1:]
+		rest -= weight(k)
+		parts = append(parts, &part{keys: []string{k.Key}, w: weight(k), rows: k.Rows, b: k.Bytes,
+			why: fmt.Sprintf("key %s holds %d %s, over --max-shard-%s %d: isolated on a shard of its own", k.Key, weight(k), unit, unit, limit)})
+	}
+	// The rest in n parts, the shard's own first (it keeps what is cooling).
+	n := int((rest + limit - 1) / limit)
+	bins := make([]*part, max(n, 1))
+	for i := range bins {
+		bins[i] = &part{why: why}
+	}
+	bins[0].w = stays
+	for _, k := range movable {
+		best := bins[0]
+		for _, b := range bins[1:] {
+			if b.w < best.w {
+				best = b
 			}
 		}
+		best.w += weight(k)
+		if best != bins[0] {
+			best.keys, best.rows, best.b = append(best.keys, k.Key), best.rows+k.Rows, best.b+k.Bytes
+		}
 	}
-	to := st.lightest("")
+	parts = append(parts, bins[1:]...)
+	for _, pt := range parts {
+		if len(pt.keys) == 0 {
+			continue
+		}
+		to := st.lightest("")
+		st.load[s.Server] -= pt.rows
+		st.load[to] += pt.rows
+		st.rows[s.ID] -= pt.rows
+		ops = append(ops, Op{Kind: Split, Shard: s.ID, From: s.Server, To: to, Keys: pt.keys, Rows: pt.rows, Reason: pt.why})
+	}
 	st.used[s.ID] = true
-	st.load[s.Server] -= rows
-	st.load[to] += rows
-	st.rows[s.ID] -= rows
-	return Op{Kind: Split, Shard: s.ID, From: s.Server, To: to, Keys: moving, Rows: rows, Reason: why}, true
+	if bins[0].w > limit && stays > 0 {
+		left = fmt.Sprintf("and %d %s of it are keys moved within --min-key-age %s: they stay until then", stays, unit, st.p.MinKeyAge)
+	}
+	return ops, left
 }
 
-// keyList names keys, the first few of a long list.
-func keyList(keys []string) string {
-	if len(keys) > 8 {
-		return strings.Join(keys[:8], ",") + fmt.Sprintf(",... (%d keys)", len(keys))
+// KeyRuns names keys as runs of consecutive keys and a count (keyspace.Runs,
+// as status prints a shard's keys): a proposal of thousands of tenants
+// stays one short line; the full list is in -o json and in the plan.
+func KeyRuns(keys []string) string {
+	ks := make([]keyspace.Key, len(keys))
+	for i, k := range keys {
+		if n, err := strconv.ParseInt(k, 10, 64); err == nil {
+			ks[i] = keyspace.IntK(n)
+		} else {
+			ks[i] = keyspace.StrK(k)
+		}
 	}
-	return strings.Join(keys, ",")
+	sort.Slice(ks, func(i, j int) bool { return ks[i].Compare(ks[j]) < 0 })
+	return keyspace.Runs(ks, 3)
 }
 
 func (st *state) share(srv string) string { return pct(float64(st.load[srv]) / float64(st.total)) }

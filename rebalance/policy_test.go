@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 func ops(os []Op) string {
@@ -199,7 +200,7 @@ func TestProposeListMovesTenants(t *testing.T) {
 	// A receiver without a LIST shard of the function (or none with room
 	// under --max-shard-rows) gets the keys on a new shard of their own.
 	fleet = []Shard{list(1, "a", "1:300", "2:300", "3:300"), list(3, "b", "20:500")}
-	if got := keyOps(Propose(fleet, Policy{MaxServerShare: 0.6, MaxShardRows: 700, Servers: []string{"c"}})); got != "split-keys 1[1]->new@c" {
+	if got := keyOps(Propose(fleet, Policy{MaxServerShare: 0.6, MaxShardRows: 700, Servers: []string{"c"}})); got != "split-keys 1[2]->new@c" {
 		t.Fatalf("no receiving shard with room: %s", got)
 	}
 }
@@ -215,8 +216,10 @@ func TestProposeListIsolatesAndSplits(t *testing.T) {
 	}
 	o, unmet := Assess(fleet, Policy{MaxShardRows: 800})
 	// Tenant 1 goes to the lightest server, c; then a is the lightest, and
-	// shard 2's heaviest keys up to half its 900 rows go there.
-	if got := keyOps(o); got != "split-keys 1[1]->new@c, split-keys 2[10,13]->new@a" {
+	// shard 2's 900 rows are dealt into two parts, heaviest key first onto
+	// the lighter part (the shard's own on a tie): 10 and 12 stay, 11 and
+	// 13 go.
+	if got := keyOps(o); got != "split-keys 1[1]->new@c, split-keys 2[11,13]->new@a" {
 		t.Fatalf("isolate and split: %s", got)
 	}
 	if len(unmet) != 0 {
@@ -248,5 +251,109 @@ func TestAssessListUnderMinShardRows(t *testing.T) {
 	}
 	if _, unmet := Assess([]Shard{list(1, "a", "1:5")}, Policy{MinShardRows: 100}); len(unmet) != 0 {
 		t.Fatalf("a lone LIST shard has nothing to merge with: %v", unmet)
+	}
+}
+
+// A dedicated shard (an isolated tenant's) is counted in its server's rows
+// and never touched: no key moves into it though it is the only LIST shard
+// on the lightest server, none moves out of it though its server is over
+// its share, and it is neither split over --max-shard-rows nor drained.
+func TestProposeLeavesDedicatedShardsAlone(t *testing.T) {
+	iso := list(3, "b", "526:50")
+	iso.Dedicated = true
+	fleet := []Shard{list(1, "a", "1:300", "2:300", "3:200"), list(2, "a", "10:100", "11:100"), iso}
+	got := keyOps(Propose(fleet, Policy{MaxServerShare: 0.45, Servers: []string{"c"}}))
+	if strings.Contains(got, "->3@") || strings.Contains(got, " 3[") || got == "" {
+		t.Fatalf("keys moved into or out of the dedicated shard 3, or nothing proposed: %s", got)
+	}
+	big := list(4, "b", "40:900", "41:900")
+	big.Dedicated = true
+	o, unmet := Assess([]Shard{big, list(5, "a", "50:10")}, Policy{MaxShardRows: 1000})
+	if len(o) != 0 || len(unmet) != 0 {
+		t.Fatalf("a dedicated shard over --max-shard-rows: %s, unmet %v", keyOps(o), unmet)
+	}
+	o, unmet = Assess([]Shard{big, list(5, "a", "50:10")}, Policy{Drain: []string{"b"}})
+	if len(o) != 0 || len(unmet) != 1 || !strings.Contains(unmet[0].Why, "dedicated") {
+		t.Fatalf("drain of a dedicated shard's server: %s, unmet %v", keyOps(o), unmet)
+	}
+}
+
+// A key that moved within --min-key-age stays: neither given for the
+// server share nor dealt into a split; a shard left over its limit by such
+// keys says so.
+func TestProposeCoolDown(t *testing.T) {
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	recent, old := now.Add(-time.Hour), now.Add(-48*time.Hour)
+	fleet := []Shard{list(1, "a", "1:500", "2:300", "3:200", "4:100"), list(2, "b", "10:100")}
+	fleet[0].Keys[0].MovedAt, fleet[0].Keys[1].MovedAt = &recent, &old
+	p := Policy{MaxServerShare: 0.6, MinKeyAge: 24 * time.Hour, Now: now}
+	got := keyOps(Propose(fleet, p))
+	if strings.Contains(got, "[1") || !strings.Contains(got, "move-keys 1[") {
+		t.Fatalf("share with key 1 cooling: %s", got)
+	}
+	p.MinKeyAge = 0
+	if got := keyOps(Propose(fleet, p)); !strings.Contains(got, "1[1]") {
+		t.Fatalf("without a cool-down key 1 (the heaviest) moves: %s", got)
+	}
+	// Split over --max-shard-rows 400: key 1 (500, cooling) stays, so the
+	// shard stays over the limit, and says why.
+	fleet = []Shard{list(1, "a", "1:500", "2:300", "3:200")}
+	fleet[0].Keys[0].MovedAt = &recent
+	o, unmet := Assess(fleet, Policy{MaxShardRows: 400, MinKeyAge: 24 * time.Hour, Now: now, Servers: []string{"b"}})
+	if got := keyOps(o); strings.Contains(got, "[1") || len(unmet) != 1 || !strings.Contains(unmet[0].Why, "--min-key-age") {
+		t.Fatalf("split with key 1 cooling: %s, unmet %v", got, unmet)
+	}
+}
+
+// A LIST shard far over --max-shard-rows gets the whole chain of splits in
+// one proposal: 320,000 rows over 60,000 (the shard) become parts
+// all within the limit, each split onto the lightest server as it then is.
+func TestProposeChainOfSplits(t *testing.T) {
+	s := Shard{ID: 1, Server: "a", Func: 2, Kind: "LIST"}
+	for k := 1; k <= 3200; k++ {
+		rows := int64(50 + k%100) // 50-149 rows each, about 320,000 in all
+		s.Keys = append(s.Keys, Key{Key: fmt.Sprint(k), Rows: rows, Bytes: rows * 100})
+		s.Rows += rows
+		s.Bytes += rows * 100
+	}
+	p := Policy{MaxShardRows: 60000, Servers: []string{"b", "c"}}
+	o, unmet := Assess([]Shard{s}, p)
+	if len(unmet) != 0 {
+		t.Fatalf("unmet: %v", unmet)
+	}
+	left := s.Rows
+	moved := map[string]bool{}
+	for _, op := range o {
+		if op.Kind != Split || op.Shard != 1 || op.Into != 0 || op.Rows > p.MaxShardRows {
+			t.Fatalf("not a split of shard 1 onto a new shard within the limit: %s", op)
+		}
+		for _, k := range op.Keys {
+			if moved[k] {
+				t.Fatalf("key %s in two splits", k)
+			}
+			moved[k] = true
+		}
+		left -= op.Rows
+		if d := op.Describe(); len(d) > 200 || !strings.Contains(d, "keys)") {
+			t.Errorf("proposal line of %d characters, or keys not as runs and a count: %s", len(d), d)
+		}
+	}
+	if want := int((s.Rows+p.MaxShardRows-1)/p.MaxShardRows) - 1; len(o) != want || left > p.MaxShardRows {
+		t.Fatalf("%d splits leaving %d rows on the shard, want %d splits leaving at most %d", len(o), left, want, p.MaxShardRows)
+	}
+	// By bytes too: a tenant is weighed by the bytes it takes.
+	o, _ = Assess([]Shard{s}, Policy{MaxShardBytes: s.Rows * 100 / 3, Servers: []string{"b"}})
+	if len(o) != 3 {
+		t.Fatalf("split by bytes into 4 parts: %d splits", len(o))
+	}
+}
+
+// KeyRuns prints keys as runs and a count, in key order.
+func TestKeyRuns(t *testing.T) {
+	if got := KeyRuns([]string{"7", "3", "4", "5", "10", "11", "20", "30", "40"}); got != "3-5,7,10-11,… (9 keys)" {
+		t.Errorf("runs: %q", got)
+	}
+	if got := KeyRuns([]string{"9"}); got != "9" {
+		t.Errorf("one key: %q", got)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/keyspace"
@@ -41,6 +42,11 @@ const (
 	OpMoveLocation   = mapdef.OpMoveLocation
 	OpRemoveLocation = mapdef.OpRemoveLocation
 	OpAddLocation    = mapdef.OpAddLocation
+	OpSetPolicy      = mapdef.OpSetPolicy
+
+	PolicyDedicated = mapdef.PolicyDedicated
+	PolicyShared    = mapdef.PolicyShared
+	Format          = mapdef.Format
 
 	NewShard = mapdef.NewShard
 )
@@ -96,6 +102,15 @@ type Mapping struct {
 	Point   *keyspace.Key `json:"point,omitempty"` // LIST: the key
 	ShardID int           `json:"shard_id"`
 	Status  string        `json:"status"`
+	// MovedAt is when a LIST point was last re-pointed by a key move or a
+	// merge (nil: never since the map's format 2, or not a LIST point).
+	MovedAt *time.Time `json:"moved_at,omitempty"`
+}
+
+// ShardPolicy is how rebalance treats a shard (table shard_policies).
+type ShardPolicy struct {
+	ShardID   int  `json:"shard_id"`
+	Dedicated bool `json:"dedicated"` // never a source or a destination of rebalance's key moves
 }
 
 // Ref returns the mapping's identity.
@@ -119,11 +134,25 @@ func (m Mapping) String() string {
 
 // Map is a consistent snapshot of the whole shard map.
 type Map struct {
-	Version   int64      `json:"version"`
+	Version int64 `json:"version"`
+	// Format is the table layout the map was read in (mapdef.Format).
+	Format    int        `json:"format"`
 	Locations []Location `json:"locations"`
 	Functions []Function `json:"functions"`
 	Columns   []Column   `json:"columns"`
 	Mappings  []Mapping  `json:"mappings"`
+	// Policies are the shards with a policy set (shardctl shardmap set-policy).
+	Policies []ShardPolicy `json:"policies,omitempty"`
+}
+
+// Dedicated reports whether shard id is marked dedicated.
+func (m *Map) Dedicated(id int) bool {
+	for _, p := range m.Policies {
+		if p.ShardID == id {
+			return p.Dedicated
+		}
+	}
+	return false
 }
 
 // Location returns shard id's location.
@@ -321,45 +350,17 @@ func (m *Map) fillUppers() {
 // most a few runs before a count, so a shard of thousands of tenants stays
 // one readable line.
 func Summary(ms []Mapping) string {
-	const maxRuns = 4
-	var parts, runs []string
-	nkeys := 0
-	var lo, hi *keyspace.Key
-	flush := func() {
-		if lo == nil {
-			return
-		}
-		if lo.Compare(*hi) == 0 {
-			runs = append(runs, lo.String())
-		} else {
-			runs = append(runs, lo.String()+"-"+hi.String())
-		}
-		lo, hi = nil, nil
-	}
+	var parts []string
+	var keys []keyspace.Key
 	for _, mp := range ms {
 		if mp.Kind != List || mp.Point == nil {
 			parts = append(parts, mp.String())
 			continue
 		}
-		nkeys++
-		k := *mp.Point
-		if hi != nil && k.Type == keyspace.IntKey && hi.Type == keyspace.IntKey && k.Int == hi.Int+1 {
-			hi = &k
-			continue
-		}
-		flush()
-		lo, hi = &k, &k
+		keys = append(keys, *mp.Point)
 	}
-	flush()
-	if nkeys > 0 {
-		s := "keys " + strings.Join(runs, ",")
-		if len(runs) > maxRuns {
-			s = "keys " + strings.Join(runs[:maxRuns], ",") + ",…"
-		}
-		if nkeys > 1 {
-			s += fmt.Sprintf(" (%d keys)", nkeys)
-		}
-		parts = append(parts, s)
+	if len(keys) > 0 {
+		parts = append(parts, "keys "+keyspace.Runs(keys, 4))
 	}
 	return strings.Join(parts, " ")
 }

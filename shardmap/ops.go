@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/shardctl/shardctl/dbutil"
@@ -286,7 +287,7 @@ func (s *Store) applyOne(ctx context.Context, tx *sql.Tx, m *Map, c Change) (boo
 	if len(c.Ref.Points) > 0 {
 		return s.applyPoints(ctx, tx, m, c)
 	}
-	q, args := c.SQL(s.Schema)
+	q, args := c.SQLFormat(s.Schema, m.Format)
 	res, err := tx.ExecContext(ctx, q, args...)
 	if err != nil {
 		return false, err
@@ -365,6 +366,16 @@ func (m *Map) pending(c Change) (bool, error) {
 				return false, nil
 			}
 		}
+	case OpSetPolicy:
+		if _, err := m.Location(c.ShardID); err != nil {
+			return false, err
+		}
+		if m.Format < 2 {
+			return false, nil // a map that could not be upgraded keeps no policies (Upgrade)
+		}
+		if m.Dedicated(c.ShardID) == (c.Policy == PolicyDedicated) {
+			return false, nil
+		}
 	case OpRemoveLocation:
 		if _, err := m.Location(c.ShardID); err != nil {
 			return false, nil
@@ -428,15 +439,16 @@ func (s *Store) applyPoints(ctx context.Context, tx *sql.Tx, m *Map, c Change) (
 	if err != nil {
 		return false, err
 	}
-	q, args := c.SQL(s.Schema)
+	q, args := c.SQLFormat(s.Schema, m.Format)
 	if _, err := tx.ExecContext(ctx, q, args...); err != nil {
 		return false, err
 	}
+	now := time.Now().UTC()
 	for _, mp := range hit {
 		if c.Op == OpSetStatus {
 			mp.Status = c.Status
 		} else {
-			mp.ShardID = c.ShardID
+			mp.ShardID, mp.MovedAt = c.ShardID, &now
 		}
 	}
 	return true, nil
@@ -494,6 +506,9 @@ func (s *Store) applyToMap(ctx context.Context, tx *sql.Tx, m *Map, c Change, re
 				break
 			}
 		}
+		m.setPolicy(c.ShardID, false) // the foreign key's cascade
+	case OpSetPolicy:
+		m.setPolicy(c.ShardID, c.Policy == PolicyDedicated)
 	case OpAddLocation:
 		id, err := res.LastInsertId()
 		if err != nil {
@@ -542,4 +557,46 @@ func mappable(m *Map, fn string, typ ShardingType, shardID int) (Function, error
 		return f, badInput("unknown shard %d: add it first with 'shardctl shardmap add-shard'", shardID)
 	}
 	return f, nil
+}
+
+// setPolicy records shard id's policy in m.
+func (m *Map) setPolicy(id int, dedicated bool) {
+	for i := range m.Policies {
+		if m.Policies[i].ShardID == id {
+			if !dedicated {
+				m.Policies = append(m.Policies[:i:i], m.Policies[i+1:]...)
+				return
+			}
+			m.Policies[i].Dedicated = true
+			return
+		}
+	}
+	if dedicated {
+		m.Policies = append(m.Policies, ShardPolicy{ShardID: id, Dedicated: true})
+		sort.Slice(m.Policies, func(i, j int) bool { return m.Policies[i].ShardID < m.Policies[j].ShardID })
+	}
+}
+
+// SetPolicy marks shard id dedicated (or shared again) in one transaction
+// with a version bump; changed is false when it was so already. The map is
+// upgraded first when it is of an older format (the policies' table).
+func (s *Store) SetPolicy(ctx context.Context, id int, dedicated bool) (changed bool, err error) {
+	if err := s.Upgrade(ctx); err != nil {
+		return false, err
+	}
+	c := Change{Op: OpSetPolicy, ShardID: id, Policy: PolicyShared}
+	if dedicated {
+		c.Policy = PolicyDedicated
+	}
+	err = s.Update(ctx, "set policy", func(tx *sql.Tx, m *Map) (bool, error) {
+		if _, err := m.Location(id); err != nil {
+			return false, err
+		}
+		if m.Format < 2 {
+			return false, fmt.Errorf("the shard map in schema %s is of format %d; run 'shardctl shardmap init' to upgrade it", s.Schema, m.Format)
+		}
+		changed, err = s.applyOne(ctx, tx, m, c)
+		return changed, err
+	})
+	return changed, err
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/shardctl/shardctl/dbutil"
 	"github.com/shardctl/shardctl/keyspace"
@@ -19,7 +20,7 @@ var schemaDDL = []string{
 		version BIGINT NOT NULL,
 		format INT NOT NULL
 	) ENGINE=InnoDB`,
-	`INSERT IGNORE INTO version (id, version, format) VALUES (1, 1, 1)`,
+	`INSERT IGNORE INTO version (id, version, format) VALUES (1, 1, 2)`,
 	`CREATE TABLE IF NOT EXISTS locations (
 		shard_id INT NOT NULL AUTO_INCREMENT PRIMARY KEY,
 		host VARCHAR(255) NOT NULL,
@@ -70,6 +71,7 @@ var schemaDDL = []string{
 		point_str VARBINARY(255) NULL,
 		shard_id INT NOT NULL,
 		status ENUM('online','offline') NOT NULL DEFAULT 'online',
+		moved_at DATETIME(3) NULL,
 		UNIQUE KEY point_int (func_id, point),
 		UNIQUE KEY point_str (func_id, point_str),
 		FOREIGN KEY (func_id) REFERENCES partition_functions (func_id),
@@ -83,7 +85,17 @@ var schemaDDL = []string{
 		acquired_at DATETIME(3) NOT NULL
 	) ENGINE=InnoDB`,
 	PlansDDL,
+	policiesDDL,
 }
+
+// policiesDDL is format 2's table of shard policies. A location removed
+// takes its policy with it.
+const policiesDDL = `CREATE TABLE IF NOT EXISTS shard_policies (
+		shard_id INT NOT NULL PRIMARY KEY,
+		dedicated BOOL NOT NULL DEFAULT FALSE,
+		updated_at DATETIME(3) NOT NULL,
+		FOREIGN KEY (shard_id) REFERENCES locations (shard_id) ON DELETE CASCADE
+	) ENGINE=InnoDB`
 
 // PlansDDL creates the plans table (package planstore): every plan's
 // checksummed document, so any operator host can list, show and resume it.
@@ -146,6 +158,40 @@ func (s *Store) Init(ctx context.Context) error {
 		if _, err := conn.ExecContext(ctx, stmt); err != nil {
 			return fmt.Errorf("shardmap init: %w", err)
 		}
+	}
+	return s.Upgrade(ctx) // a map an older shardctl created
+}
+
+// Upgrade brings a map of an older format to Format, in place: format 2
+// adds the shard_policies table and list_points.moved_at (a nullable
+// column: the book's lookup query, routers and older shardctl binaries read
+// the table as before). Idempotent, and safe for two hosts at once: each
+// step checks what is there. A map that is not initialized is left alone
+// (ErrBadInput). Run by every command before it reads the map, so an old
+// map upgrades on first use; a map that cannot be upgraded (no ALTER
+// privilege) is still read and written, without policies and cool-downs.
+func (s *Store) Upgrade(ctx context.Context) error {
+	var format int
+	if err := s.DB.QueryRowContext(ctx, "SELECT format FROM "+s.t("version")+" WHERE id = 1").Scan(&format); err != nil {
+		return s.wrapMissing("read the shard map's format", err)
+	}
+	if format >= Format {
+		return nil
+	}
+	if _, err := s.DB.ExecContext(ctx, strings.Replace(policiesDDL, "shard_policies", s.t("shard_policies"), 1)); err != nil {
+		return fmt.Errorf("upgrade the shard map to format %d: create shard_policies: %w", Format, err)
+	}
+	var has int
+	if err := s.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'list_points' AND COLUMN_NAME = 'moved_at'", s.Schema).Scan(&has); err != nil {
+		return fmt.Errorf("upgrade the shard map to format %d: %w", Format, err)
+	}
+	if has == 0 {
+		if _, err := s.DB.ExecContext(ctx, "ALTER TABLE "+s.t("list_points")+" ADD COLUMN moved_at DATETIME(3) NULL"); err != nil && dbutil.ErrNumber(err) != 1060 { // 1060: another host added it
+			return fmt.Errorf("upgrade the shard map to format %d: add list_points.moved_at: %w", Format, err)
+		}
+	}
+	if _, err := s.DB.ExecContext(ctx, "UPDATE "+s.t("version")+" SET format = ? WHERE id = 1 AND format < ?", Format, Format); err != nil {
+		return fmt.Errorf("upgrade the shard map to format %d: %w", Format, err)
 	}
 	return nil
 }
@@ -222,7 +268,7 @@ func scopeOf(cs []Change) (pointScope, bool) {
 					sc[c.Ref.FuncID] = append(sc[c.Ref.FuncID], k)
 				}
 			}
-		case OpSplitRange, OpAddHashPoint, OpMoveLocation, OpAddLocation:
+		case OpSplitRange, OpAddHashPoint, OpMoveLocation, OpAddLocation, OpSetPolicy: // locations and policies are always read whole
 		default:
 			return nil, false
 		}
@@ -241,7 +287,7 @@ func (s *Store) load(ctx context.Context, q dbutil.Querier) (*Map, error) {
 func (s *Store) loadScoped(ctx context.Context, q dbutil.Querier, sc pointScope) (*Map, error) {
 	s.reads.Add(1)
 	m := &Map{}
-	if err := q.QueryRowContext(ctx, "SELECT version FROM "+s.t("version")+" WHERE id = 1").Scan(&m.Version); err != nil {
+	if err := q.QueryRowContext(ctx, "SELECT version, format FROM "+s.t("version")+" WHERE id = 1").Scan(&m.Version, &m.Format); err != nil {
 		return nil, s.wrapMissing("load shard map", err)
 	}
 	if err := scanAll(ctx, q, "SELECT shard_id, host, port, schema_name FROM "+s.t("locations")+" ORDER BY shard_id", func(r *sql.Rows) error {
@@ -293,11 +339,16 @@ func (s *Store) loadScoped(ctx context.Context, q dbutil.Querier, sc pointScope)
 	}); err != nil {
 		return nil, err
 	}
+	// Format 2 keeps when each point last moved, and the shard policies.
+	movedAt := ", NULL"
+	if m.Format >= 2 {
+		movedAt = ", moved_at"
+	}
 	point := func(r *sql.Rows) error {
 		mp := Mapping{Kind: List}
 		var pi sql.NullInt64
-		var ps []byte
-		if err := r.Scan(&mp.FuncID, &pi, &ps, &mp.ShardID, &mp.Status); err != nil {
+		var ps, at []byte
+		if err := r.Scan(&mp.FuncID, &pi, &ps, &mp.ShardID, &mp.Status, &at); err != nil {
 			return err
 		}
 		k := keyspace.StrK(string(ps))
@@ -305,11 +356,18 @@ func (s *Store) loadScoped(ctx context.Context, q dbutil.Querier, sc pointScope)
 			k = keyspace.IntK(pi.Int64)
 		}
 		mp.Point = &k
+		if at != nil {
+			t, err := time.ParseInLocation("2006-01-02 15:04:05.999999", string(at), time.UTC) // stamped with UTC_TIMESTAMP
+			if err != nil {
+				return fmt.Errorf("list point %s: moved_at %q: %w", k, at, err)
+			}
+			mp.MovedAt = &t
+		}
 		m.Mappings = append(m.Mappings, mp)
 		s.points.Add(1)
 		return nil
 	}
-	const points = "SELECT func_id, point, point_str, shard_id, status FROM "
+	points := "SELECT func_id, point, point_str, shard_id, status" + movedAt + " FROM "
 	if sc == nil {
 		if err := scanAll(ctx, q, points+s.t("list_points"), point); err != nil {
 			return nil, err
@@ -331,6 +389,16 @@ func (s *Store) loadScoped(ctx context.Context, q dbutil.Querier, sc pointScope)
 				return nil, err
 			}
 			keys = keys[n:]
+		}
+	}
+	if m.Format >= 2 {
+		if err := scanAll(ctx, q, "SELECT shard_id, dedicated FROM "+s.t("shard_policies")+" ORDER BY shard_id", func(r *sql.Rows) error {
+			var p ShardPolicy
+			err := r.Scan(&p.ShardID, &p.Dedicated)
+			m.Policies = append(m.Policies, p)
+			return err
+		}); err != nil {
+			return nil, err
 		}
 	}
 	m.fillUppers()

@@ -91,34 +91,88 @@ func Keys(ctx context.Context, m *shardmap.Map, f shardmap.Function, keys []stri
 	return out, nil
 }
 
+// Weight is a key's (tenant's) rows over its function's sharded tables,
+// and the bytes they take: each table's rows of the key times that table's
+// average row (data and indexes, from table statistics), an estimate that
+// costs no read of the rows.
+type Weight struct {
+	Rows  int64 `json:"rows"`
+	Bytes int64 `json:"bytes"`
+}
+
 // ShardKeys counts the rows of every key that the shard at loc owns among
 // points (its list points of LIST function f), summed over f's sharded
-// tables; keys without rows are left out. Each table is read by GROUP BY
-// over its shard column in chunks of groupsPerRead keys, in key order
-// through an index that leads with the column; a table without one is read
-// by one GROUP BY (a single scan, rather than a scan per chunk). Rows of
-// keys the shard does not own (left for a prune) are not counted.
+// tables; keys without rows are left out (ShardWeights).
 func ShardKeys(ctx context.Context, db *sql.DB, m *shardmap.Map, f shardmap.Function, loc shardmap.Location, points []shardmap.Mapping) (map[string]int64, error) {
-	owned := map[string]bool{}
+	ws, err := ShardWeights(ctx, db, m, f, loc, points)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]int64, len(ws))
+	for k, w := range ws {
+		out[k] = w.Rows
+	}
+	return out, nil
+}
+
+// ShardWeights weighs every key that the shard at loc owns among points by
+// rows and bytes. Each table is read by GROUP BY over its shard column in
+// chunks of groupsPerRead keys, in key order through an index that leads
+// with the column; a table without one is read by one GROUP BY (a single
+// scan, rather than a scan per chunk). Rows of keys the shard does not own
+// (left for a prune) are not counted. The tables' average row sizes are
+// one statistics query.
+func ShardWeights(ctx context.Context, db *sql.DB, m *shardmap.Map, f shardmap.Function, loc shardmap.Location, points []shardmap.Mapping) (map[string]Weight, error) {
+	owned := make(map[string]bool, len(points))
 	for _, mp := range points {
 		if mp.Point != nil {
 			owned[mp.Point.String()] = true
 		}
 	}
-	out := map[string]int64{}
+	out := map[string]Weight{}
 	if len(owned) == 0 {
 		return out, nil
 	}
+	avg, err := avgRowBytes(ctx, db, loc.Schema)
+	if err != nil {
+		return nil, fmt.Errorf("the table statistics of shard %d (%s): %w", loc.ShardID, loc.Schema, err)
+	}
 	for _, t := range tablesOf(m, f) {
+		per := avg[t.Table]
 		if err := groupCount(ctx, db, f, loc.Schema, t, func(key string, n int64) {
 			if owned[key] {
-				out[key] += n
+				w := out[key]
+				w.Rows += n
+				w.Bytes += int64(float64(n) * per)
+				out[key] = w
 			}
 		}); err != nil {
 			return nil, fmt.Errorf("count the keys of shard %d, table %s.%s: %w", loc.ShardID, loc.Schema, t.Table, err)
 		}
 	}
 	return out, nil
+}
+
+// avgRowBytes is each table's data and index bytes per row in schema (table
+// statistics; 0 for a table they count no rows of).
+func avgRowBytes(ctx context.Context, db *sql.DB, schema string) (map[string]float64, error) {
+	rows, err := db.QueryContext(ctx, "SELECT TABLE_NAME, COALESCE(TABLE_ROWS, 0), COALESCE(DATA_LENGTH, 0) + COALESCE(INDEX_LENGTH, 0) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ?", schema)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]float64{}
+	for rows.Next() {
+		var name string
+		var n, b int64
+		if err := rows.Scan(&name, &n, &b); err != nil {
+			return nil, err
+		}
+		if n > 0 {
+			out[name] = float64(b) / float64(n)
+		}
+	}
+	return out, rows.Err()
 }
 
 // groupCount reads one table's rows per key.
@@ -175,7 +229,7 @@ func readGroups(ctx context.Context, db *sql.DB, q string, args []any, yield fun
 // whose mappings are all points of one LIST function), several servers at
 // once, and hands each shard's counts to fn (called from one goroutine at a
 // time). The map's mappings are grouped by shard once, not once per shard.
-func EachShardKeys(ctx context.Context, m *shardmap.Map, locs []shardmap.Location, creds dbutil.Creds, fn func(shardmap.Function, shardmap.Location, map[string]int64)) error {
+func EachShardKeys(ctx context.Context, m *shardmap.Map, locs []shardmap.Location, creds dbutil.Creds, fn func(shardmap.Function, shardmap.Location, map[string]Weight)) error {
 	ps := pools(creds)
 	defer ps.Close()
 	mappings := map[int][]shardmap.Mapping{}
@@ -213,7 +267,7 @@ func EachShardKeys(ctx context.Context, m *shardmap.Map, locs []shardmap.Locatio
 					return fmt.Errorf("server %s: %w", addr, err)
 				}
 				for _, sh := range byServer[addr] {
-					keys, err := ShardKeys(ctx, db, m, sh.f, sh.loc, mappings[sh.loc.ShardID])
+					keys, err := ShardWeights(ctx, db, m, sh.f, sh.loc, mappings[sh.loc.ShardID])
 					if err != nil {
 						return err
 					}
@@ -257,7 +311,7 @@ func ListFunction(m *shardmap.Map, mps []shardmap.Mapping) (shardmap.Function, b
 func Top(ctx context.Context, m *shardmap.Map, n int, creds dbutil.Creds) ([]KeyRows, error) {
 	status := map[int]map[string]string{} // function: key: its mapping's status
 	tops := map[string]*topN{}
-	err := EachShardKeys(ctx, m, m.Locations, creds, func(f shardmap.Function, l shardmap.Location, keys map[string]int64) {
+	err := EachShardKeys(ctx, m, m.Locations, creds, func(f shardmap.Function, l shardmap.Location, keys map[string]Weight) {
 		st := status[f.ID]
 		if st == nil {
 			st = map[string]string{}
@@ -273,8 +327,8 @@ func Top(ctx context.Context, m *shardmap.Map, n int, creds dbutil.Creds) ([]Key
 			t = &topN{n: n}
 			tops[f.Name] = t
 		}
-		for k, rows := range keys {
-			t.add(KeyRows{Function: f.Name, Key: k, ShardID: l.ShardID, Server: l.Addr().String(), Schema: l.Schema, Status: st[k], Rows: rows})
+		for k, w := range keys {
+			t.add(KeyRows{Function: f.Name, Key: k, ShardID: l.ShardID, Server: l.Addr().String(), Schema: l.Schema, Status: st[k], Rows: w.Rows})
 		}
 	})
 	if err != nil {

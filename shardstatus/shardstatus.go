@@ -27,10 +27,12 @@ type Shard struct {
 	Server   string             `json:"server"`
 	Schema   string             `json:"schema"`
 	Mappings []shardmap.Mapping `json:"mappings"`
-	Status   string             `json:"status"`    // online, offline, partial (some mappings offline), unmapped
-	Rows     int64              `json:"rows"`      // rows of the sharded tables (exact with --exact, else estimates)
-	RowsKind string             `json:"rows_kind"` // exact (COUNT(*)) or estimate (table statistics)
-	Bytes    int64              `json:"bytes"`     // size of the whole schema
+	Status   string             `json:"status"` // online, offline, partial (some mappings offline), unmapped
+	// Dedicated: rebalance moves no key into or out of it (shardmap set-policy).
+	Dedicated bool   `json:"dedicated,omitempty"`
+	Rows      int64  `json:"rows"`      // rows of the sharded tables (exact with --exact, else estimates)
+	RowsKind  string `json:"rows_kind"` // exact (COUNT(*)) or estimate (table statistics)
+	Bytes     int64  `json:"bytes"`     // size of the whole schema
 	// ShardedBytes is the sharded tables' data and indexes (table
 	// statistics): what a split divides, unlike the global tables.
 	ShardedBytes int64  `json:"sharded_bytes"`
@@ -55,7 +57,7 @@ func ReadAll(ctx context.Context, m *shardmap.Map, locs []shardmap.Location, cre
 	byServer := map[dbutil.Addr][]int{}
 	var servers []dbutil.Addr
 	for i, l := range locs {
-		out[i] = Shard{ShardID: l.ShardID, Server: l.Addr().String(), Schema: l.Schema, Mappings: m.ShardMappings(l.ShardID)}
+		out[i] = Shard{ShardID: l.ShardID, Server: l.Addr().String(), Schema: l.Schema, Mappings: m.ShardMappings(l.ShardID), Dedicated: m.Dedicated(l.ShardID)}
 		out[i].Status = mappingStatus(out[i].Mappings)
 		if _, ok := byServer[l.Addr()]; !ok {
 			servers = append(servers, l.Addr())

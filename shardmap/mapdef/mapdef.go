@@ -63,7 +63,23 @@ type Change struct {
 	Host    string        `json:"host,omitempty"`
 	Port    int           `json:"port,omitempty"`
 	Schema  string        `json:"schema,omitempty"` // add_location
+	// Policy is what set_policy makes of shard ShardID: PolicyDedicated or
+	// PolicyShared.
+	Policy string `json:"policy,omitempty"`
 }
+
+// Shard policies (set_policy): a dedicated shard is left alone by
+// rebalance (no key moves into or out of it); shared is the default.
+const (
+	PolicyDedicated = "dedicated"
+	PolicyShared    = "shared"
+)
+
+// Format is the shard map's table layout this shardctl writes (the version
+// row's format column): 2 added shard_policies and list_points.moved_at. A
+// map of an older format is read without them and upgraded in place
+// (shardmap.Store.Upgrade).
+const Format = 2
 
 // NewShard stands for the shard id an add_location change registers (a
 // split's new shard): a plan's changes use it until its create step knows the id.
@@ -80,10 +96,16 @@ const (
 	OpMoveLocation   = "move_location"
 	OpRemoveLocation = "remove_location"
 	OpAddLocation    = "add_location" // registers Host:Port Schema as a new shard (a split's target)
+	OpSetPolicy      = "set_policy"   // marks shard ShardID dedicated or shared (Policy)
 )
 
 // SQL is the statement a change runs against the shard map.
-func (c Change) SQL(schema string) (string, []any) {
+func (c Change) SQL(schema string) (string, []any) { return c.SQLFormat(schema, Format) }
+
+// SQLFormat is SQL for a map of the given format: from format 2 a LIST
+// point re-pointed is stamped with the time it moved (in the same
+// statement: rebalance's cool-down reads it).
+func (c Change) SQLFormat(schema string, format int) (string, []any) {
 	t := func(name string) string { return ident.Table(schema, name) }
 	switch c.Op {
 	case OpSetStatus:
@@ -91,7 +113,14 @@ func (c Change) SQL(schema string) (string, []any) {
 		return "UPDATE " + t + " SET status = ? WHERE " + w, append([]any{c.Status}, a...)
 	case OpRepoint:
 		t, w, a := refWhere(schema, c.Ref)
-		return "UPDATE " + t + " SET shard_id = ? WHERE " + w, append([]any{c.ShardID}, a...)
+		stamp := ""
+		if c.Ref.Kind == List && format >= 2 {
+			stamp = ", moved_at = UTC_TIMESTAMP(3)"
+		}
+		return "UPDATE " + t + " SET shard_id = ?" + stamp + " WHERE " + w, append([]any{c.ShardID}, a...)
+	case OpSetPolicy:
+		d := c.Policy == PolicyDedicated
+		return "INSERT INTO " + t("shard_policies") + " (shard_id, dedicated, updated_at) VALUES (?, ?, UTC_TIMESTAMP(3)) ON DUPLICATE KEY UPDATE dedicated = ?, updated_at = UTC_TIMESTAMP(3)", []any{c.ShardID, d, d}
 	case OpRemoveMapping, OpMergeRange:
 		t, w, a := refWhere(schema, c.Ref)
 		return "DELETE FROM " + t + " WHERE " + w, a
@@ -147,22 +176,14 @@ func (c Change) Describe() string {
 		return fmt.Sprintf("remove shard %d's location", c.ShardID)
 	case OpAddLocation:
 		return fmt.Sprintf("register a new shard on %s:%d, schema %s", c.Host, c.Port, c.Schema)
+	case OpSetPolicy:
+		return fmt.Sprintf("mark shard %d %s", c.ShardID, c.Policy)
 	}
 	return c.Op
 }
 
-// describeKeys lists a few keys and counts the rest.
-func describeKeys(ks []keyspace.Key) string {
-	var s []string
-	for i, k := range ks {
-		if i == 5 {
-			s = append(s, fmt.Sprintf("and %d more", len(ks)-i))
-			break
-		}
-		s = append(s, k.String())
-	}
-	return strings.Join(s, ",")
-}
+// describeKeys names keys as runs and counts the rest (keyspace.Runs).
+func describeKeys(ks []keyspace.Key) string { return keyspace.Runs(ks, 4) }
 
 // Render prints a statement with its arguments inlined, for people to read
 // (dry runs and plans). It is never executed.
