@@ -55,6 +55,8 @@ type Controller struct {
 	// Done, when set, is told of each plan as it finishes or stops (with
 	// --apply), so the operator sees each blackout as it happens.
 	Done func(it Item, finished bool)
+
+	cached *shardmap.Store // a dry run's plans read the map through it
 }
 
 // Item is one plan in the report.
@@ -137,6 +139,9 @@ func (r *Report) stuck() error {
 	return &StuckError{Why: why}
 }
 
+// plansAtOnce bounds how many proposals a dry run plans at once.
+const plansAtOnce = 4
+
 // lockName is one lock per shard map: two rebalances never plan at once.
 func lockName(schema string) string {
 	n := "shardctl/" + schema + "/rebalance"
@@ -217,15 +222,29 @@ func (c *Controller) dryRun(ctx context.Context, ps *planstore.Store, rep *Repor
 	if _, err := c.propose(ctx, ps, rep); err != nil {
 		return nil, err
 	}
-	for _, op := range rep.Proposed {
-		it := Item{Operation: op.Kind, ShardID: op.Shard, Summary: op.String()}
-		if p, err := c.plan(ctx, op); err != nil {
-			it.Error = c.Redact(err)
-		} else {
-			it.Summary = p.Summary
-		}
-		rep.Planned = append(rep.Planned, it)
+	// Every plan reads the map (twice): read it once while its version stands.
+	c.cached = c.Store.Cached()
+	defer func() { c.cached = nil }()
+	// Planning is mostly waiting on servers (checks, definitions): a few
+	// plans at once.
+	rep.Planned = make([]Item, len(rep.Proposed))
+	sem := make(chan struct{}, plansAtOnce)
+	var wg sync.WaitGroup
+	for i, op := range rep.Proposed {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			it := Item{Operation: op.Kind, ShardID: op.Shard, Summary: op.String()}
+			if p, err := c.plan(ctx, op); err != nil {
+				it.Error = c.Redact(err)
+			} else {
+				it.Summary = p.Summary
+			}
+			rep.Planned[i] = it
+		}()
 	}
+	wg.Wait()
 	return rep, rep.stuck()
 }
 
@@ -383,6 +402,9 @@ func (c *Controller) runJob(ctx context.Context, j job) (Item, bool) {
 // nothing), as the operation's command would.
 func (c *Controller) plan(ctx context.Context, op Op) (*plans.Plan, error) {
 	env := c.Env()
+	if c.cached != nil {
+		env.Store = c.cached
+	}
 	to, err := dbutil.ParseAddr(op.To)
 	if err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -126,6 +127,34 @@ type Store struct {
 	// points counts the LIST points those reads returned: a cutover's read
 	// follows the points it changes, not the tenants (export_test.go).
 	points atomic.Int64
+	// cache, when set (Cached), is the map read last.
+	cache *mapCache
+}
+
+// mapCache is the map a Cached store read last, by version and format.
+type mapCache struct {
+	mu sync.Mutex
+	m  *Map
+}
+
+// Cached is a store on the same database whose Load returns a copy of the
+// map it read last while the version row is unchanged (every change bumps
+// it, as routers rely on): one small read instead of the whole map. For a
+// rebalance dry run, which plans many operations against one map of
+// perhaps 100,000 points, each plan reading it twice.
+func (s *Store) Cached() *Store {
+	return &Store{DB: s.DB, Schema: s.Schema, Rows: s.Rows, cache: &mapCache{}}
+}
+
+// clone copies m's slices, so a caller that edits its map edits its own.
+func (m *Map) clone() *Map {
+	c := *m
+	c.Locations = append([]Location(nil), m.Locations...)
+	c.Functions = append([]Function(nil), m.Functions...)
+	c.Columns = append([]Column(nil), m.Columns...)
+	c.Mappings = append([]Mapping(nil), m.Mappings...)
+	c.Policies = append([]ShardPolicy(nil), m.Policies...)
+	return &c
 }
 
 // New wraps an open pool whose default database may be anything; every statement names Schema.
@@ -220,7 +249,27 @@ func (s *Store) Load(ctx context.Context) (*Map, error) {
 		return nil, fmt.Errorf("load shard map: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only
-	return s.load(ctx, tx)
+	if s.cache == nil {
+		return s.load(ctx, tx)
+	}
+	s.cache.mu.Lock()
+	defer s.cache.mu.Unlock()
+	if c := s.cache.m; c != nil {
+		var v int64
+		var f int
+		if err := tx.QueryRowContext(ctx, "SELECT version, format FROM "+s.t("version")+" WHERE id = 1").Scan(&v, &f); err != nil {
+			return nil, s.wrapMissing("load shard map", err)
+		}
+		if v == c.Version && f == c.Format {
+			return c.clone(), nil
+		}
+	}
+	m, err := s.load(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	s.cache.m = m.clone()
+	return m, nil
 }
 
 // LoadFor reads the shard map as Load does, but of its LIST points only
