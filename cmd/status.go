@@ -31,7 +31,7 @@ function's sharded tables, with the shard and server that hold them (one
 index read per key and table); --function names the function when the map
 has more than one. --top N shows the N keys with the most rows of each LIST
 function over the fleet (each shard's tables read by GROUP BY over the shard
-column, a thousand keys per statement).`,
+column, 50,000 keys per statement).`,
 		Args: argsUsage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {

@@ -200,7 +200,7 @@ func TestKeyMoveDryRunAndRefusals(t *testing.T) {
 	c := newClusterSeed(t, "e2e_keys_dry", []int{1, 2, 3}, sandbox.SeedConfig{Sizes: []int{200, 200, 200}, List: true})
 	v0, _ := c.store.Version(ctx)
 	r := c.mustRun("move", "--shard", "1", "--keys", "101,102", "--into", "2", "--dry-run")
-	for _, want := range []string{"keys 101,102", "UPDATE", "list_points", "dry run: nothing was changed"} {
+	for _, want := range []string{"keys 101-102 (2 keys)", "UPDATE", "list_points", "dry run: nothing was changed"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("dry run lacks %q:\n%s", want, r.stdout)
 		}

@@ -236,11 +236,13 @@ func (c *Controller) dryRun(ctx context.Context, ps *planstore.Store, rep *Repor
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			it := Item{Operation: op.Kind, ShardID: op.Shard, Summary: op.String()}
+			start := time.Now()
 			if p, err := c.plan(ctx, op); err != nil {
 				it.Error = c.Redact(err)
 			} else {
 				it.Summary = p.Summary
 			}
+			c.Log.Debug("rebalance: planned", "operation", i+1, "keys", len(op.Keys), "took", time.Since(start).Round(time.Millisecond))
 			rep.Planned[i] = it
 		}()
 	}
@@ -251,10 +253,12 @@ func (c *Controller) dryRun(ctx context.Context, ps *planstore.Store, rep *Repor
 // propose reads the fleet and assesses it: the report takes the fleet, the
 // proposals (added to those of earlier rounds) and the limits left unmet.
 func (c *Controller) propose(ctx context.Context, ps *planstore.Store, rep *Report) ([]Op, error) {
+	start := time.Now()
 	fleet, err := c.readFleet(ctx, ps)
 	if err != nil {
 		return nil, err
 	}
+	c.Log.Debug("rebalance: read the fleet", "shards", len(fleet), "took", time.Since(start).Round(time.Millisecond))
 	rep.Fleet, rep.Servers = fleet, map[string]int64{}
 	for _, s := range fleet {
 		rep.Servers[s.Server] += s.Rows
