@@ -41,6 +41,7 @@ var (
 		"wait":         {lo: float64(time.Millisecond), hi: float64(24 * time.Hour)},
 		"duration":     {lo: float64(time.Millisecond), hi: unbounded, off: "until interrupted"},
 		"map-ttl":      {lo: float64(time.Millisecond), hi: float64(time.Hour)},
+		"min-key-age":  {lo: float64(time.Second), hi: float64(365 * 24 * time.Hour), off: "no cool-down"},
 		// A live lock holder checks its lock every 2 s: shorter would call it dead.
 		"stale-lock": {lo: float64(5 * time.Second), hi: float64(24 * time.Hour)},
 		// The connection watchdog (dbutil/watchdog.go).

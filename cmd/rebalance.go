@@ -108,9 +108,6 @@ stopped plans it continues.`,
 					*list.out = append(*list.out, addr.String())
 				}
 			}
-			if f.policy.MinKeyAge < 0 {
-				return badInput("--min-key-age %s: give a duration, 0 or more (0: no cool-down)", f.policy.MinKeyAge)
-			}
 			if err := f.policy.Valid(); err != nil {
 				return badInput("%v", err)
 			}
