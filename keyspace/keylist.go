@@ -67,21 +67,15 @@ func KeyListArg(keys []Key) string {
 	ks := append([]Key(nil), keys...)
 	sort.Slice(ks, func(i, j int) bool { return ks[i].Compare(ks[j]) < 0 })
 	var parts []string
-	for i := 0; i < len(ks); {
-		j := i
-		for ks[i].Type == IntKey && j+1 < len(ks) && ks[j+1].Int == ks[j].Int+1 {
-			j++
-		}
-		switch {
-		case j-i >= 2:
+	eachRun(ks, func(i, j int) {
+		if j-i >= 2 {
 			parts = append(parts, strconv.FormatInt(ks[i].Int, 10)+".."+strconv.FormatInt(ks[j].Int, 10))
-		default:
-			for k := i; k <= j; k++ {
-				parts = append(parts, ks[k].String())
-			}
+			return
 		}
-		i = j + 1
-	}
+		for k := i; k <= j; k++ {
+			parts = append(parts, ks[k].String())
+		}
+	})
 	return ShellWord(strings.Join(parts, ","))
 }
 
@@ -115,11 +109,7 @@ func (l KeyList) MarshalJSON() ([]byte, error) {
 		}
 	}
 	var b strings.Builder
-	for i := 0; i < len(l); {
-		j := i
-		for j+1 < len(l) && l[j].Int != 1<<63-1 && l[j+1].Int == l[j].Int+1 {
-			j++
-		}
+	eachRun(l, func(i, j int) {
 		if i > 0 {
 			b.WriteByte(',')
 		}
@@ -128,8 +118,7 @@ func (l KeyList) MarshalJSON() ([]byte, error) {
 			b.WriteString("..")
 			b.WriteString(strconv.FormatInt(l[j].Int, 10))
 		}
-		i = j + 1
-	}
+	})
 	return json.Marshal(b.String())
 }
 

@@ -2,6 +2,7 @@ package keyspace
 
 import (
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -13,28 +14,13 @@ import (
 // changes a plan prints, key moves and rebalance.
 func Runs(keys []Key, maxRuns int) string {
 	var runs []string
-	var lo, hi *Key
-	flush := func() {
-		if lo == nil {
-			return
-		}
-		if lo.Compare(*hi) == 0 {
-			runs = append(runs, lo.String())
+	eachRun(keys, func(i, j int) {
+		if i == j {
+			runs = append(runs, keys[i].String())
 		} else {
-			runs = append(runs, lo.String()+"-"+hi.String())
+			runs = append(runs, keys[i].String()+"-"+keys[j].String())
 		}
-		lo, hi = nil, nil
-	}
-	for i := range keys {
-		k := &keys[i]
-		if hi != nil && k.Type == IntKey && hi.Type == IntKey && k.Int == hi.Int+1 {
-			hi = k
-			continue
-		}
-		flush()
-		lo, hi = k, k
-	}
-	flush()
+	})
 	s := strings.Join(runs, ",")
 	if len(runs) > maxRuns {
 		s = strings.Join(runs[:maxRuns], ",") + ",…"
@@ -43,4 +29,18 @@ func Runs(keys []Key, maxRuns int) string {
 		s += fmt.Sprintf(" (%d keys)", len(keys))
 	}
 	return s
+}
+
+// eachRun calls fn(i, j) for each run keys[i..j] of consecutive INT keys, in
+// the keys' order (any other key is a run of its own): the one run finder
+// behind Runs, KeyListArg and a KeyList's JSON.
+func eachRun(keys []Key, fn func(i, j int)) {
+	for i := 0; i < len(keys); {
+		j := i
+		for keys[j].Type == IntKey && j+1 < len(keys) && keys[j+1].Type == IntKey && keys[j].Int != math.MaxInt64 && keys[j+1].Int == keys[j].Int+1 {
+			j++
+		}
+		fn(i, j)
+		i = j + 1
+	}
 }
