@@ -388,10 +388,22 @@ func (s *Store) loadScoped(ctx context.Context, q dbutil.Querier, sc pointScope)
 	}); err != nil {
 		return nil, err
 	}
+	if err := s.loadPoints(ctx, q, m, sc); err != nil {
+		return nil, err
+	}
+	if err := s.loadPolicies(ctx, q, m); err != nil {
+		return nil, err
+	}
+	m.fillUppers()
+	return m, nil
+}
+
+// loadPoints reads the LIST points of m, limited to sc (nil: all).
+func (s *Store) loadPoints(ctx context.Context, q dbutil.Querier, m *Map, sc pointScope) error {
 	// Format 2 keeps when each point last moved, and the shard policies.
-	movedAt := ", NULL"
+	movedCol := ", NULL"
 	if m.Format >= 2 {
-		movedAt = ", moved_at"
+		movedCol = ", moved_at"
 	}
 	point := func(r *sql.Rows) error {
 		mp := Mapping{Kind: List}
@@ -405,21 +417,18 @@ func (s *Store) loadScoped(ctx context.Context, q dbutil.Querier, sc pointScope)
 			k = keyspace.IntK(pi.Int64)
 		}
 		mp.Point = &k
-		if at != nil {
-			t, err := time.ParseInLocation("2006-01-02 15:04:05.999999", string(at), time.UTC) // stamped with UTC_TIMESTAMP
-			if err != nil {
-				return fmt.Errorf("list point %s: moved_at %q: %w", k, at, err)
-			}
-			mp.MovedAt = &t
+		var err error
+		if mp.MovedAt, err = movedAt(k, at); err != nil {
+			return err
 		}
 		m.Mappings = append(m.Mappings, mp)
 		s.points.Add(1)
 		return nil
 	}
-	points := "SELECT func_id, point, point_str, shard_id, status" + movedAt + " FROM "
+	points := "SELECT func_id, point, point_str, shard_id, status" + movedCol + " FROM "
 	if sc == nil {
 		if err := scanAll(ctx, q, points+s.t("list_points"), point); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	for fn, keys := range sc {
@@ -435,23 +444,37 @@ func (s *Store) loadScoped(ctx context.Context, q dbutil.Querier, sc pointScope)
 			}
 			query := points + s.t("list_points") + " WHERE func_id = ? AND " + col + " IN (?" + strings.Repeat(", ?", n-1) + ")"
 			if err := scanAll(ctx, q, query, point, args...); err != nil {
-				return nil, err
+				return err
 			}
 			keys = keys[n:]
 		}
 	}
-	if m.Format >= 2 {
-		if err := scanAll(ctx, q, "SELECT shard_id, dedicated FROM "+s.t("shard_policies")+" ORDER BY shard_id", func(r *sql.Rows) error {
-			var p ShardPolicy
-			err := r.Scan(&p.ShardID, &p.Dedicated)
-			m.Policies = append(m.Policies, p)
-			return err
-		}); err != nil {
-			return nil, err
-		}
+	return nil
+}
+
+// loadPolicies reads the shard policies of a map of format 2.
+func (s *Store) loadPolicies(ctx context.Context, q dbutil.Querier, m *Map) error {
+	if m.Format < 2 {
+		return nil
 	}
-	m.fillUppers()
-	return m, nil
+	return scanAll(ctx, q, "SELECT shard_id, dedicated FROM "+s.t("shard_policies")+" ORDER BY shard_id", func(r *sql.Rows) error {
+		var p ShardPolicy
+		err := r.Scan(&p.ShardID, &p.Dedicated)
+		m.Policies = append(m.Policies, p)
+		return err
+	})
+}
+
+// movedAt is a list point's moved_at as read (nil: never moved).
+func movedAt(k keyspace.Key, at []byte) (*time.Time, error) {
+	if at == nil {
+		return nil, nil
+	}
+	t, err := time.ParseInLocation("2006-01-02 15:04:05.999999", string(at), time.UTC) // stamped with UTC_TIMESTAMP
+	if err != nil {
+		return nil, fmt.Errorf("list point %s: moved_at %q: %w", k, at, err)
+	}
+	return &t, nil
 }
 
 func scanAll(ctx context.Context, q dbutil.Querier, query string, fn func(*sql.Rows) error, args ...any) error {
