@@ -67,7 +67,7 @@ func TestProbeErrorSaysWhatFailedWhere(t *testing.T) {
 	}{
 		{my(1142), false, "grant the account"},
 		{my(1046), false, "lacks a function"},
-		{my(2013), true, "run it again"},
+		{my(2013), true, "run the same command again"},
 		{my(1064), false, ""},
 	} {
 		err := failure.ProbeError("the binlog settings", "source", "127.0.0.1:3307", c.err)
